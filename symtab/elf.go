@@ -1,0 +1,233 @@
+package symtab
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+)
+
+// Limits on sizes taken from files.
+const (
+	maxNoteBytes    = 64 << 10  // one PT_NOTE / SHT_NOTE read
+	maxBuildIDBytes = 512       // a build id descriptor
+	maxSectionBytes = 2 << 30   // one (decompressed) section read into memory
+	maxMiniDebug    = 256 << 20 // decompressed .gnu_debugdata
+	maxSymbols      = 1 << 24   // symbols kept from one table
+)
+
+// openFile is one opened (or in-memory) ELF object.
+type openFile struct {
+	name     string
+	r        io.ReaderAt
+	closer   io.Closer
+	size     int64
+	ef       *elf.File
+	dev, ino uint64
+	buildID  string
+	mismatch bool // found, but another build id or inode than the mapping's
+}
+
+func (f *openFile) close() {
+	if f.closer != nil {
+		f.closer.Close()
+		f.closer = nil
+	}
+}
+
+func bytesReaderAt(b []byte) io.ReaderAt { return bytes.NewReader(b) }
+
+// safely runs fn, turning a panic (debug/elf, debug/dwarf and debug/gosym
+// are not hardened against malformed input) into an error.
+func safely(what string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: malformed input (panic: %v)", what, r)
+		}
+	}()
+	return fn()
+}
+
+// parseFile parses the ELF headers of r and reads its build id.
+func parseFile(r io.ReaderAt, size int64, name string) (*openFile, error) {
+	f := &openFile{name: name, r: r, size: size}
+	err := safely("elf "+name, func() error {
+		ef, err := elf.NewFile(r)
+		if err != nil {
+			return err
+		}
+		f.ef = ef
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open elf %s: %w", name, err)
+	}
+	if id, err := elfBuildID(f.ef, size); err == nil {
+		f.buildID = id
+	}
+	return f, nil
+}
+
+// elfBuildID returns the hex GNU build id of ef: from the
+// .note.gnu.build-id section, else from any SHT_NOTE section, else from the
+// PT_NOTE segments.
+func elfBuildID(ef *elf.File, size int64) (id string, err error) {
+	err = ErrNoBuildID
+	perr := safely("build id", func() error {
+		order := ef.ByteOrder
+		try := func(r io.ReaderAt, off, n uint64) bool {
+			if n == 0 || n > maxNoteBytes || off > uint64(size) || n > uint64(size)-off {
+				return false
+			}
+			buf := make([]byte, n)
+			if _, e := r.ReadAt(buf, int64(off)); e != nil && e != io.EOF {
+				return false
+			}
+			if s, ok := parseBuildIDNotes(buf, order); ok {
+				id, err = s, nil
+				return true
+			}
+			return false
+		}
+		var notes []*elf.Section
+		for _, s := range ef.Sections {
+			if s.Type != elf.SHT_NOTE {
+				continue
+			}
+			if s.Name == ".note.gnu.build-id" {
+				notes = append([]*elf.Section{s}, notes...)
+			} else {
+				notes = append(notes, s)
+			}
+		}
+		for _, s := range notes {
+			if s.Flags&elf.SHF_COMPRESSED != 0 {
+				continue
+			}
+			if try(s.ReaderAt, 0, s.Size) {
+				return nil
+			}
+		}
+		for _, p := range ef.Progs {
+			if p.Type == elf.PT_NOTE && try(p.ReaderAt, 0, p.Filesz) {
+				return nil
+			}
+		}
+		return nil
+	})
+	if perr != nil {
+		return "", perr
+	}
+	return id, err
+}
+
+// parseBuildIDNotes walks a buffer of ELF notes and returns the GNU build
+// id (NT_GNU_BUILD_ID) in hex.
+func parseBuildIDNotes(b []byte, order binary.ByteOrder) (string, bool) {
+	for i := 0; len(b) >= 12 && i < 1024; i++ {
+		namesz := uint64(order.Uint32(b[0:]))
+		descsz := uint64(order.Uint32(b[4:]))
+		typ := order.Uint32(b[8:])
+		b = b[12:]
+		nameEnd := align4(namesz)
+		if nameEnd > uint64(len(b)) {
+			return "", false
+		}
+		name := b[:namesz]
+		b = b[nameEnd:]
+		descEnd := align4(descsz)
+		if descEnd > uint64(len(b)) {
+			if descsz > uint64(len(b)) {
+				return "", false
+			}
+			descEnd = uint64(len(b))
+		}
+		desc := b[:descsz]
+		b = b[descEnd:]
+		if typ == ntGNUBuildID && string(name) == "GNU\x00" && descsz > 0 && descsz <= maxBuildIDBytes {
+			return hex.EncodeToString(desc), true
+		}
+	}
+	return "", false
+}
+
+// ntGNUBuildID is NT_GNU_BUILD_ID.
+const ntGNUBuildID = 3
+
+func align4(n uint64) uint64 { return (n + 3) &^ 3 }
+
+// loadSeg is one PT_LOAD segment.
+type loadSeg struct {
+	off, filesz, vaddr, memsz uint64
+}
+
+func elfLoads(ef *elf.File) []loadSeg {
+	var l []loadSeg
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			l = append(l, loadSeg{p.Off, p.Filesz, p.Vaddr, p.Memsz})
+		}
+	}
+	return l
+}
+
+const pageSize = 4096
+
+// offsetToVaddr maps a file offset to a virtual address through the PT_LOAD
+// segment whose file bytes contain it. An offset in the page-aligned slack
+// before a segment's first byte (mapped by the same mmap) maps through that
+// segment too when no segment contains it exactly.
+func offsetToVaddr(loads []loadSeg, off uint64) (uint64, bool) {
+	for _, l := range loads {
+		if off >= l.off && off-l.off < l.filesz {
+			return l.vaddr + (off - l.off), true
+		}
+	}
+	for _, l := range loads {
+		start := l.off &^ (pageSize - 1)
+		if off >= start && off < l.off+l.filesz {
+			return l.vaddr - (l.off - off), true
+		}
+	}
+	return 0, false
+}
+
+// newModule builds a Module around an opened file.
+func newModule(s *Symbolizer, path string, f *openFile) (*Module, error) {
+	if f.ef == nil {
+		return nil, fmt.Errorf("open elf %s: %w", path, ErrNoSymbols)
+	}
+	m := &Module{
+		sym:     s,
+		path:    path,
+		buildID: f.buildID,
+		file:    f,
+		loads:   elfLoads(f.ef),
+	}
+	return m, nil
+}
+
+// sectionData reads a section (decompressing it if needed), bounded.
+func sectionData(s *elf.Section, fileSize int64) ([]byte, error) {
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, ErrNoSymbols
+	}
+	if s.Flags&elf.SHF_COMPRESSED == 0 && (s.Size > uint64(fileSize) || s.Offset > uint64(fileSize)-s.Size) {
+		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "section past end of file"}
+	}
+	if s.FileSize > uint64(fileSize) || s.Size > maxSectionBytes {
+		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "section too large"}
+	}
+	var data []byte
+	err := safely("section "+s.Name, func() error {
+		var err error
+		data, err = s.Data()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", s.Name, err)
+	}
+	return data, nil
+}

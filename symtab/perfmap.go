@@ -1,0 +1,302 @@
+package symtab
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits on perf maps and kallsyms.
+const (
+	maxPerfMapBytes = 256 << 20
+	maxPerfMapLine  = 64 << 10
+	maxTextSyms     = 1 << 23
+)
+
+// PerfMap is a JIT symbol map (/tmp/perf-PID.map): lines of
+// "START SIZE NAME", START and SIZE in hex.
+type PerfMap struct {
+	start, end []uint64
+	name       []string
+}
+
+// LoadPerfMap parses a perf map file (a regular file, opened non-blocking).
+func LoadPerfMap(path string) (*PerfMap, error) {
+	f, err := openPlain(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParsePerfMap(io.LimitReader(f, maxPerfMapBytes))
+}
+
+// ParsePerfMap parses the text of a perf map. Malformed lines are skipped;
+// when entries overlap the later one wins (a JIT reuses freed code).
+func ParsePerfMap(r io.Reader) (*PerfMap, error) {
+	type ent struct {
+		start, end uint64
+		name       string
+		seq        int
+	}
+	var ents []ent
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), maxPerfMapLine)
+	for sc.Scan() {
+		line := sc.Bytes()
+		a, rest, ok := bytes.Cut(bytes.TrimLeft(line, " \t"), []byte{' '})
+		if !ok {
+			continue
+		}
+		b, name, ok := bytes.Cut(bytes.TrimLeft(rest, " "), []byte{' '})
+		if !ok {
+			continue
+		}
+		start, err1 := parseHex(a)
+		size, err2 := parseHex(b)
+		if err1 != nil || err2 != nil || size == 0 || start+size < start {
+			continue
+		}
+		if len(ents) >= maxTextSyms {
+			break
+		}
+		ents = append(ents, ent{start, start + size, strings.TrimRight(string(name), "\r"), len(ents)})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read perf map: %w", err)
+	}
+	if len(ents) == 0 {
+		return nil, ErrNoSymbols
+	}
+	// Sort by start; of entries with the same start the latest wins.
+	sort.SliceStable(ents, func(i, j int) bool {
+		if ents[i].start != ents[j].start {
+			return ents[i].start < ents[j].start
+		}
+		return ents[i].seq > ents[j].seq
+	})
+	p := &PerfMap{}
+	for i, e := range ents {
+		if i > 0 && e.start == ents[i-1].start {
+			continue
+		}
+		p.start = append(p.start, e.start)
+		p.end = append(p.end, e.end)
+		p.name = append(p.name, e.name)
+	}
+	return p, nil
+}
+
+func parseHex(b []byte) (uint64, error) {
+	s := string(b)
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
+	return strconv.ParseUint(s, 16, 64)
+}
+
+// Lookup returns the JIT symbol containing addr.
+func (p *PerfMap) Lookup(addr uint64) (name string, off uint64, ok bool) {
+	if p == nil {
+		return "", 0, false
+	}
+	i := sort.Search(len(p.start), func(i int) bool { return p.start[i] > addr }) - 1
+	for k := 0; i >= 0 && k < 8; i, k = i-1, k+1 {
+		if addr < p.end[i] {
+			return p.name[i], addr - p.start[i], true
+		}
+	}
+	return "", 0, false
+}
+
+// Len is the number of entries.
+func (p *PerfMap) Len() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.start)
+}
+
+type perfMapEntry struct {
+	pm      *PerfMap
+	size    int64
+	mtime   time.Time
+	checked time.Time
+}
+
+// perfMapRecheck is how often a cached perf map is checked for changes.
+const perfMapRecheck = 100 * time.Millisecond
+
+// PerfMapFor returns the perf map of process pid, /tmp/perf-PID.map looked
+// up inside root (the target's "/proc/PID/root", or "" for the host). A JIT
+// in a PID namespace names the file with its own pid: when root is
+// /proc/PID/root the innermost pid from /proc/PID/status (NSpid) is tried
+// too. Maps are cached and reloaded when the file's size or mtime changes.
+// It returns nil when there is no map.
+func (s *Symbolizer) PerfMapFor(pid int, root string) *PerfMap {
+	var paths []string
+	paths = append(paths, joinRoot(root, fmt.Sprintf("/tmp/perf-%d.map", pid)))
+	if ns := nsPid(pid); ns > 0 && ns != pid {
+		paths = append(paths, joinRoot(root, fmt.Sprintf("/tmp/perf-%d.map", ns)))
+	}
+	for _, p := range paths {
+		if pm := s.perfMapAt(p); pm != nil {
+			return pm
+		}
+	}
+	return nil
+}
+
+func (s *Symbolizer) perfMapAt(path string) *PerfMap {
+	now := time.Now()
+	s.perfMu.Lock()
+	e := s.perfMaps[path]
+	if e != nil && now.Sub(e.checked) < perfMapRecheck {
+		s.perfMu.Unlock()
+		return e.pm
+	}
+	s.perfMu.Unlock()
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		s.perfMu.Lock()
+		delete(s.perfMaps, path)
+		s.perfMu.Unlock()
+		return nil
+	}
+	if e != nil && e.size == st.Size() && e.mtime.Equal(st.ModTime()) {
+		s.perfMu.Lock()
+		e.checked = now
+		s.perfMu.Unlock()
+		return e.pm
+	}
+	pm, err := LoadPerfMap(path)
+	if err != nil {
+		pm = nil
+	}
+	s.perfMu.Lock()
+	s.perfMaps[path] = &perfMapEntry{pm: pm, size: st.Size(), mtime: st.ModTime(), checked: now}
+	s.perfMu.Unlock()
+	return pm
+}
+
+// nsPid returns the innermost pid of pid (last NSpid field of
+// /proc/PID/status), or 0.
+func nsPid(pid int) int {
+	if pid <= 0 {
+		return 0
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 1<<16))
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			fs := strings.Fields(rest)
+			if len(fs) == 0 {
+				return 0
+			}
+			n, _ := strconv.Atoi(fs[len(fs)-1])
+			return n
+		}
+	}
+	return 0
+}
+
+// Kallsyms resolves kernel addresses.
+type Kallsyms struct {
+	addr []uint64
+	name []string
+}
+
+// LoadKallsyms reads /proc/kallsyms (or a file of the same format).
+func LoadKallsyms(path string) (*Kallsyms, error) {
+	f, err := openPlain(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseKallsyms(io.LimitReader(f, maxPerfMapBytes))
+}
+
+// ParseKallsyms parses text in /proc/kallsyms format ("ADDR TYPE NAME
+// [MODULE]"). Only text symbols are kept. It returns ErrNoSymbols when every
+// address is zero (kptr_restrict hides them).
+func ParseKallsyms(r io.Reader) (*Kallsyms, error) {
+	type ent struct {
+		addr uint64
+		name string
+	}
+	var ents []ent
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), maxPerfMapLine)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 3 || len(fs[1]) != 1 {
+			continue
+		}
+		switch fs[1][0] {
+		case 't', 'T', 'w', 'W':
+		default:
+			continue
+		}
+		a, err := strconv.ParseUint(fs[0], 16, 64)
+		if err != nil || a == 0 {
+			continue
+		}
+		name := fs[2]
+		if len(fs) > 3 {
+			name += " " + fs[3]
+		}
+		if len(ents) >= maxTextSyms {
+			break
+		}
+		ents = append(ents, ent{a, name})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read kallsyms: %w", err)
+	}
+	if len(ents) == 0 {
+		return nil, ErrNoSymbols
+	}
+	sort.SliceStable(ents, func(i, j int) bool { return ents[i].addr < ents[j].addr })
+	k := &Kallsyms{}
+	for _, e := range ents {
+		k.addr = append(k.addr, e.addr)
+		k.name = append(k.name, e.name)
+	}
+	return k, nil
+}
+
+// maxKernelSymSize bounds how far past a kernel symbol's start an address
+// still takes its name (kallsyms has no sizes).
+const maxKernelSymSize = 1 << 20
+
+// Lookup returns the kernel symbol containing addr: the last one at or
+// below it ("name [module]" for modules).
+func (k *Kallsyms) Lookup(addr uint64) (name string, off uint64, ok bool) {
+	if k == nil {
+		return "", 0, false
+	}
+	i := sort.Search(len(k.addr), func(i int) bool { return k.addr[i] > addr }) - 1
+	if i < 0 || addr-k.addr[i] >= maxKernelSymSize {
+		return "", 0, false
+	}
+	if i == len(k.addr)-1 && addr-k.addr[i] >= 64<<10 {
+		return "", 0, false
+	}
+	return k.name[i], addr - k.addr[i], true
+}
+
+// Len is the number of text symbols.
+func (k *Kallsyms) Len() int {
+	if k == nil {
+		return 0
+	}
+	return len(k.addr)
+}

@@ -1,0 +1,105 @@
+package symtab
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"io"
+
+	"github.com/ulikunitz/xz"
+)
+
+// sources holds a module's symbol sources, loaded on first use.
+type sources struct {
+	names []string   // what was found, best first
+	debug *openFile  // separate debug file
+	syms  *symTable  // .symtab + .gnu_debugdata + .dynsym, merged
+	errs  []error    // problems met while loading (diagnostics)
+}
+
+func (m *Module) sources() *sources {
+	m.loadOnce.Do(func() { m.src = m.loadSources() })
+	return m.src
+}
+
+func (m *Module) loadSources() *sources {
+	src := &sources{}
+	ef := m.file.ef
+	var raw []rawSym
+	var err error
+	if hasSymtab(ef) {
+		raw, err = collectSyms(ef, false, rankSymtab, raw)
+		if err == nil {
+			src.names = append(src.names, "symtab")
+		} else {
+			src.errs = append(src.errs, err)
+		}
+	}
+	if mini, err := miniDebugInfo(m.file); err == nil && mini != nil {
+		n := len(raw)
+		raw, err = collectSyms(mini, false, rankMiniDebug, raw)
+		if err == nil && len(raw) > n {
+			src.names = append(src.names, "gnu_debugdata")
+		}
+	} else if err != nil {
+		src.errs = append(src.errs, err)
+	}
+	if n := len(raw); true {
+		raw, err = collectSyms(ef, true, rankDynsym, raw)
+		if err == nil && len(raw) > n {
+			src.names = append(src.names, "dynsym")
+		}
+	}
+	src.syms = buildSymTable(raw)
+	return src
+}
+
+func hasSymtab(ef *elf.File) bool {
+	for _, s := range ef.Sections {
+		if s.Type == elf.SHT_SYMTAB {
+			return true
+		}
+	}
+	return false
+}
+
+// miniDebugInfo decompresses .gnu_debugdata (an xz-compressed ELF holding
+// the symbols left out of .dynsym), or returns nil.
+func miniDebugInfo(f *openFile) (*elf.File, error) {
+	sec := f.ef.Section(".gnu_debugdata")
+	if sec == nil || sec.Type == elf.SHT_NOBITS {
+		return nil, nil
+	}
+	comp, err := sectionData(sec, f.size)
+	if err != nil {
+		return nil, err
+	}
+	var data []byte
+	err = safely("gnu_debugdata", func() error {
+		zr, err := xz.NewReader(bytes.NewReader(comp))
+		if err != nil {
+			return err
+		}
+		data, err = io.ReadAll(io.LimitReader(zr, maxMiniDebug+1))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("decompress .gnu_debugdata: %w", err)
+	}
+	if len(data) > maxMiniDebug {
+		return nil, &FormatError{Section: ".gnu_debugdata", Msg: "decompressed size too large"}
+	}
+	mf, err := parseFile(bytes.NewReader(data), int64(len(data)), f.name+"[.gnu_debugdata]")
+	if err != nil {
+		return nil, err
+	}
+	return mf.ef, nil
+}
+
+// lookup resolves pc through the best source that knows it.
+func (s *sources) lookup(pc uint64, out []Sym, demangle bool) []Sym {
+	if i, ok := s.syms.lookup(pc); ok {
+		return append(out, Sym{Function: s.syms.nameAt(i, demangle), Offset: pc - s.syms.addr[i]})
+	}
+	return out
+}

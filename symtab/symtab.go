@@ -1,0 +1,346 @@
+// Package symtab turns (module, address) into function, file, line and
+// inlined callers.
+//
+// Sources, best first: DWARF (function names, file:line, inlined
+// subroutines; DWARF 2-5, compressed sections), Go .gopclntab, .symtab of
+// the binary or of its separate debug file, MiniDebugInfo (.gnu_debugdata),
+// .dynsym. JIT code is named by perf maps (/tmp/perf-PID.map) and kernel
+// addresses by /proc/kallsyms.
+//
+// Every file is checked against the build id seen in the target's memory
+// before its symbols are used; everything loaded is cached by build id,
+// then by device+inode, and DWARF is decoded lazily per compilation unit.
+//
+// Robustness: every file is target-controlled input. Files are opened
+// read-only and non-blocking and only when regular; sizes from headers are
+// capped; panics of debug/elf, debug/dwarf and debug/gosym become errors.
+package symtab
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+)
+
+// ErrNoSymbols means the module has no usable symbol source.
+var ErrNoSymbols = errors.New("no symbols")
+
+// ErrNoBuildID means the file carries no GNU build id note.
+var ErrNoBuildID = errors.New("no build id")
+
+// ErrNotFound means no file for the module could be opened.
+var ErrNotFound = errors.New("module file not found")
+
+// FormatError reports malformed input in a file.
+type FormatError struct {
+	Section string
+	Offset  uint64
+	Msg     string
+}
+
+func (e *FormatError) Error() string {
+	if e.Section == "" {
+		return "malformed elf: " + e.Msg
+	}
+	return fmt.Sprintf("malformed %s at %#x: %s", e.Section, e.Offset, e.Msg)
+}
+
+// Options configure a Symbolizer.
+type Options struct {
+	DebugDirs  []string // roots for separate debug files; /usr/lib/debug is always searched
+	NoDemangle bool     // keep raw symbol names
+}
+
+// ModuleRef says how to find the file behind a mapping of a target process.
+type ModuleRef struct {
+	Path     string // path as the target sees it, " (deleted)" trimmed
+	MapFiles string // "/proc/PID/map_files/START-END", or "" (saved capture / not available)
+	Root     string // "/proc/PID/root", or "" for the host's root
+	Dev      uint64 // device of the mapped file (unix.Mkdev(major, minor)); 0 unknown
+	Inode    uint64 // inode of the mapped file; 0 unknown
+	BuildID  string // hex build id read from the target's memory; "" unknown
+}
+
+// Sym is one logical frame at an address: innermost (inlined) first.
+type Sym struct {
+	Function string // demangled unless NoDemangle; "" unknown
+	Offset   uint64 // address minus the function's start (physical function only)
+	File     string // "" unknown
+	Line     int
+	Inlined  bool // this function was inlined into the next Sym
+}
+
+type devIno struct{ dev, ino uint64 }
+
+// Symbolizer loads and caches modules (by build id, then dev+inode). It is
+// safe for concurrent use.
+type Symbolizer struct {
+	opts Options
+
+	mu        sync.Mutex
+	byBuildID map[string]*Module
+	byInode   map[devIno]*Module
+	mismatch  map[ModuleRef]*Module
+
+	perfMu   sync.Mutex
+	perfMaps map[string]*perfMapEntry
+}
+
+// New returns a Symbolizer.
+func New(opts Options) *Symbolizer {
+	return &Symbolizer{
+		opts:      opts,
+		byBuildID: make(map[string]*Module),
+		byInode:   make(map[devIno]*Module),
+		mismatch:  make(map[ModuleRef]*Module),
+		perfMaps:  make(map[string]*perfMapEntry),
+	}
+}
+
+// Close releases every file the Symbolizer holds open. Modules must not be
+// used afterwards.
+func (s *Symbolizer) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := make(map[*Module]bool)
+	var first error
+	closeAll := func(m *Module) {
+		if seen[m] {
+			return
+		}
+		seen[m] = true
+		if err := m.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, m := range s.byBuildID {
+		closeAll(m)
+	}
+	for _, m := range s.byInode {
+		closeAll(m)
+	}
+	for _, m := range s.mismatch {
+		closeAll(m)
+	}
+	s.byBuildID = make(map[string]*Module)
+	s.byInode = make(map[devIno]*Module)
+	s.mismatch = make(map[ModuleRef]*Module)
+	return first
+}
+
+// Module opens (or returns the cached) module for ref.
+//
+// Files are tried in this order: ref.MapFiles (the exact inode mapped),
+// ref.Root+ref.Path, ref.Path. A file other than MapFiles is used only when
+// its device+inode or its build id matches ref (or ref carries neither).
+// When the file found carries another build id than ref.BuildID the module
+// returned has Mismatch() == true and resolves nothing.
+func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
+	ref.BuildID = strings.ToLower(ref.BuildID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ref.BuildID != "" {
+		if m := s.byBuildID[ref.BuildID]; m != nil {
+			return m, nil
+		}
+	}
+	if m := s.mismatch[ref]; m != nil {
+		return m, nil
+	}
+	if ref.Dev != 0 && ref.Inode != 0 && ref.BuildID == "" {
+		if m := s.byInode[devIno{ref.Dev, ref.Inode}]; m != nil {
+			return m, nil
+		}
+	}
+	f, err := openModuleFile(ref)
+	if err != nil {
+		return nil, err
+	}
+	if f.mismatch {
+		m := &Module{path: ref.Path, buildID: f.buildID, mismatch: true, sym: s}
+		f.close()
+		s.mismatch[ref] = m
+		return m, nil
+	}
+	key := devIno{f.dev, f.ino}
+	if m := s.byInode[key]; m != nil && (ref.BuildID == "" || m.buildID == ref.BuildID) {
+		f.close()
+		return m, nil
+	}
+	if f.buildID != "" {
+		if m := s.byBuildID[f.buildID]; m != nil {
+			f.close()
+			return m, nil
+		}
+	}
+	m, err := newModule(s, ref.Path, f)
+	if err != nil {
+		f.close()
+		return nil, err
+	}
+	m.root = ref.Root
+	if m.buildID != "" {
+		s.byBuildID[m.buildID] = m
+	}
+	if key.ino != 0 {
+		s.byInode[key] = m
+	}
+	return m, nil
+}
+
+// ModuleFromImage parses an ELF image held in memory (the vdso). The image
+// is not copied: the caller must not modify it.
+func (s *Symbolizer) ModuleFromImage(image []byte, name string) (*Module, error) {
+	f, err := parseFile(bytesReaderAt(image), int64(len(image)), name)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.buildID != "" {
+		if m := s.byBuildID[f.buildID]; m != nil {
+			return m, nil
+		}
+	}
+	m, err := newModule(s, name, f)
+	if err != nil {
+		return nil, err
+	}
+	m.image = true
+	if m.buildID != "" {
+		s.byBuildID[m.buildID] = m
+	}
+	return m, nil
+}
+
+// Module is one loaded ELF object. Its methods are safe for concurrent use.
+type Module struct {
+	sym      *Symbolizer
+	path     string
+	root     string
+	buildID  string
+	mismatch bool
+	image    bool // from memory (vdso): no separate debug file search
+
+	file  *openFile
+	loads []loadSeg
+
+	loadOnce sync.Once
+	src      *sources // symbol sources, loaded on first use
+
+	results resultCache
+}
+
+// Path is the module's path as the target sees it.
+func (m *Module) Path() string { return m.path }
+
+// BuildID is the hex GNU build id of the module's file ("" if none).
+func (m *Module) BuildID() string { return m.buildID }
+
+// Mismatch reports that the file found does not match the build id seen in
+// the target's memory: its symbols must not be used.
+func (m *Module) Mismatch() bool { return m.mismatch }
+
+// FileOffsetToVaddr maps a file offset to the ELF virtual address, through
+// the PT_LOAD segment that contains it. A mismatched module maps nothing.
+func (m *Module) FileOffsetToVaddr(off uint64) (uint64, bool) {
+	if m.mismatch {
+		return 0, false
+	}
+	return offsetToVaddr(m.loads, off)
+}
+
+// ELF returns the module's binary (for its .eh_frame), or nil (mismatch).
+func (m *Module) ELF() io.ReaderAt {
+	if m.mismatch || m.file == nil {
+		return nil
+	}
+	return m.file.r
+}
+
+// DebugELF returns the separate debug file, or nil.
+func (m *Module) DebugELF() io.ReaderAt {
+	if m.mismatch {
+		return nil
+	}
+	src := m.sources()
+	if src.debug == nil {
+		return nil
+	}
+	return src.debug.r
+}
+
+// DebugFile returns the path of the separate debug file found, or "".
+func (m *Module) DebugFile() string {
+	if m.mismatch {
+		return ""
+	}
+	src := m.sources()
+	if src.debug == nil {
+		return ""
+	}
+	return src.debug.name
+}
+
+// SymbolSources lists the symbol sources found, best first (for
+// diagnostics), e.g. ["dwarf", "symtab", "dynsym"].
+func (m *Module) SymbolSources() []string {
+	if m.mismatch {
+		return nil
+	}
+	return append([]string(nil), m.sources().names...)
+}
+
+// Lookup resolves an ELF virtual address of this module, appending logical
+// frames (innermost first) to out. Nothing is appended when the address is
+// unknown or the module is a mismatch.
+func (m *Module) Lookup(vaddr uint64, out []Sym) []Sym {
+	if m.mismatch {
+		return out
+	}
+	if r, ok := m.results.get(vaddr); ok {
+		return append(out, r...)
+	}
+	n := len(out)
+	out = m.sources().lookup(vaddr, out, !m.sym.opts.NoDemangle)
+	m.results.put(vaddr, out[n:])
+	return out
+}
+
+func (m *Module) close() error {
+	if m.file != nil {
+		m.file.close()
+	}
+	if m.src != nil && m.src.debug != nil {
+		m.src.debug.close()
+	}
+	return nil
+}
+
+// resultCache remembers recent lookups, so that a sampler's hot PCs cost a
+// map access. It is bounded: when full it starts over.
+type resultCache struct {
+	mu sync.RWMutex
+	m  map[uint64][]Sym
+}
+
+const resultCacheMax = 1 << 16
+
+func (c *resultCache) get(pc uint64) ([]Sym, bool) {
+	c.mu.RLock()
+	r, ok := c.m[pc]
+	c.mu.RUnlock()
+	return r, ok
+}
+
+func (c *resultCache) put(pc uint64, r []Sym) {
+	cp := append([]Sym(nil), r...)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= resultCacheMax {
+		c.m = make(map[uint64][]Sym)
+	}
+	c.m[pc] = cp
+	c.mu.Unlock()
+}
