@@ -1,0 +1,219 @@
+// Package testutil builds test targets from testdata/ at test time, starts
+// them, and stops them (by pid, never by name).
+package testutil
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Root returns the repository root (the directory holding go.mod).
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Testdata returns a path under the repository's testdata/.
+func Testdata(elem ...string) string {
+	return filepath.Join(append([]string{Root(), "testdata"}, elem...)...)
+}
+
+var buildMu sync.Mutex
+
+// CacheDir is where built targets are kept between test runs
+// (testdata/build, ignored by git), keyed by the hash of sources and flags.
+func CacheDir() string { return Testdata("build") }
+
+// Build compiles sources with compiler (gcc, g++, ...) and flags, once per
+// distinct input, and returns the binary's path. The exact command is
+// recorded next to the binary in NAME.cmd.
+func Build(t testing.TB, compiler string, srcs []string, flags ...string) string {
+	t.Helper()
+	bin, err := BuildErr(compiler, srcs, flags...)
+	if err != nil {
+		t.Fatalf("building %v: %v", srcs, err)
+	}
+	return bin
+}
+
+// BuildErr is Build without a testing.TB.
+func BuildErr(compiler string, srcs []string, flags ...string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	h := sha256.New()
+	fmt.Fprintln(h, compiler, strings.Join(flags, " "))
+	for _, s := range srcs {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintln(h, filepath.Base(s))
+		h.Write(b)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:16]
+	name := strings.TrimSuffix(filepath.Base(srcs[0]), filepath.Ext(srcs[0])) + "-" + sum
+	dir := CacheDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, name)
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	tmp := bin + ".tmp"
+	args := append(append([]string{}, srcs...), flags...)
+	args = append(args, "-o", tmp)
+	cmd := exec.Command(compiler, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %v\n%s", compiler, strings.Join(args, " "), err, out)
+	}
+	os.WriteFile(bin+".cmd", []byte(compiler+" "+strings.Join(args, " ")+"\n"), 0o644)
+	return bin, os.Rename(tmp, bin)
+}
+
+// Target is a running test target.
+type Target struct {
+	Cmd   *exec.Cmd
+	PID   int
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	t     testing.TB
+	mu    sync.Mutex
+}
+
+// Start runs bin with args, waits until it prints a line starting with
+// "ready" (within 20 s), and stops it by pid when the test ends.
+func Start(t testing.TB, bin string, args ...string) *Target {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	tg := &Target{Cmd: cmd, PID: cmd.Process.Pid, stdin: stdin, out: bufio.NewReader(stdout), t: t}
+	t.Cleanup(tg.Stop)
+	line, err := tg.ReadLine(20 * time.Second)
+	if err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("target %s did not get ready: %q %v", bin, line, err)
+	}
+	return tg
+}
+
+// ReadLine reads one line of the target's stdout within d.
+func (tg *Target) ReadLine(d time.Duration) (string, error) {
+	type res struct {
+		s   string
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		s, err := tg.out.ReadString('\n')
+		ch <- res{strings.TrimRight(s, "\n"), err}
+	}()
+	select {
+	case r := <-ch:
+		return r.s, r.err
+	case <-time.After(d):
+		return "", fmt.Errorf("no line from pid %d within %v", tg.PID, d)
+	}
+}
+
+// Ask writes a command line to the target and returns its one-line answer.
+func (tg *Target) Ask(cmd string) string {
+	tg.t.Helper()
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	if _, err := io.WriteString(tg.stdin, cmd+"\n"); err != nil {
+		tg.t.Fatalf("writing to target: %v", err)
+	}
+	line, err := tg.ReadLine(10 * time.Second)
+	if err != nil {
+		tg.t.Fatalf("target answer: %v", err)
+	}
+	return line
+}
+
+// Stop kills the target by pid (SIGCONT first, in case a test stopped it)
+// and reaps it.
+func (tg *Target) Stop() {
+	if tg.Cmd.ProcessState != nil {
+		return
+	}
+	syscall.Kill(tg.PID, syscall.SIGCONT)
+	syscall.Kill(tg.PID, syscall.SIGKILL)
+	tg.stdin.Close()
+	tg.Cmd.Wait()
+}
+
+// State returns the process state letter from /proc/PID/stat.
+func State(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+// ThreadStates returns each thread's state letter.
+func ThreadStates(pid int) map[int]string {
+	out := map[int]string{}
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, e := range ents {
+		var tid int
+		fmt.Sscan(e.Name(), &tid)
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i >= 0 && i+2 < len(s) {
+			out[tid] = s[i+2 : i+3]
+		}
+	}
+	return out
+}
+
+// Skip skips the test with a stated reason; used only where the machine
+// lacks a tool, never where it supports the feature.
+func Skip(t testing.TB, reason string) {
+	t.Helper()
+	t.Skipf("skipped: %s", reason)
+}
+
+// Need skips unless tool is on PATH.
+func Need(t testing.TB, tool string) string {
+	t.Helper()
+	p, err := exec.LookPath(tool)
+	if err != nil {
+		Skip(t, tool+" is not installed on this machine")
+	}
+	return p
+}

@@ -1,0 +1,120 @@
+package output
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"stackshot/snapshot"
+)
+
+// Schema is the version of the dump JSON.
+const Schema = 1
+
+type jsonProcess struct {
+	Schema   int          `json:"schema"`
+	PID      int          `json:"pid"`
+	Comm     string       `json:"comm"`
+	Exe      string       `json:"exe"`
+	Time     string       `json:"time"`
+	State    string       `json:"state"`
+	Warnings []string     `json:"warnings,omitempty"`
+	WallUS   int64        `json:"wall_us"`
+	Threads  []jsonThread `json:"threads"`
+}
+
+type jsonSyscall struct {
+	Nr   int64    `json:"nr"`
+	Name string   `json:"name"`
+	Args []string `json:"args"`
+	SP   string   `json:"sp"`
+	PC   string   `json:"pc"`
+}
+
+type jsonThread struct {
+	TID     int          `json:"tid"`
+	Name    string       `json:"name"`
+	State   string       `json:"state"`
+	Syscall *jsonSyscall `json:"syscall"`
+	Capture string       `json:"capture"`
+	PauseUS float64      `json:"pause_us"`
+	Frames  []jsonFrame  `json:"frames"`
+	Error   *string      `json:"error"`
+	Stop    string       `json:"stop,omitempty"`
+	Torn    bool         `json:"torn,omitempty"`
+}
+
+type jsonFrame struct {
+	PC              string  `json:"pc"`
+	Kind            string  `json:"kind"`
+	Function        *string `json:"function,omitempty"`
+	Offset          *uint64 `json:"offset,omitempty"`
+	Module          string  `json:"module,omitempty"`
+	ModuleOffset    string  `json:"module_offset,omitempty"`
+	BuildID         string  `json:"build_id,omitempty"`
+	File            string  `json:"file,omitempty"`
+	Line            int     `json:"line,omitempty"`
+	Inlined         bool    `json:"inlined"`
+	Method          string  `json:"method"`
+	BuildIDMismatch bool    `json:"build_id_mismatch,omitempty"`
+	SignalFrame     bool    `json:"signal_frame,omitempty"`
+}
+
+func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
+
+func toJSON(p *snapshot.Process) jsonProcess {
+	jp := jsonProcess{Schema: Schema, PID: p.PID, Comm: p.Comm, Exe: p.Exe,
+		Time: p.Time.UTC().Format(time.RFC3339Nano), State: p.State, Warnings: p.Warnings,
+		WallUS: p.WallNS / 1000, Threads: []jsonThread{}}
+	for i := range p.Threads {
+		t := &p.Threads[i]
+		jt := jsonThread{TID: t.TID, Name: t.Name, State: t.State, Capture: t.Capture,
+			PauseUS: float64(t.PauseNS/100) / 10, Frames: []jsonFrame{}, Stop: t.Stop, Torn: t.Torn}
+		if t.Syscall != nil && t.Syscall.InCall {
+			js := &jsonSyscall{Nr: t.Syscall.Nr, Name: t.Syscall.Name, SP: hex(t.Syscall.SP), PC: hex(t.Syscall.PC)}
+			for _, a := range t.Syscall.Args {
+				js.Args = append(js.Args, hex(a))
+			}
+			jt.Syscall = js
+		}
+		if t.Error != "" {
+			e := t.Error
+			jt.Error = &e
+		}
+		for j := range t.Frames {
+			f := &t.Frames[j]
+			jf := jsonFrame{PC: hex(f.PC), Kind: f.Kind, Inlined: f.Inlined, Method: f.Method,
+				BuildIDMismatch: f.BuildIDMismatch, SignalFrame: f.SignalFrame,
+				File: f.File, Line: f.Line, BuildID: f.BuildID, Module: f.Module}
+			if f.Function != "" {
+				fn := f.Function
+				jf.Function = &fn
+				if f.HasOffset {
+					off := f.Offset
+					jf.Offset = &off
+				}
+			}
+			if f.HasModule {
+				jf.ModuleOffset = hex(f.ModuleOffset)
+			}
+			jt.Frames = append(jt.Frames, jf)
+		}
+		jp.Threads = append(jp.Threads, jt)
+	}
+	return jp
+}
+
+// JSON writes one object for one process, an array for several.
+func JSON(w io.Writer, procs []*snapshot.Process) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if len(procs) == 1 {
+		return enc.Encode(toJSON(procs[0]))
+	}
+	all := make([]jsonProcess, 0, len(procs))
+	for _, p := range procs {
+		all = append(all, toJSON(p))
+	}
+	return enc.Encode(all)
+}

@@ -1,0 +1,373 @@
+package procmaps
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Proc is the root of the proc filesystem; tests may point it elsewhere.
+var Proc = "/proc"
+
+func pidPath(pid int, elem ...string) string {
+	return Proc + "/" + strconv.Itoa(pid) + "/" + strings.Join(elem, "/")
+}
+
+func taskPath(pid, tid int, elem string) string {
+	return Proc + "/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/" + elem
+}
+
+// maxProcFile bounds how much of a single /proc file is read.
+const maxProcFile = 1 << 20
+
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxProcFile))
+}
+
+// ReadMaps reads and parses /proc/PID/maps.
+func ReadMaps(pid int) (Maps, error) {
+	f, err := os.Open(pidPath(pid, "maps"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ms, err := ParseMaps(f)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Start < ms[j].Start })
+	return ms, nil
+}
+
+// Tasks lists the thread ids of pid, sorted, main thread first.
+func Tasks(pid int) ([]int, error) {
+	d, err := os.Open(pidPath(pid, "task"))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	tids := make([]int, 0, len(names))
+	for _, n := range names {
+		if t, err := strconv.Atoi(n); err == nil && t > 0 {
+			tids = append(tids, t)
+		}
+	}
+	sort.Ints(tids)
+	for i, t := range tids {
+		if t == pid && i != 0 {
+			copy(tids[1:i+1], tids[:i])
+			tids[0] = pid
+		}
+	}
+	return tids, nil
+}
+
+// Syscall is the content of /proc/PID/task/TID/syscall.
+type Syscall struct {
+	Running bool      // "running": the thread is on a CPU
+	InCall  bool      // blocked inside system call Nr (otherwise blocked outside one, Nr == -1)
+	Nr      int64     // syscall number, -1 when not in a syscall
+	Args    [6]uint64 // argument registers
+	SP, PC  uint64    // user stack pointer and program counter
+}
+
+// ParseSyscall parses the syscall file's text.
+func ParseSyscall(b []byte) (Syscall, error) {
+	var s Syscall
+	f := strings.Fields(string(bytes.TrimSpace(b)))
+	if len(f) == 1 && f[0] == "running" {
+		s.Running = true
+		s.Nr = -1
+		return s, nil
+	}
+	if len(f) != 3 && len(f) != 9 {
+		return s, fmt.Errorf("syscall line with %d fields: %w", len(f), ErrFormat)
+	}
+	nr, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return s, fmt.Errorf("syscall number %q: %w", f[0], ErrFormat)
+	}
+	s.Nr = nr
+	hex := func(x string) (uint64, error) {
+		v, err := strconv.ParseUint(strings.TrimPrefix(x, "0x"), 16, 64)
+		if err != nil {
+			return 0, fmt.Errorf("syscall field %q: %w", x, ErrFormat)
+		}
+		return v, nil
+	}
+	if len(f) == 9 {
+		s.InCall = nr >= 0
+		for i := 0; i < 6; i++ {
+			if s.Args[i], err = hex(f[1+i]); err != nil {
+				return s, err
+			}
+		}
+	}
+	if s.SP, err = hex(f[len(f)-2]); err != nil {
+		return s, err
+	}
+	if s.PC, err = hex(f[len(f)-1]); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// ReadSyscall reads /proc/PID/task/TID/syscall.
+func ReadSyscall(pid, tid int) (Syscall, error) {
+	b, err := readSmall(taskPath(pid, tid, "syscall"))
+	if err != nil {
+		return Syscall{Nr: -1}, err
+	}
+	return ParseSyscall(b)
+}
+
+// KernelFrame is one line of /proc/PID/task/TID/stack.
+type KernelFrame struct {
+	Addr     uint64 // 0 when the kernel hides addresses
+	Function string // "" when only an address is given
+	Offset   uint64
+	Size     uint64
+}
+
+// ParseKernelStack parses lines like "[<0>] futex_wait_queue+0x7d/0xd0".
+func ParseKernelStack(b []byte) []KernelFrame {
+	var out []KernelFrame
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() && len(out) < 256 {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var kf KernelFrame
+		if strings.HasPrefix(line, "[<") {
+			end := strings.Index(line, ">]")
+			if end < 0 {
+				continue
+			}
+			kf.Addr, _ = strconv.ParseUint(line[2:end], 16, 64)
+			line = strings.TrimSpace(line[end+2:])
+		}
+		if i := strings.IndexByte(line, ' '); i >= 0 { // "[module]" suffix
+			line = line[:i]
+		}
+		if plus := strings.LastIndexByte(line, '+'); plus >= 0 {
+			offs := line[plus+1:]
+			line = line[:plus]
+			if sl := strings.IndexByte(offs, '/'); sl >= 0 {
+				kf.Size, _ = strconv.ParseUint(strings.TrimPrefix(offs[sl+1:], "0x"), 16, 64)
+				offs = offs[:sl]
+			}
+			kf.Offset, _ = strconv.ParseUint(strings.TrimPrefix(offs, "0x"), 16, 64)
+		}
+		if strings.HasPrefix(line, "0x") {
+			if v, err := strconv.ParseUint(line[2:], 16, 64); err == nil && kf.Addr == 0 {
+				kf.Addr = v
+			}
+			line = ""
+		}
+		kf.Function = line
+		out = append(out, kf)
+	}
+	return out
+}
+
+// ReadKernelStack reads /proc/PID/task/TID/stack (root only).
+func ReadKernelStack(pid, tid int) ([]KernelFrame, error) {
+	b, err := readSmall(taskPath(pid, tid, "stack"))
+	if err != nil {
+		return nil, err
+	}
+	return ParseKernelStack(b), nil
+}
+
+// Stat holds the fields of /proc/PID/task/TID/stat that stackshot uses.
+type Stat struct {
+	Comm      string
+	State     byte
+	PPID      int
+	Flags     uint64
+	StartTime uint64 // clock ticks after boot
+	Processor int
+}
+
+// PF_KTHREAD marks kernel threads in Stat.Flags.
+const PF_KTHREAD = 0x00200000
+
+// ParseStat parses a stat line; comm may contain spaces and parentheses.
+func ParseStat(b []byte) (Stat, error) {
+	var s Stat
+	open := bytes.IndexByte(b, '(')
+	close := bytes.LastIndexByte(b, ')')
+	if open < 0 || close < open {
+		return s, fmt.Errorf("stat line: %w", ErrFormat)
+	}
+	s.Comm = string(b[open+1 : close])
+	f := strings.Fields(string(b[close+1:]))
+	// f[0] is field 3 (state).
+	if len(f) < 20 {
+		return s, fmt.Errorf("stat line with %d fields: %w", len(f), ErrFormat)
+	}
+	if len(f[0]) != 1 {
+		return s, fmt.Errorf("stat state %q: %w", f[0], ErrFormat)
+	}
+	s.State = f[0][0]
+	s.PPID, _ = strconv.Atoi(f[1])
+	s.Flags, _ = strconv.ParseUint(f[6], 10, 64)
+	s.StartTime, _ = strconv.ParseUint(f[19], 10, 64)
+	if len(f) > 36 {
+		s.Processor, _ = strconv.Atoi(f[36])
+	}
+	return s, nil
+}
+
+// ReadStat reads /proc/PID/task/TID/stat.
+func ReadStat(pid, tid int) (Stat, error) {
+	b, err := readSmall(taskPath(pid, tid, "stat"))
+	if err != nil {
+		return Stat{}, err
+	}
+	return ParseStat(b)
+}
+
+// ReadProcStat reads /proc/PID/stat.
+func ReadProcStat(pid int) (Stat, error) {
+	b, err := readSmall(pidPath(pid, "stat"))
+	if err != nil {
+		return Stat{}, err
+	}
+	return ParseStat(b)
+}
+
+// ReadComm reads a thread's name from /proc/PID/task/TID/comm.
+func ReadComm(pid, tid int) (string, error) {
+	b, err := readSmall(taskPath(pid, tid, "comm"))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(string(b), "\n"), nil
+}
+
+// SchedStat is /proc/PID/task/TID/schedstat: time on CPU, time waiting and
+// the number of times the thread was scheduled. Any change between two
+// reads means the thread ran.
+type SchedStat struct {
+	RunNS, WaitNS, Slices uint64
+}
+
+// ReadSchedStat reads /proc/PID/task/TID/schedstat.
+func ReadSchedStat(pid, tid int) (SchedStat, error) {
+	var s SchedStat
+	b, err := readSmall(taskPath(pid, tid, "schedstat"))
+	if err != nil {
+		return s, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return s, fmt.Errorf("schedstat: %w", ErrFormat)
+	}
+	s.RunNS, _ = strconv.ParseUint(f[0], 10, 64)
+	s.WaitNS, _ = strconv.ParseUint(f[1], 10, 64)
+	s.Slices, _ = strconv.ParseUint(f[2], 10, 64)
+	return s, nil
+}
+
+// Status holds the fields of /proc/PID/status that stackshot uses.
+type Status struct {
+	Name      string
+	State     byte
+	Tgid      int
+	PPid      int
+	TracerPid int
+	UID       int // real uid
+	VolCtx    uint64
+	NonVolCtx uint64
+}
+
+// ParseStatus parses /proc/PID/status.
+func ParseStatus(b []byte) Status {
+	var s Status
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch k {
+		case "Name":
+			s.Name = v
+		case "State":
+			if v != "" {
+				s.State = v[0]
+			}
+		case "Tgid":
+			s.Tgid, _ = strconv.Atoi(v)
+		case "PPid":
+			s.PPid, _ = strconv.Atoi(v)
+		case "TracerPid":
+			s.TracerPid, _ = strconv.Atoi(v)
+		case "Uid":
+			if f := strings.Fields(v); len(f) > 0 {
+				s.UID, _ = strconv.Atoi(f[0])
+			}
+		case "voluntary_ctxt_switches":
+			s.VolCtx, _ = strconv.ParseUint(v, 10, 64)
+		case "nonvoluntary_ctxt_switches":
+			s.NonVolCtx, _ = strconv.ParseUint(v, 10, 64)
+		}
+	}
+	return s
+}
+
+// ReadStatus reads /proc/PID/status.
+func ReadStatus(pid int) (Status, error) {
+	b, err := readSmall(pidPath(pid, "status"))
+	if err != nil {
+		return Status{}, err
+	}
+	return ParseStatus(b), nil
+}
+
+// ReadTaskStatus reads /proc/PID/task/TID/status.
+func ReadTaskStatus(pid, tid int) (Status, error) {
+	b, err := readSmall(taskPath(pid, tid, "status"))
+	if err != nil {
+		return Status{}, err
+	}
+	return ParseStatus(b), nil
+}
+
+// Exe returns the target's executable path as /proc shows it.
+func Exe(pid int) string {
+	p, err := os.Readlink(pidPath(pid, "exe"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(p, " (deleted)")
+}
+
+// MapFilesPath is the /proc/PID/map_files entry for a mapping.
+func MapFilesPath(pid int, m *Mapping) string {
+	return fmt.Sprintf("%s/%d/map_files/%x-%x", Proc, pid, m.Start, m.End)
+}
+
+// RootPath is the target's view of the filesystem root.
+func RootPath(pid int) string { return pidPath(pid, "root") }
+
+// ErrNoProcess means the process does not exist (or is gone).
+var ErrNoProcess = errors.New("no such process")

@@ -1,0 +1,105 @@
+// Package ptrace captures what unwinding needs from a live process: for each
+// thread its registers and a copy of its stack, plus its kernel stack and
+// system call, stopping each thread for as short a time as possible (or not
+// at all, for threads blocked in a system call).
+//
+// The result is a Capture: plain data, no file handles, serialisable, so the
+// unwinder and symbolizer can run on it later or on another machine.
+//
+// Safety: threads are attached with PTRACE_SEIZE and stopped with
+// PTRACE_INTERRUPT, never PTRACE_ATTACH or SIGSTOP, so if stackshot dies at
+// any instant the kernel detaches and the target runs on. A thread that will
+// not stop (uninterruptible sleep, a vfork parent) is abandoned with its
+// tracer thread, which the kernel then detaches; the target never sees a
+// signal from stackshot.
+package ptrace
+
+import (
+	"time"
+
+	"stackshot/procmaps"
+)
+
+// Capture methods, as in the JSON contract.
+const (
+	MethodPtrace   = "ptrace"    // stopped with PTRACE_INTERRUPT
+	MethodNoStop   = "nostop"    // blocked in a syscall, read without a stop
+	MethodProcOnly = "proc-only" // would not stop (or could not be traced): only /proc
+)
+
+// Mode selects how threads are captured.
+type Mode int
+
+const (
+	ModeAuto   Mode = iota // blocked threads without a stop, running threads stopped
+	ModeStop               // every thread stopped
+	ModeNoStop             // never ptrace
+)
+
+// Thread is one thread's capture.
+type Thread struct {
+	TID         int                    `json:"tid"`
+	Name        string                 `json:"name"`
+	State       string                 `json:"state"` // one letter, as /proc showed it before the capture
+	Syscall     *procmaps.Syscall      `json:"syscall,omitempty"`
+	KernelStack []procmaps.KernelFrame `json:"kernel_stack,omitempty"`
+	KernelErr   string                 `json:"kernel_err,omitempty"`
+	Method      string                 `json:"method"`
+	PauseNS     int64                  `json:"pause_ns"`
+	// Regs is the amd64 user_regs_struct (27 words) for a stopped thread;
+	// nil when the thread was not stopped.
+	Regs      []uint64 `json:"regs,omitempty"`
+	StackAddr uint64   `json:"stack_addr"`
+	Stack     []byte   `json:"stack,omitempty"`
+	// StackLo and StackHi bound the mapping that holds SP.
+	StackLo uint64 `json:"stack_lo"`
+	StackHi uint64 `json:"stack_hi"`
+	// Torn means a no-stop copy may be inconsistent (the thread ran).
+	Torn   bool   `json:"torn,omitempty"`
+	Kernel bool   `json:"kernel_thread,omitempty"`
+	Err    string `json:"error,omitempty"`
+	// Signal is a signal that arrived while the thread was stopped and was
+	// handed back to it at detach.
+	Signal int `json:"signal,omitempty"`
+}
+
+// Process is a whole process's capture.
+type Process struct {
+	Arch      string             `json:"arch"`
+	PID       int                `json:"pid"`
+	Comm      string             `json:"comm"`
+	Exe       string             `json:"exe"`
+	Time      time.Time          `json:"time"`
+	State     string             `json:"state"`
+	TracerPid int                `json:"tracer_pid,omitempty"`
+	Kernel    bool               `json:"kernel_thread,omitempty"`
+	Maps      []procmaps.Mapping `json:"maps"`
+	// VDSO is the [vdso] image copied from the target's memory.
+	VDSO []byte `json:"vdso,omitempty"`
+	// BuildIDs maps a mapping's start address to the build id found in
+	// the target's memory for the file mapped there.
+	BuildIDs map[uint64]string `json:"build_ids,omitempty"`
+	Threads  []Thread          `json:"threads"`
+	// Warnings are process-level notes (a tracer already attached, ...).
+	Warnings []string `json:"warnings,omitempty"`
+	WallNS   int64    `json:"wall_ns"`
+}
+
+// Options control a capture.
+type Options struct {
+	Mode       Mode
+	Consistent bool          // stop every thread first, resume together
+	StackBytes int           // most stack bytes per thread (0: DefaultStackBytes)
+	Kernel     bool          // read kernel stacks
+	TIDs       []int         // only these threads (empty: all)
+	Deadline   time.Time     // bound on the whole capture (zero: none)
+	StopWait   time.Duration // how long to wait for one thread to stop (0: DefaultStopWait)
+	// Cancel, when closed, ends the capture early (every thread detached).
+	Cancel <-chan struct{}
+}
+
+// DefaultStackBytes caps the stack copy of one thread.
+const DefaultStackBytes = 4 << 20
+
+// DefaultStopWait bounds the wait for one thread to reach its stop.
+const DefaultStopWait = 200 * time.Millisecond

@@ -1,0 +1,646 @@
+//go:build linux
+
+package ptrace
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"stackshot/procmaps"
+)
+
+// ErrTraced means another tracer (a debugger, strace) holds the process.
+var ErrTraced = errors.New("already traced by another process")
+
+// ErrNoProcess means the process does not exist.
+var ErrNoProcess = errors.New("no such process")
+
+// ErrPermission means stackshot may not trace the process.
+var ErrPermission = errors.New("permission denied")
+
+// CheckFunc decides whether a no-stop capture of a thread is good enough
+// (the unwinder can complete with the registers it has). Returning false
+// makes an auto-mode capture stop the thread instead.
+type CheckFunc func(p *Process, th *Thread) bool
+
+// Capture takes a snapshot of every thread of pid.
+func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
+	start := time.Now()
+	p := &Process{Arch: runtime_GOARCH, PID: pid, Time: start.UTC()}
+	st, err := procmaps.ReadStatus(pid)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, ErrNoProcess
+		}
+		return nil, err
+	}
+	if st.Tgid != 0 && st.Tgid != pid {
+		return nil, fmt.Errorf("%d is a thread of process %d, not a process: %w", pid, st.Tgid, ErrNoProcess)
+	}
+	p.Comm = st.Name
+	p.State = string(st.State)
+	p.TracerPid = st.TracerPid
+	p.Exe = procmaps.Exe(pid)
+	if ps, err := procmaps.ReadProcStat(pid); err == nil {
+		p.Kernel = ps.Flags&procmaps.PF_KTHREAD != 0
+		p.Comm = ps.Comm
+	}
+	if !p.Kernel {
+		maps, err := procmaps.ReadMaps(pid)
+		if err != nil {
+			if errors.Is(err, os.ErrPermission) {
+				return nil, ErrPermission
+			}
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, ErrNoProcess
+			}
+			return nil, fmt.Errorf("reading maps: %w", err)
+		}
+		p.Maps = maps
+	}
+	if p.State == "Z" || p.State == "X" {
+		p.Warnings = append(p.Warnings, "process is a zombie: it has exited and waits for its parent to reap it")
+	}
+	if opt.StackBytes <= 0 {
+		opt.StackBytes = DefaultStackBytes
+	}
+	if opt.StopWait <= 0 {
+		opt.StopWait = DefaultStopWait
+	}
+	c := &capturer{p: p, opt: opt, check: check, seen: map[int]bool{}}
+	if p.TracerPid != 0 && opt.Mode != ModeNoStop {
+		who := procmaps.Exe(p.TracerPid)
+		p.Warnings = append(p.Warnings, fmt.Sprintf("already traced by pid %d (%s): threads are shown from /proc only", p.TracerPid, who))
+		c.noTrace = true
+	}
+	defer c.finish()
+	c.run()
+	p.WallNS = time.Since(start).Nanoseconds()
+	return p, nil
+}
+
+var runtime_GOARCH = "amd64"
+
+type capturer struct {
+	p       *Process
+	opt     Options
+	check   CheckFunc
+	t       *tracer
+	seen    map[int]bool
+	noTrace bool
+	mapsAt  time.Time
+}
+
+func (c *capturer) tracer() *tracer {
+	if c.t == nil || c.t.abandoned.Load() {
+		c.t = newTracer()
+	}
+	return c.t
+}
+
+func (c *capturer) finish() {
+	if c.t != nil {
+		c.t.close()
+	}
+}
+
+func (c *capturer) cancelled() bool {
+	if c.opt.Cancel != nil {
+		select {
+		case <-c.opt.Cancel:
+			return true
+		default:
+		}
+	}
+	return !c.opt.Deadline.IsZero() && time.Now().After(c.opt.Deadline)
+}
+
+func (c *capturer) wanted(tid int) bool {
+	if len(c.opt.TIDs) == 0 {
+		return true
+	}
+	for _, t := range c.opt.TIDs {
+		if t == tid {
+			return true
+		}
+	}
+	return false
+}
+
+// run captures threads until the task list is stable.
+func (c *capturer) run() {
+	if c.opt.Consistent && c.opt.Mode != ModeNoStop && !c.noTrace && !c.p.Kernel {
+		c.runConsistent()
+		return
+	}
+	for round := 0; round < 16; round++ {
+		tids, err := procmaps.Tasks(c.p.PID)
+		if err != nil {
+			return
+		}
+		fresh := 0
+		for _, tid := range tids {
+			if c.seen[tid] || !c.wanted(tid) {
+				continue
+			}
+			c.seen[tid] = true
+			fresh++
+			if c.cancelled() {
+				return
+			}
+			if th, ok := c.one(tid); ok {
+				c.p.Threads = append(c.p.Threads, th)
+			}
+		}
+		if fresh == 0 {
+			return
+		}
+	}
+}
+
+// pre reads what /proc shows about a thread before it is stopped: a stopped
+// thread's kernel stack only shows ptrace_stop.
+func (c *capturer) pre(tid int) (Thread, bool) {
+	th := Thread{TID: tid}
+	st, err := procmaps.ReadStat(c.p.PID, tid)
+	if err != nil {
+		return th, false // gone
+	}
+	th.State = string(st.State)
+	th.Name, _ = procmaps.ReadComm(c.p.PID, tid)
+	if th.Name == "" {
+		th.Name = st.Comm
+	}
+	th.Kernel = st.Flags&procmaps.PF_KTHREAD != 0
+	if sc, err := procmaps.ReadSyscall(c.p.PID, tid); err == nil {
+		th.Syscall = &sc
+	}
+	if c.opt.Kernel || th.Kernel {
+		ks, err := procmaps.ReadKernelStack(c.p.PID, tid)
+		if err != nil {
+			th.KernelErr = err.Error()
+		} else {
+			th.KernelStack = ks
+		}
+	}
+	return th, true
+}
+
+func (c *capturer) one(tid int) (Thread, bool) {
+	th, ok := c.pre(tid)
+	if !ok {
+		return th, false
+	}
+	switch {
+	case th.Kernel:
+		th.Method = MethodProcOnly
+		th.Err = "kernel thread: kernel stack only"
+		return th, true
+	case th.State == "Z" || th.State == "X":
+		th.Method = MethodProcOnly
+		th.Err = "thread has exited (zombie)"
+		return th, true
+	}
+	blocked := th.Syscall != nil && !th.Syscall.Running && th.Syscall.InCall &&
+		(th.State == "S" || th.State == "D" || th.State == "I")
+	if c.opt.Mode == ModeNoStop || (c.opt.Mode == ModeAuto && blocked) || c.noTrace {
+		if blocked {
+			if c.nostop(&th) && (c.opt.Mode == ModeNoStop || c.noTrace || c.check == nil || c.check(c.p, &th)) {
+				return th, true
+			}
+		}
+		if c.opt.Mode == ModeNoStop || c.noTrace {
+			if th.Method == "" {
+				th.Method = MethodProcOnly
+				if c.noTrace {
+					th.Err = fmt.Sprintf("traced by pid %d; only /proc was read", c.p.TracerPid)
+				} else {
+					th.Err = "running; not stopped in nostop mode"
+				}
+			}
+			return th, true
+		}
+		// Fall through to a ptrace stop.
+		th.Regs, th.Stack, th.Torn, th.Err = nil, nil, false, ""
+	}
+	return c.stop(th)
+}
+
+// nostop copies the stack of a thread blocked in a system call without
+// stopping it; the copy is kept only if the thread provably did not run.
+func (c *capturer) nostop(th *Thread) bool {
+	pid, tid := c.p.PID, th.TID
+	for try := 0; try < 3; try++ {
+		ss1, err1 := procmaps.ReadSchedStat(pid, tid)
+		sc1, err2 := procmaps.ReadSyscall(pid, tid)
+		if err1 != nil || err2 != nil || sc1.Running || !sc1.InCall {
+			return false
+		}
+		lo, hi := c.stackBounds(sc1.SP)
+		stk := readStack(pid, sc1.SP, hi, c.opt.StackBytes)
+		ss2, err3 := procmaps.ReadSchedStat(pid, tid)
+		sc2, err4 := procmaps.ReadSyscall(pid, tid)
+		if err3 != nil || err4 != nil {
+			return false
+		}
+		th.Method = MethodNoStop
+		th.Syscall = &sc1
+		th.StackAddr, th.Stack, th.StackLo, th.StackHi = sc1.SP, stk, lo, hi
+		if ss1 == ss2 && sc1 == sc2 {
+			th.Torn = false
+			return true
+		}
+		th.Torn = true
+	}
+	return c.opt.Mode == ModeNoStop
+}
+
+func (c *capturer) stackBounds(sp uint64) (lo, hi uint64) {
+	ms := procmaps.Maps(c.p.Maps)
+	if m, ok := ms.Find(sp); ok {
+		return m.Start, m.End
+	}
+	// A thread born after the maps were read: read them again (at most
+	// every few milliseconds).
+	if time.Since(c.mapsAt) > 5*time.Millisecond {
+		if nm, err := procmaps.ReadMaps(c.p.PID); err == nil {
+			c.p.Maps = nm
+			c.mapsAt = time.Now()
+			if m, ok := procmaps.Maps(nm).Find(sp); ok {
+				return m.Start, m.End
+			}
+		}
+	}
+	return 0, 0
+}
+
+// stop captures a thread with a ptrace stop.
+func (c *capturer) stop(th Thread) (Thread, bool) {
+	var (
+		res    stopResult
+		ran    bool
+		pid    = c.p.PID
+		bounds = c.stackBounds
+	)
+	for attempt := 0; attempt < 2; attempt++ {
+		t := c.tracer()
+		ran = t.do(func() {
+			res = seizeStop(th.TID, c.opt.StopWait)
+			if res.err == nil {
+				res.regs, res.err = getRegs(th.TID)
+				if res.err == nil {
+					sp := res.regs[userRSP]
+					lo, hi := bounds(sp)
+					res.stack = readStack(pid, sp, hi, c.opt.StackBytes)
+					res.sp, res.lo, res.hi = sp, lo, hi
+				}
+				res.detachErr = detach(th.TID, res.sig)
+				res.pause = time.Since(res.t0)
+			} else if res.timeout {
+				t.abandoned.Store(true)
+			}
+		})
+		if ran {
+			break
+		}
+	}
+	if !ran {
+		th.Method = MethodProcOnly
+		th.Err = "tracer unavailable"
+		return th, true
+	}
+	switch {
+	case res.gone:
+		return th, false
+	case res.timeout:
+		th.Method = MethodProcOnly
+		th.Err = fmt.Sprintf("thread did not stop within %v (state %s%s); shown from /proc", c.opt.StopWait, th.State, describeBlock(th))
+		// The kernel stack and syscall read before the stop attempt stand.
+		return th, true
+	case errors.Is(res.err, unix.EPERM):
+		th.Method = MethodProcOnly
+		th.Err = "ptrace not permitted; shown from /proc"
+		return th, true
+	case res.err != nil:
+		if errors.Is(res.err, unix.ESRCH) {
+			return th, false
+		}
+		th.Method = MethodProcOnly
+		th.Err = res.err.Error()
+		return th, true
+	}
+	th.Method = MethodPtrace
+	th.PauseNS = res.pause.Nanoseconds()
+	th.Regs = res.regs
+	th.StackAddr, th.Stack, th.StackLo, th.StackHi = res.sp, res.stack, res.lo, res.hi
+	th.Signal = res.sig
+	return th, true
+}
+
+func describeBlock(th Thread) string {
+	if th.State == "D" {
+		return ", uninterruptible sleep"
+	}
+	return ""
+}
+
+type stopResult struct {
+	t0        time.Time
+	pause     time.Duration
+	regs      []uint64
+	stack     []byte
+	sp        uint64
+	lo, hi    uint64
+	sig       int
+	gone      bool
+	timeout   bool
+	err       error
+	detachErr error
+}
+
+// seizeStop attaches to tid and brings it to a ptrace stop, within wait.
+// Must run on the tracer thread.
+func seizeStop(tid int, wait time.Duration) stopResult {
+	var r stopResult
+	if err := unix.PtraceSeize(tid); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			r.gone = true
+		}
+		r.err = err
+		return r
+	}
+	r.t0 = time.Now()
+	if err := unix.PtraceInterrupt(tid); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			r.gone = true
+		}
+		r.err = err
+		return r
+	}
+	sig, gone, ok := waitStop(tid, r.t0.Add(wait))
+	switch {
+	case gone:
+		r.gone = true
+		r.err = unix.ESRCH
+	case !ok:
+		r.timeout = true
+		r.err = errTimeout
+	}
+	r.sig = sig
+	return r
+}
+
+var errTimeout = errors.New("timed out waiting for the thread to stop")
+
+// waitStop polls for tid's stop until deadline. It returns a signal that
+// must be handed back at detach (a signal-delivery stop), whether the thread
+// is gone, and whether it stopped.
+func waitStop(tid int, deadline time.Time) (sig int, gone, ok bool) {
+	spins := 0
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, true, false // ECHILD: not ours any more
+		}
+		if wpid == tid {
+			switch {
+			case ws.Exited() || ws.Signaled():
+				return 0, true, false
+			case ws.Stopped():
+				s := ws.StopSignal()
+				if ws.TrapCause() == unix.PTRACE_EVENT_STOP || (s == unix.SIGTRAP && ws.TrapCause() > 0) {
+					// Our interrupt, or a group-stop (which detach preserves).
+					return 0, false, true
+				}
+				// A signal-delivery stop: the signal is held; give it back
+				// at detach so the target loses nothing.
+				return int(s), false, true
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, false, false
+		}
+		spins++
+		if spins < 200 {
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+func getRegs(tid int) ([]uint64, error) {
+	regs := make([]uint64, 27)
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&regs[0]))}
+	iov.SetLen(len(regs) * 8)
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), uintptr(_NT_PRSTATUS), uintptr(unsafe.Pointer(&iov)), 0, 0)
+	if e != 0 {
+		return nil, e
+	}
+	return regs, nil
+}
+
+const _NT_PRSTATUS = 1
+
+// userRSP is the index of rsp in the amd64 user_regs_struct.
+const userRSP = 19
+
+func detach(tid, sig int) error {
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(tid), 0, uintptr(sig), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// readStack copies the stack from sp up to hi (the end of its mapping),
+// at most max bytes. Reads are split at page boundaries, so an unreadable
+// page ends the copy instead of failing it.
+func readStack(pid int, sp, hi uint64, max int) []byte {
+	if sp == 0 {
+		return nil
+	}
+	n := uint64(max)
+	if hi > sp && hi-sp < n {
+		n = hi - sp
+	} else if hi == 0 || hi <= sp {
+		n = 64 << 10 // unknown mapping: a modest copy
+		if n > uint64(max) {
+			n = uint64(max)
+		}
+	}
+	buf := make([]byte, n)
+	got := ReadMemory(pid, buf, sp)
+	return buf[:got]
+}
+
+// ReadMemory copies target memory at addr into buf, page by page, and
+// returns how many bytes were read before the first unreadable page.
+func ReadMemory(pid int, buf []byte, addr uint64) int {
+	const page = 4096
+	const maxIov = 1024
+	var remote [maxIov]unix.RemoteIovec
+	total := 0
+	for total < len(buf) {
+		n := 0
+		off := total
+		a := addr + uint64(total)
+		for n < maxIov && off < len(buf) {
+			l := page - int(a%page)
+			if l > len(buf)-off {
+				l = len(buf) - off
+			}
+			remote[n] = unix.RemoteIovec{Base: uintptr(a), Len: l}
+			n++
+			off += l
+			a += uint64(l)
+		}
+		local := []unix.Iovec{{Base: &buf[total]}}
+		local[0].SetLen(off - total)
+		got, err := unix.ProcessVMReadv(pid, local, remote[:n], 0)
+		if got > 0 {
+			total += got
+		}
+		if err != nil || got < off-(total-got) {
+			break
+		}
+	}
+	return total
+}
+
+// MemReader reads a live target's memory (io.ReaderAt over its address space).
+type MemReader struct{ PID int }
+
+// ReadAt implements io.ReaderAt.
+func (m MemReader) ReadAt(p []byte, off int64) (int, error) {
+	n := ReadMemory(m.PID, p, uint64(off))
+	if n < len(p) {
+		return n, fmt.Errorf("reading %#x in pid %d: short read (%d of %d)", off, m.PID, n, len(p))
+	}
+	return n, nil
+}
+
+// ReadMemory implements unwind.Memory.
+func (m MemReader) ReadMemory(p []byte, addr uint64) (int, error) {
+	return m.ReadAt(p, int64(addr))
+}
+
+// runConsistent stops every thread first, captures them all, and resumes
+// them together: one instant across threads.
+func (c *capturer) runConsistent() {
+	t := c.tracer()
+	pid := c.p.PID
+	type entry struct {
+		th      Thread
+		stopped bool
+		sig     int
+		t0      time.Time
+	}
+	var entries []*entry
+	t.do(func() {
+		// Seize and interrupt until the task list is stable: a thread born
+		// before its creator stopped is picked up on the next round.
+		for round := 0; round < 16; round++ {
+			tids, err := procmaps.Tasks(pid)
+			if err != nil {
+				break
+			}
+			fresh := 0
+			for _, tid := range tids {
+				if c.seen[tid] || !c.wanted(tid) {
+					continue
+				}
+				c.seen[tid] = true
+				fresh++
+				th, ok := c.pre(tid)
+				if !ok {
+					continue
+				}
+				e := &entry{th: th}
+				entries = append(entries, e)
+				if th.Kernel || th.State == "Z" || th.State == "X" {
+					continue
+				}
+				if err := unix.PtraceSeize(tid); err != nil {
+					continue
+				}
+				e.t0 = time.Now()
+				if unix.PtraceInterrupt(tid) != nil {
+					continue
+				}
+				e.stopped = true
+			}
+			if fresh == 0 {
+				break
+			}
+		}
+		deadline := time.Now().Add(c.opt.StopWait)
+		for _, e := range entries {
+			if !e.stopped {
+				continue
+			}
+			sig, gone, ok := waitStop(e.th.TID, deadline)
+			e.sig = sig
+			if gone || !ok {
+				e.stopped = false
+				if !gone {
+					e.th.Method = MethodProcOnly
+					e.th.Err = fmt.Sprintf("thread did not stop within %v (state %s%s); shown from /proc", c.opt.StopWait, e.th.State, describeBlock(e.th))
+					t.abandoned.Store(true) // its thread exit detaches it
+				} else {
+					e.th.Err = "gone"
+				}
+				continue
+			}
+			regs, err := getRegs(e.th.TID)
+			if err != nil {
+				continue
+			}
+			sp := regs[userRSP]
+			lo, hi := c.stackBounds(sp)
+			e.th.Regs = regs
+			e.th.StackAddr, e.th.StackLo, e.th.StackHi = sp, lo, hi
+			e.th.Stack = readStack(pid, sp, hi, c.opt.StackBytes)
+			e.th.Method = MethodPtrace
+		}
+		for _, e := range entries {
+			if e.th.Method == MethodPtrace {
+				detach(e.th.TID, e.sig)
+				e.th.PauseNS = time.Since(e.t0).Nanoseconds()
+				e.th.Signal = e.sig
+			}
+		}
+	})
+	for _, e := range entries {
+		if e.th.Err == "gone" {
+			continue
+		}
+		if e.th.Method == "" {
+			e.th.Method = MethodProcOnly
+			if e.th.Kernel {
+				e.th.Err = "kernel thread: kernel stack only"
+			} else if e.th.Err == "" {
+				e.th.Err = "could not be stopped; shown from /proc"
+			}
+		}
+		c.p.Threads = append(c.p.Threads, e.th)
+	}
+}
+
+// IsKernelThread reports whether pid is a kernel thread.
+func IsKernelThread(pid int) bool {
+	st, err := procmaps.ReadProcStat(pid)
+	return err == nil && st.Flags&procmaps.PF_KTHREAD != 0
+}
+
+var _ = strings.TrimSpace

@@ -1,0 +1,64 @@
+//go:build linux
+
+package ptrace
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// tracer owns one OS thread: every ptrace call for the tracees it seized
+// must come from that thread. Work is handed to it as closures.
+//
+// When a tracee will not stop, the tracer is abandoned: its goroutine
+// returns while still locked, the runtime ends the OS thread, and the kernel
+// detaches every tracee that thread still held (clearing the pending
+// interrupt), so nothing is left stopped.
+type tracer struct {
+	jobs      chan func()
+	abandoned atomic.Bool
+	done      chan struct{}
+}
+
+func newTracer() *tracer {
+	t := &tracer{jobs: make(chan func()), done: make(chan struct{})}
+	go t.loop()
+	return t
+}
+
+func (t *tracer) loop() {
+	runtime.LockOSThread()
+	// Never unlocked: when this goroutine returns the thread exits, which
+	// detaches whatever it still traces.
+	defer close(t.done)
+	for f := range t.jobs {
+		f()
+		if t.abandoned.Load() {
+			return
+		}
+	}
+}
+
+// do runs f on the tracer thread and waits for it. It reports false if the
+// tracer is gone (abandoned).
+func (t *tracer) do(f func()) bool {
+	if t.abandoned.Load() {
+		return false
+	}
+	ran := make(chan struct{})
+	select {
+	case t.jobs <- func() { f(); close(ran) }:
+	case <-t.done:
+		return false
+	}
+	<-ran
+	return true
+}
+
+// close ends the tracer thread.
+func (t *tracer) close() {
+	if !t.abandoned.Load() {
+		close(t.jobs)
+	}
+	<-t.done
+}

@@ -1,0 +1,170 @@
+package snapshot
+
+import (
+	"io"
+
+	"stackshot/procmaps"
+	"stackshot/ptrace"
+	"stackshot/symtab"
+	"stackshot/unwind"
+)
+
+// CollectImages reads, from a live target's memory, what a saved capture
+// needs to be symbolized faithfully later: the build id of every mapped ELF
+// file and the vdso image. It needs no ptrace stop.
+func CollectImages(p *ptrace.Process, mem io.ReaderAt) {
+	if p.BuildIDs == nil {
+		p.BuildIDs = map[uint64]string{}
+	}
+	ms := procmaps.Maps(p.Maps)
+	for i := range ms {
+		m := &ms[i]
+		switch m.Kind {
+		case procmaps.KindVDSO:
+			if len(p.VDSO) == 0 && m.End-m.Start <= 1<<20 {
+				buf := make([]byte, m.End-m.Start)
+				if n, _ := mem.ReadAt(buf, int64(m.Start)); n == len(buf) {
+					p.VDSO = buf
+				}
+			}
+		case procmaps.KindFile, procmaps.KindMemfd:
+			first := ms.FirstOfFile(m)
+			if first != m || m.Offset != 0 || !m.Readable() {
+				continue
+			}
+			if id, err := symtab.BuildIDFromMemory(mem, m.Start); err == nil && id != "" {
+				p.BuildIDs[m.Start] = id
+			}
+		}
+	}
+}
+
+// Process unwinds and symbolizes every thread of a capture. mem reads the
+// live target's memory (nil for a saved capture).
+func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *Process {
+	s := r.Space(p, mem)
+	out := &Process{PID: p.PID, Comm: p.Comm, Exe: p.Exe, Time: p.Time, State: p.State,
+		Warnings: p.Warnings, WallNS: p.WallNS}
+	for i := range p.Threads {
+		out.Threads = append(out.Threads, r.thread(s, &p.Threads[i]))
+	}
+	return out
+}
+
+func (r *Resolver) thread(s *space, th *ptrace.Thread) Thread {
+	t := Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
+		Capture: th.Method, PauseNS: th.PauseNS, Error: th.Err, Torn: th.Torn, Signal: th.Signal}
+	if r.opts.Kernel {
+		t.Frames = r.kernelFrames(th, t.Frames)
+	}
+	fr, stop, ok := s.Unwind(th, r.frames[:0])
+	r.frames = fr
+	if !ok {
+		if th.Syscall != nil && th.Syscall.PC != 0 && !th.Syscall.Running {
+			// Only /proc: the PC it is blocked at is still worth naming.
+			t.Frames = r.userFrame(s, t.Frames, unwind.Frame{PC: th.Syscall.PC, SP: th.Syscall.SP, Exact: true, Method: unwind.MethodRegs})
+		}
+		return t
+	}
+	for _, f := range fr {
+		t.Frames = r.userFrame(s, t.Frames, f)
+	}
+	t.Stop = stop.String()
+	if !stop.Complete() && t.Error == "" {
+		t.Error = "stack incomplete: " + stop.String()
+	}
+	if th.Torn && t.Error == "" {
+		t.Error = "stack may be torn: the thread ran while it was copied"
+	}
+	return t
+}
+
+func (r *Resolver) kernelFrames(th *ptrace.Thread, out []Frame) []Frame {
+	for _, k := range th.KernelStack {
+		f := Frame{PC: k.Addr, Kind: "kernel", Function: k.Function, Offset: k.Offset,
+			HasOffset: k.Function != "", Method: "kernel"}
+		if f.Function == "" && k.Addr != 0 {
+			if ks := r.kallsyms(); ks != nil {
+				if name, off, ok := ks.Lookup(k.Addr); ok {
+					f.Function, f.Offset, f.HasOffset = name, off, true
+				}
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func (r *Resolver) kallsyms() *symtab.Kallsyms {
+	if !r.kallOK {
+		r.kallOK = true
+		r.kall, _ = symtab.LoadKallsyms("/proc/kallsyms")
+	}
+	return r.kall
+}
+
+// userFrame appends the logical frames (inlined ones first) of one physical
+// frame.
+func (r *Resolver) userFrame(s *space, out []Frame, f unwind.Frame) []Frame {
+	base := Frame{PC: f.PC, Kind: "user", Method: f.Method.String(), SignalFrame: f.SignalFrame}
+	lookup := f.PC
+	if !f.Exact && lookup > 0 {
+		lookup-- // a return address: the call is the instruction before
+	}
+	m, ok := s.maps.Find(lookup)
+	if !ok {
+		return append(out, base)
+	}
+	if m.Kind == procmaps.KindVDSO {
+		base.Module = "[vdso]"
+	} else {
+		base.Module = m.Path
+	}
+	e := s.module(m)
+	if e.mod == nil {
+		base.ModuleOffset, base.HasModule = f.PC-m.Start+m.Offset, base.Module != ""
+		if m.Kind == procmaps.KindAnon || m.Kind == procmaps.KindNamedAnon {
+			if pm := r.sym.PerfMapFor(s.p.PID, rootFor(s, r.opts.Live)); pm != nil {
+				if name, off, ok := pm.Lookup(f.PC); ok {
+					base.Function, base.Offset, base.HasOffset = name, off, true
+				}
+			}
+		}
+		return append(out, base)
+	}
+	base.BuildID = e.mod.BuildID()
+	base.HasModule = true
+	if !e.ok {
+		base.ModuleOffset = f.PC - m.Start + m.Offset
+		return append(out, base)
+	}
+	base.ModuleOffset = f.PC - e.bias
+	if e.mod.Mismatch() {
+		base.BuildIDMismatch = true
+		return append(out, base)
+	}
+	syms := e.mod.Lookup(lookup-e.bias, r.syms[:0])
+	r.syms = syms
+	if len(syms) == 0 {
+		return append(out, base)
+	}
+	for _, sy := range syms {
+		fr := base
+		fr.Function, fr.File, fr.Line, fr.Inlined = sy.Function, sy.File, sy.Line, sy.Inlined
+		if !sy.Inlined {
+			fr.Offset, fr.HasOffset = sy.Offset, sy.Function != ""
+			if !f.Exact && fr.HasOffset {
+				fr.Offset++ // the offset of the return address, as gdb prints it
+			}
+		}
+		out = append(out, fr)
+	}
+	return out
+}
+
+func rootFor(s *space, live bool) string {
+	if live {
+		return procmaps.RootPath(s.p.PID)
+	}
+	return ""
+}

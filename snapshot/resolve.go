@@ -1,0 +1,259 @@
+package snapshot
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+
+	"stackshot/procmaps"
+	"stackshot/ptrace"
+	"stackshot/symtab"
+	"stackshot/unwind"
+)
+
+// Options control unwinding and symbolization.
+type Options struct {
+	MaxFrames int  // per thread (0: 1024)
+	Kernel    bool // include kernel frames
+	Live      bool // the target is alive: read through /proc/PID/map_files and root
+}
+
+// Resolver unwinds and symbolizes captures. It caches modules and compiled
+// CFI tables across threads, samples and processes; it is safe for use by
+// one goroutine at a time.
+type Resolver struct {
+	sym    *symtab.Symbolizer
+	opts   Options
+	mu     sync.Mutex
+	tables map[string]*tableEntry // by build id, else path+dev+inode
+	kall   *symtab.Kallsyms
+	kallOK bool
+	frames []unwind.Frame
+	syms   []symtab.Sym
+}
+
+type tableEntry struct {
+	t   *unwind.Table
+	err error
+}
+
+// NewResolver returns a Resolver using sym for names.
+func NewResolver(sym *symtab.Symbolizer, opts Options) *Resolver {
+	if opts.MaxFrames <= 0 {
+		opts.MaxFrames = 1024
+	}
+	return &Resolver{sym: sym, opts: opts, tables: map[string]*tableEntry{}}
+}
+
+// space is one process's address space as the unwinder sees it.
+type space struct {
+	r    *Resolver
+	p    *ptrace.Process
+	maps procmaps.Maps
+	mods map[uint64]*modEntry // by mapping start
+	mem  io.ReaderAt          // live memory, or nil
+	vdso *symtab.Module
+}
+
+type modEntry struct {
+	mod   *symtab.Module
+	table *unwind.Table
+	bias  uint64
+	ok    bool // bias known
+	err   error
+}
+
+// Space builds the address space of a capture. mem reads the live target's
+// memory (nil for a saved capture).
+func (r *Resolver) Space(p *ptrace.Process, mem io.ReaderAt) *space {
+	return &space{r: r, p: p, maps: procmaps.Maps(p.Maps), mods: map[uint64]*modEntry{}, mem: mem}
+}
+
+func (s *space) module(m *procmaps.Mapping) *modEntry {
+	if e, ok := s.mods[m.Start]; ok {
+		return e
+	}
+	e := &modEntry{}
+	s.mods[m.Start] = e
+	switch {
+	case m.Kind == procmaps.KindVDSO:
+		if len(s.p.VDSO) == 0 {
+			e.err = fmt.Errorf("vdso image not captured")
+			return e
+		}
+		mod, err := s.r.sym.ModuleFromImage(s.p.VDSO, "[vdso]")
+		if err != nil {
+			e.err = err
+			return e
+		}
+		e.mod = mod
+		e.table = s.r.table("vdso:"+mod.BuildID()+":"+strconv.Itoa(len(s.p.VDSO)), func() (*unwind.Table, error) {
+			return unwind.LoadTable(bytes.NewReader(s.p.VDSO), nil)
+		})
+		if v, ok := mod.FileOffsetToVaddr(m.Offset); ok {
+			e.bias, e.ok = m.Start-v, true
+		}
+		return e
+	case m.Kind == procmaps.KindFile || (m.Kind == procmaps.KindOther && m.Inode != 0) || m.Kind == procmaps.KindMemfd:
+	default:
+		e.err = fmt.Errorf("no file")
+		return e
+	}
+	first := s.maps.FirstOfFile(m)
+	ref := symtab.ModuleRef{
+		Path:    m.Path,
+		Dev:     mkdev(m.DevMajor, m.DevMinor),
+		Inode:   m.Inode,
+		BuildID: s.p.BuildIDs[first.Start],
+	}
+	if s.r.opts.Live {
+		ref.MapFiles = procmaps.MapFilesPath(s.p.PID, m)
+		ref.Root = procmaps.RootPath(s.p.PID)
+	}
+	mod, err := s.r.sym.Module(ref)
+	if err != nil {
+		e.err = err
+		return e
+	}
+	e.mod = mod
+	if v, ok := mod.FileOffsetToVaddr(m.Offset); ok {
+		e.bias, e.ok = m.Start-v, true
+	}
+	if !mod.Mismatch() {
+		key := mod.BuildID()
+		if key == "" {
+			key = fmt.Sprintf("%s:%d:%d", m.Path, ref.Dev, ref.Inode)
+		}
+		e.table = s.r.table(key, func() (*unwind.Table, error) {
+			bin := mod.ELF()
+			if bin == nil {
+				return nil, fmt.Errorf("no binary")
+			}
+			return unwind.LoadTable(bin, mod.DebugELF())
+		})
+	}
+	return e
+}
+
+func mkdev(major, minor uint32) uint64 {
+	// Same encoding as unix.Mkdev.
+	dev := (uint64(major) & 0x00000fff) << 8
+	dev |= (uint64(major) & 0xfffff000) << 32
+	dev |= (uint64(minor) & 0x000000ff) << 0
+	dev |= (uint64(minor) & 0xffffff00) << 12
+	return dev
+}
+
+func (r *Resolver) table(key string, load func() (*unwind.Table, error)) *unwind.Table {
+	r.mu.Lock()
+	e, ok := r.tables[key]
+	r.mu.Unlock()
+	if ok {
+		return e.t
+	}
+	t, err := safeLoad(load)
+	r.mu.Lock()
+	r.tables[key] = &tableEntry{t: t, err: err}
+	r.mu.Unlock()
+	return t
+}
+
+func safeLoad(load func() (*unwind.Table, error)) (t *unwind.Table, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			t, err = nil, fmt.Errorf("loading cfi: %v", p)
+		}
+	}()
+	return load()
+}
+
+// Lookup implements unwind.Space.
+func (s *space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
+	m, ok := s.maps.Find(addr)
+	if !ok {
+		return unwind.ModuleInfo{}, false
+	}
+	mi := unwind.ModuleInfo{Start: m.Start, End: m.End, Exec: m.Executable()}
+	if !mi.Exec {
+		return mi, true
+	}
+	e := s.module(m)
+	if e.ok && e.table != nil {
+		mi.CFI, mi.Bias = e.table, e.bias
+	}
+	return mi, true
+}
+
+// ReadCode implements unwind.Space: from live memory, else the module file.
+func (s *space) ReadCode(p []byte, addr uint64) (int, error) {
+	if s.mem != nil {
+		return s.mem.ReadAt(p, int64(addr))
+	}
+	m, ok := s.maps.Find(addr)
+	if !ok {
+		return 0, fmt.Errorf("no mapping at %#x", addr)
+	}
+	if m.Kind == procmaps.KindVDSO && len(s.p.VDSO) > 0 {
+		off := addr - m.Start
+		if off >= uint64(len(s.p.VDSO)) {
+			return 0, io.EOF
+		}
+		return copy(p, s.p.VDSO[off:]), nil
+	}
+	e := s.module(m)
+	if e.mod == nil || e.mod.ELF() == nil {
+		return 0, fmt.Errorf("no file for %#x", addr)
+	}
+	return e.mod.ELF().ReadAt(p, int64(addr-m.Start+m.Offset))
+}
+
+// ReadMemory implements unwind.Memory for live targets.
+func (s *space) ReadMemory(p []byte, addr uint64) (int, error) {
+	if s.mem == nil {
+		return 0, fmt.Errorf("no live memory")
+	}
+	return s.mem.ReadAt(p, int64(addr))
+}
+
+// input builds the unwinder's input for a thread; ok is false when the
+// thread has no user registers to start from.
+func (s *space) input(th *ptrace.Thread) (unwind.Input, bool) {
+	in := unwind.Input{Space: s, MaxFrames: s.r.opts.MaxFrames}
+	switch {
+	case len(th.Regs) >= unwind.UserRegsCount:
+		in.Regs = unwind.RegsFromUser(th.Regs)
+	case th.Method == ptrace.MethodNoStop && th.Syscall != nil:
+		in.Regs = unwind.RegsFromSyscall(th.Syscall.SP, th.Syscall.PC, th.Syscall.Args)
+	default:
+		return in, false
+	}
+	in.Stack = unwind.Stack{Addr: th.StackAddr, Data: th.Stack}
+	in.StackLo, in.StackHi = th.StackLo, th.StackHi
+	if s.mem != nil {
+		in.Mem = s
+	}
+	return in, true
+}
+
+// Unwind walks one thread's captured stack.
+func (s *space) Unwind(th *ptrace.Thread, out []unwind.Frame) ([]unwind.Frame, unwind.StopReason, bool) {
+	in, ok := s.input(th)
+	if !ok {
+		return out, unwind.StopNone, false
+	}
+	fr, stop := unwind.Unwind(&in, out)
+	return fr, stop, true
+}
+
+// CheckNoStop reports whether a thread captured without a stop unwinds
+// completely: if not, an auto-mode capture stops it instead.
+func (s *space) CheckNoStop(th *ptrace.Thread) bool {
+	if th.Torn {
+		return false
+	}
+	fr, stop, ok := s.Unwind(th, s.r.frames[:0])
+	s.r.frames = fr
+	return ok && stop.Complete()
+}

@@ -1,0 +1,138 @@
+/* blocked: threads blocked at known call chains, counting EINTR.
+ *
+ * Threads (names set with pthread_setname_np):
+ *   reader    reader_a -> reader_b -> reader_c -> read(pipe)
+ *   condwait  cond_a -> cond_b -> cond_c -> pthread_cond_wait
+ *   sleeper   sleep_a -> sleep_b -> sleep_c -> nanosleep
+ *   epoller   epoll_a -> epoll_b -> epoll_c -> epoll_wait
+ *   spinner   spin_a -> spin_b -> spin_c (busy loop)   only with argv[1] == "spin"
+ *   main      main -> main_wait -> read(stdin)
+ *
+ * Protocol on stdin/stdout: prints "ready" once every thread is in place;
+ * "s" prints "eintr read=N cond=N sleep=N epoll=N"; "q" exits.
+ *
+ * Build: gcc -O0 -g -fno-omit-frame-pointer -pthread blocked.c -o blocked
+ *    or: gcc -O2 -g -fomit-frame-pointer -pthread blocked.c -o blocked
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+/* Keep a call from becoming a tail call, so every function keeps its frame. */
+#define KEEP() __asm__ volatile("" ::: "memory")
+
+static atomic_int eintr_read, eintr_cond, eintr_sleep, eintr_epoll, started;
+static int pipefd[2];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static volatile int never;
+volatile unsigned long spin_counter;
+
+NOINLINE static void reader_c(void) {
+	char b;
+	atomic_fetch_add(&started, 1);
+	for (;;) {
+		ssize_t n = read(pipefd[0], &b, 1);
+		if (n < 0 && errno == EINTR) atomic_fetch_add(&eintr_read, 1);
+		else if (n == 0) break;
+	}
+	KEEP();
+}
+NOINLINE static void reader_b(void) { reader_c(); KEEP(); }
+NOINLINE static void reader_a(void) { reader_b(); KEEP(); }
+
+NOINLINE static void cond_c(void) {
+	pthread_mutex_lock(&mu);
+	atomic_fetch_add(&started, 1);
+	while (!never) {
+		int rc = pthread_cond_wait(&cv, &mu);
+		if (rc == EINTR) atomic_fetch_add(&eintr_cond, 1);
+	}
+	pthread_mutex_unlock(&mu);
+	KEEP();
+}
+NOINLINE static void cond_b(void) { cond_c(); KEEP(); }
+NOINLINE static void cond_a(void) { cond_b(); KEEP(); }
+
+NOINLINE static void sleep_c(void) {
+	atomic_fetch_add(&started, 1);
+	for (;;) {
+		struct timespec ts = {1000, 0};
+		if (nanosleep(&ts, &ts) < 0 && errno == EINTR) atomic_fetch_add(&eintr_sleep, 1);
+	}
+	KEEP();
+}
+NOINLINE static void sleep_b(void) { sleep_c(); KEEP(); }
+NOINLINE static void sleep_a(void) { sleep_b(); KEEP(); }
+
+NOINLINE static void epoll_c(void) {
+	int ep = epoll_create1(0);
+	struct epoll_event ev;
+	atomic_fetch_add(&started, 1);
+	for (;;) {
+		int n = epoll_wait(ep, &ev, 1, -1);
+		if (n < 0 && errno == EINTR) atomic_fetch_add(&eintr_epoll, 1);
+	}
+	KEEP();
+}
+NOINLINE static void epoll_b(void) { epoll_c(); KEEP(); }
+NOINLINE static void epoll_a(void) { epoll_b(); KEEP(); }
+
+NOINLINE static void spin_c(void) {
+	atomic_fetch_add(&started, 1);
+	for (;;) spin_counter++;
+}
+NOINLINE static void spin_b(void) { spin_c(); KEEP(); }
+NOINLINE static void spin_a(void) { spin_b(); KEEP(); }
+
+static void *start(void *arg) {
+	void (*fn)(void) = (void (*)(void))arg;
+	fn();
+	return NULL;
+}
+
+static void spawn(const char *name, void (*fn)(void)) {
+	pthread_t t;
+	if (pthread_create(&t, NULL, start, (void *)fn) != 0) { perror("pthread_create"); exit(1); }
+	pthread_setname_np(t, name);
+}
+
+NOINLINE static void main_wait(void) {
+	char line[64];
+	for (;;) {
+		ssize_t n = read(0, line, sizeof line - 1);
+		if (n < 0 && errno == EINTR) { atomic_fetch_add(&eintr_read, 1); continue; }
+		if (n <= 0) exit(0);
+		line[n] = 0;
+		if (line[0] == 'q') exit(0);
+		if (line[0] == 's') {
+			printf("eintr read=%d cond=%d sleep=%d epoll=%d\n", eintr_read, eintr_cond, eintr_sleep, eintr_epoll);
+			fflush(stdout);
+		}
+	}
+	KEEP();
+}
+
+int main(int argc, char **argv) {
+	int want = 4;
+	if (pipe(pipefd) != 0) { perror("pipe"); return 1; }
+	spawn("reader", reader_a);
+	spawn("condwait", cond_a);
+	spawn("sleeper", sleep_a);
+	spawn("epoller", epoll_a);
+	if (argc > 1 && strcmp(argv[1], "spin") == 0) { spawn("spinner", spin_a); want++; }
+	while (atomic_load(&started) < want) usleep(1000);
+	usleep(20000); /* let every thread reach its blocking call */
+	printf("ready\n");
+	fflush(stdout);
+	main_wait();
+	return 0;
+}
