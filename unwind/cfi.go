@@ -1,0 +1,682 @@
+package unwind
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Call-frame instructions, DWARF 5 §6.4.2, plus the GNU extensions.
+const (
+	DW_CFA_advance_loc = 0x40 // high 2 bits
+	DW_CFA_offset      = 0x80 // high 2 bits
+	DW_CFA_restore     = 0xc0 // high 2 bits
+
+	DW_CFA_nop                          = 0x00
+	DW_CFA_set_loc                      = 0x01
+	DW_CFA_advance_loc1                 = 0x02
+	DW_CFA_advance_loc2                 = 0x03
+	DW_CFA_advance_loc4                 = 0x04
+	DW_CFA_offset_extended              = 0x05
+	DW_CFA_restore_extended             = 0x06
+	DW_CFA_undefined                    = 0x07
+	DW_CFA_same_value                   = 0x08
+	DW_CFA_register                     = 0x09
+	DW_CFA_remember_state               = 0x0a
+	DW_CFA_restore_state                = 0x0b
+	DW_CFA_def_cfa                      = 0x0c
+	DW_CFA_def_cfa_register             = 0x0d
+	DW_CFA_def_cfa_offset               = 0x0e
+	DW_CFA_def_cfa_expression           = 0x0f
+	DW_CFA_expression                   = 0x10
+	DW_CFA_offset_extended_sf           = 0x11
+	DW_CFA_def_cfa_sf                   = 0x12
+	DW_CFA_def_cfa_offset_sf            = 0x13
+	DW_CFA_val_offset                   = 0x14
+	DW_CFA_val_offset_sf                = 0x15
+	DW_CFA_val_expression               = 0x16
+	DW_CFA_MIPS_advance_loc8            = 0x1d
+	DW_CFA_GNU_window_save              = 0x2d
+	DW_CFA_GNU_args_size                = 0x2e
+	DW_CFA_GNU_negative_offset_extended = 0x2f
+)
+
+// FormatError reports malformed call-frame information.
+type FormatError struct {
+	Section string
+	Offset  int
+	Msg     string
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("unwind: %s at %#x: %s", e.Section, e.Offset, e.Msg)
+}
+
+// ErrNoCFI is returned by LoadTable when a file carries no call-frame information.
+var ErrNoCFI = errors.New("no call frame information")
+
+const (
+	maxRememberDepth = 32      // DW_CFA_remember_state nesting
+	maxFDEs          = 1 << 22 // per module
+	maxRows          = 1 << 24 // per module
+	maxExprs         = 1 << 20
+	noRow            = ^uint32(0)
+)
+
+// frameSection is one .eh_frame or .debug_frame with its addressing context.
+type frameSection struct {
+	name  string
+	data  []byte
+	isEH  bool
+	bases ptrBases // section = vaddr of data[0]
+}
+
+type cie struct {
+	off       int
+	codeAlign uint64
+	dataAlign int64
+	fdeEnc    uint8
+	hasZ      bool
+	signal    bool
+	initial   []byte
+	init      ruleSet // row after the initial instructions
+	err       error
+}
+
+type fde struct {
+	begin, end uint64
+	code       []byte
+	cie        *cie
+	sec        *frameSection
+	off        int
+	prio       int
+}
+
+// parseSection splits a frame section into CIEs and FDEs, appending the
+// FDEs to fdes. Malformed entries are skipped when their length still lets
+// the parser continue; the first error is returned alongside.
+func (b *builder) parseSection(s *frameSection, prio int) error {
+	var firstErr error
+	note := func(off int, msg string) {
+		if firstErr == nil {
+			firstErr = &FormatError{Section: s.name, Offset: off, Msg: msg}
+		}
+	}
+	cies := make(map[int]*cie)
+	off := 0
+	for off < len(s.data) {
+		r := reader{b: s.data, off: off}
+		start := off
+		length := uint64(r.u32())
+		is64 := false
+		if length == 0xffffffff {
+			length = r.u64()
+			is64 = true
+		}
+		if r.err != nil {
+			note(start, "truncated length")
+			break
+		}
+		if length == 0 {
+			if s.isEH {
+				break // terminator
+			}
+			off = r.off
+			continue
+		}
+		if length > uint64(r.left()) {
+			note(start, "entry length beyond section")
+			break
+		}
+		bodyStart := r.off
+		end := r.off + int(length)
+		off = end
+		er := reader{b: s.data[:end], off: bodyStart}
+		var id uint64
+		if is64 {
+			id = er.u64()
+		} else {
+			id = uint64(er.u32())
+		}
+		if er.err != nil {
+			note(start, "truncated id")
+			continue
+		}
+		isCIE := false
+		var cieOff int
+		if s.isEH {
+			isCIE = id == 0
+			if !isCIE {
+				if id > uint64(bodyStart) {
+					note(start, "cie pointer before section")
+					continue
+				}
+				cieOff = bodyStart - int(id)
+			}
+		} else {
+			isCIE = (!is64 && id == 0xffffffff) || (is64 && id == ^uint64(0))
+			if !isCIE {
+				if id >= uint64(len(s.data)) {
+					note(start, "cie pointer beyond section")
+					continue
+				}
+				cieOff = int(id)
+			}
+		}
+		if isCIE {
+			if _, ok := cies[start]; !ok {
+				c := b.parseCIE(s, &er, start)
+				cies[start] = c
+				if c.err != nil {
+					note(start, c.err.Error())
+				}
+			}
+			continue
+		}
+		c, ok := cies[cieOff]
+		if !ok {
+			c = b.parseCIEAt(s, cieOff)
+			cies[cieOff] = c
+			if c.err != nil {
+				note(cieOff, c.err.Error())
+			}
+		}
+		if c.err != nil {
+			continue
+		}
+		if len(b.fdes) >= maxFDEs {
+			note(start, "too many fdes")
+			break
+		}
+		pb := s.bases
+		begin := er.encoded(c.fdeEnc, &pb, true)
+		rng := er.encoded(c.fdeEnc&0x0f, &pb, false)
+		if c.hasZ {
+			n := er.uleb()
+			er.bytes(int(min(n, uint64(er.left()+1))))
+		}
+		if er.err != nil {
+			note(start, "truncated fde header")
+			continue
+		}
+		if rng == 0 || begin+rng < begin {
+			continue
+		}
+		b.fdes = append(b.fdes, fde{begin: begin, end: begin + rng, code: s.data[er.off:end],
+			cie: c, sec: s, off: er.off, prio: prio})
+	}
+	return firstErr
+}
+
+// parseCIEAt parses the CIE whose entry starts at off (a forward reference).
+func (b *builder) parseCIEAt(s *frameSection, off int) *cie {
+	bad := &cie{off: off, err: errors.New("bad cie reference")}
+	if off < 0 || off >= len(s.data) {
+		return bad
+	}
+	r := reader{b: s.data, off: off}
+	length := uint64(r.u32())
+	is64 := length == 0xffffffff
+	if is64 {
+		length = r.u64()
+	}
+	if r.err != nil || length == 0 || length > uint64(r.left()) {
+		return bad
+	}
+	er := reader{b: s.data[:r.off+int(length)], off: r.off}
+	var id uint64
+	if is64 {
+		id = er.u64()
+	} else {
+		id = uint64(er.u32())
+	}
+	if s.isEH && id != 0 || !s.isEH && id != 0xffffffff && id != ^uint64(0) {
+		return bad
+	}
+	return b.parseCIE(s, &er, off)
+}
+
+// parseCIE parses a CIE body (after its id) and runs its initial instructions.
+func (b *builder) parseCIE(s *frameSection, r *reader, off int) *cie {
+	c := &cie{off: off}
+	version := r.u8()
+	if version != 1 && version != 3 && version != 4 {
+		c.err = fmt.Errorf("cie version %d", version)
+		return c
+	}
+	aug := r.cstring()
+	addrSize := 8
+	if len(aug) >= 2 && aug[0] == 'e' && aug[1] == 'h' {
+		r.u64() // old GCC eh_data pointer
+		aug = aug[2:]
+	}
+	if version >= 4 {
+		addrSize = int(r.u8())
+		r.u8() // segment selector size
+		if addrSize != 4 && addrSize != 8 {
+			c.err = fmt.Errorf("address size %d", addrSize)
+			return c
+		}
+	}
+	c.codeAlign = r.uleb()
+	c.dataAlign = r.sleb()
+	var ra uint64
+	if version == 1 {
+		ra = uint64(r.u8())
+	} else {
+		ra = r.uleb()
+	}
+	if r.err != nil {
+		c.err = errors.New("truncated cie")
+		return c
+	}
+	if ra != RegRIP {
+		c.err = fmt.Errorf("return address column %d", ra)
+		return c
+	}
+	if c.codeAlign == 0 || c.codeAlign > 1<<16 || c.dataAlign == 0 || !fitsInt32(c.dataAlign) {
+		c.err = errors.New("bad alignment factors")
+		return c
+	}
+	if addrSize == 4 {
+		c.fdeEnc = dwEhPeUdata4
+	} else {
+		c.fdeEnc = dwEhPeAbsptr
+	}
+	if len(aug) > 0 {
+		if aug[0] != 'z' {
+			c.err = fmt.Errorf("augmentation %q", aug)
+			return c
+		}
+		c.hasZ = true
+		n := r.uleb()
+		if n > uint64(r.left()) {
+			c.err = errors.New("augmentation data beyond cie")
+			return c
+		}
+		ad := reader{b: r.bytes(int(n))}
+		pb := s.bases
+	augLoop:
+		for _, ch := range aug[1:] {
+			switch ch {
+			case 'R':
+				c.fdeEnc = ad.u8()
+			case 'P':
+				enc := ad.u8()
+				if !validEncoding(enc) {
+					c.err = errors.New("bad personality encoding")
+					return c
+				}
+				ad.encoded(enc, &pb, false) // only its size matters here
+			case 'L':
+				ad.u8()
+			case 'S':
+				c.signal = true
+			case 'B', 'G':
+			default:
+				break augLoop // 'z' lets us skip what we do not know
+			}
+		}
+		if ad.err != nil {
+			c.err = errors.New("truncated augmentation data")
+			return c
+		}
+		if !validEncoding(c.fdeEnc) || c.fdeEnc == dwEhPeOmit {
+			c.err = fmt.Errorf("fde pointer encoding %#x", c.fdeEnc)
+			return c
+		}
+	}
+	c.initial = r.b[r.off:]
+	// The initial row: the CFA and RA rules come from the initial
+	// instructions; everything else is unset.
+	c.init.Signal = c.signal
+	var v vm
+	v.st = &c.init
+	v.initial = nil
+	if err := b.execute(&v, c, c.initial, nil, 0, 0); err != nil {
+		c.err = fmt.Errorf("initial instructions: %w", err)
+	}
+	return c
+}
+
+// vm is the call-frame instruction interpreter's state.
+type vm struct {
+	st      *ruleSet
+	initial *ruleSet // the CIE's initial row (nil while running the CIE)
+	stack   [maxRememberDepth]ruleSet
+	depth   int
+}
+
+var (
+	errRememberOverflow  = errors.New("remember_state stack overflow")
+	errRememberUnderflow = errors.New("restore_state with empty stack")
+	errBadOpcode         = errors.New("unknown call frame instruction")
+	errLocBackwards      = errors.New("set_loc moves backwards")
+	errRestoreInCIE      = errors.New("restore in cie")
+)
+
+// execute runs a CFA program. For an FDE (f != nil) it emits a row for each
+// address interval [loc, next loc) within [f.begin, f.end).
+func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) error {
+	r := reader{b: code}
+	st := v.st
+	advance := func(to uint64) bool {
+		if f == nil {
+			return true
+		}
+		if to < loc {
+			return false
+		}
+		if to > loc {
+			if loc < end {
+				b.emit(loc, st)
+			}
+			loc = to
+		}
+		return true
+	}
+	setReg := func(reg uint64, rule Rule) {
+		if reg < NumRegs {
+			st.Regs[reg] = rule
+		}
+	}
+	offRule := func(kind RuleKind, v int64) Rule {
+		if !fitsInt32(v) {
+			return Rule{Kind: RuleBad}
+		}
+		return Rule{Kind: kind, Off: int32(v)}
+	}
+	for r.left() > 0 && r.err == nil {
+		if f != nil && loc >= end {
+			break
+		}
+		op := r.u8()
+		switch op & 0xc0 {
+		case DW_CFA_advance_loc:
+			if !advance(loc + uint64(op&0x3f)*c.codeAlign) {
+				return errLocBackwards
+			}
+			continue
+		case DW_CFA_offset:
+			setReg(uint64(op&0x3f), offRule(RuleOffset, int64(r.uleb())*c.dataAlign))
+			continue
+		case DW_CFA_restore:
+			if v.initial == nil {
+				return errRestoreInCIE
+			}
+			if reg := op & 0x3f; reg < NumRegs {
+				st.Regs[reg] = v.initial.Regs[reg]
+			}
+			continue
+		}
+		switch op {
+		case DW_CFA_nop:
+		case DW_CFA_set_loc:
+			if f == nil {
+				return errBadOpcode
+			}
+			pb := f.sec.bases
+			pb.section += uint64(f.off)
+			if !advance(r.encoded(c.fdeEnc, &pb, true)) {
+				return errLocBackwards
+			}
+		case DW_CFA_advance_loc1:
+			if !advance(loc + uint64(r.u8())*c.codeAlign) {
+				return errLocBackwards
+			}
+		case DW_CFA_advance_loc2:
+			if !advance(loc + uint64(r.u16())*c.codeAlign) {
+				return errLocBackwards
+			}
+		case DW_CFA_advance_loc4:
+			if !advance(loc + uint64(r.u32())*c.codeAlign) {
+				return errLocBackwards
+			}
+		case DW_CFA_MIPS_advance_loc8:
+			if !advance(loc + r.u64()*c.codeAlign) {
+				return errLocBackwards
+			}
+		case DW_CFA_offset_extended:
+			reg := r.uleb()
+			setReg(reg, offRule(RuleOffset, int64(r.uleb())*c.dataAlign))
+		case DW_CFA_offset_extended_sf:
+			reg := r.uleb()
+			setReg(reg, offRule(RuleOffset, r.sleb()*c.dataAlign))
+		case DW_CFA_GNU_negative_offset_extended:
+			reg := r.uleb()
+			setReg(reg, offRule(RuleOffset, -int64(r.uleb())*c.dataAlign))
+		case DW_CFA_val_offset:
+			reg := r.uleb()
+			setReg(reg, offRule(RuleValOffset, int64(r.uleb())*c.dataAlign))
+		case DW_CFA_val_offset_sf:
+			reg := r.uleb()
+			setReg(reg, offRule(RuleValOffset, r.sleb()*c.dataAlign))
+		case DW_CFA_restore_extended:
+			reg := r.uleb()
+			if v.initial == nil {
+				return errRestoreInCIE
+			}
+			if reg < NumRegs {
+				st.Regs[reg] = v.initial.Regs[reg]
+			}
+		case DW_CFA_undefined:
+			setReg(r.uleb(), Rule{Kind: RuleUndefined})
+		case DW_CFA_same_value:
+			setReg(r.uleb(), Rule{Kind: RuleSame})
+		case DW_CFA_register:
+			reg := r.uleb()
+			src := r.uleb()
+			if src < NumRegs {
+				setReg(reg, Rule{Kind: RuleRegister, Reg: uint8(src)})
+			} else {
+				setReg(reg, Rule{Kind: RuleBad})
+			}
+		case DW_CFA_remember_state:
+			if v.depth >= maxRememberDepth {
+				return errRememberOverflow
+			}
+			v.stack[v.depth] = *st
+			v.depth++
+		case DW_CFA_restore_state:
+			if v.depth == 0 {
+				return errRememberUnderflow
+			}
+			v.depth--
+			// The CFA is part of the remembered row (DWARF 5 §6.4.2.4).
+			*st = v.stack[v.depth]
+		case DW_CFA_def_cfa:
+			reg := r.uleb()
+			off := r.uleb()
+			st.CFA = cfaRule(reg, int64(off))
+		case DW_CFA_def_cfa_sf:
+			reg := r.uleb()
+			off := r.sleb() * c.dataAlign
+			st.CFA = cfaRule(reg, off)
+		case DW_CFA_def_cfa_register:
+			reg := r.uleb()
+			off := int64(0)
+			if st.CFA.Kind == RuleCFAReg {
+				off = int64(st.CFA.Off)
+			}
+			st.CFA = cfaRule(reg, off)
+		case DW_CFA_def_cfa_offset:
+			off := r.uleb()
+			if st.CFA.Kind == RuleCFAReg {
+				st.CFA = cfaRule(uint64(st.CFA.Reg), int64(off))
+			} else {
+				st.CFA = Rule{Kind: RuleBad}
+			}
+		case DW_CFA_def_cfa_offset_sf:
+			off := r.sleb() * c.dataAlign
+			if st.CFA.Kind == RuleCFAReg {
+				st.CFA = cfaRule(uint64(st.CFA.Reg), off)
+			} else {
+				st.CFA = Rule{Kind: RuleBad}
+			}
+		case DW_CFA_def_cfa_expression:
+			n := r.uleb()
+			e := r.bytes(int(min(n, uint64(r.left()+1))))
+			if r.err == nil {
+				st.CFA = b.exprRule(RuleCFAExpr, e)
+			}
+		case DW_CFA_expression, DW_CFA_val_expression:
+			reg := r.uleb()
+			n := r.uleb()
+			e := r.bytes(int(min(n, uint64(r.left()+1))))
+			if r.err == nil && reg < NumRegs {
+				kind := RuleExpr
+				if op == DW_CFA_val_expression {
+					kind = RuleValExpr
+				}
+				st.Regs[reg] = b.exprRule(kind, e)
+			}
+		case DW_CFA_GNU_args_size:
+			r.uleb() // the caller's outgoing argument area; the CFA already accounts for it
+		case DW_CFA_GNU_window_save:
+			// SPARC register windows / AArch64 RA signing: no meaning on x86-64.
+		default:
+			return fmt.Errorf("%w %#x", errBadOpcode, op)
+		}
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if f != nil && loc < end {
+		b.emit(loc, st)
+	}
+	return nil
+}
+
+func cfaRule(reg uint64, off int64) Rule {
+	if reg >= NumRegs || !fitsInt32(off) {
+		return Rule{Kind: RuleBad}
+	}
+	return Rule{Kind: RuleCFAReg, Reg: uint8(reg), Off: int32(off)}
+}
+
+// builder compiles FDEs into a Table.
+type builder struct {
+	t       *Table
+	fdes    []fde
+	setIdx  map[ruleSet]uint32
+	exprIdx map[string]int32
+	lastSet uint32
+	vm      vm
+	rowErr  error
+}
+
+func newBuilder() *builder {
+	return &builder{t: &Table{}, setIdx: make(map[ruleSet]uint32), exprIdx: make(map[string]int32), lastSet: noRow}
+}
+
+func (b *builder) exprRule(kind RuleKind, e []byte) Rule {
+	if i, ok := b.exprIdx[string(e)]; ok {
+		return Rule{Kind: kind, Off: i}
+	}
+	if len(b.t.exprs) >= maxExprs {
+		return Rule{Kind: RuleBad}
+	}
+	i := int32(len(b.t.exprs))
+	b.t.exprs = append(b.t.exprs, e)
+	b.exprIdx[string(e)] = i
+	return Rule{Kind: kind, Off: i}
+}
+
+func (b *builder) intern(s *ruleSet) uint32 {
+	if b.lastSet != noRow && b.t.rules[b.lastSet] == *s {
+		return b.lastSet
+	}
+	i, ok := b.setIdx[*s]
+	if !ok {
+		i = uint32(len(b.t.rules))
+		b.t.rules = append(b.t.rules, *s)
+		b.setIdx[*s] = i
+	}
+	b.lastSet = i
+	return i
+}
+
+// emit starts a row at addr with rule set s (or a gap if s is nil), dropping
+// it when it equals its predecessor.
+func (b *builder) emit(addr uint64, s *ruleSet) {
+	idx := noRow
+	if s != nil {
+		idx = b.intern(s)
+	}
+	t := b.t
+	n := len(t.addrs)
+	if n > 0 {
+		if t.sets[n-1] == idx {
+			return
+		}
+		if t.addrs[n-1] >= addr {
+			// Zero-length predecessor (only a gap can be replaced).
+			t.sets[n-1] = idx
+			if n > 1 && t.sets[n-2] == idx {
+				t.addrs = t.addrs[:n-1]
+				t.sets = t.sets[:n-1]
+			}
+			return
+		}
+	}
+	if n >= maxRows {
+		return
+	}
+	t.addrs = append(t.addrs, addr)
+	t.sets = append(t.sets, idx)
+}
+
+// compile sorts the collected FDEs and runs each one's program.
+func (b *builder) compile() error {
+	fdes := b.fdes
+	if !slices.IsSortedFunc(fdes, cmpFDE) {
+		slices.SortStableFunc(fdes, cmpFDE)
+	}
+	var firstErr error
+	var covered uint64 // end of the last compiled FDE
+	first := true
+	for i := range fdes {
+		f := &fdes[i]
+		if !first && f.begin < covered {
+			continue // overlaps an earlier (or higher priority) FDE
+		}
+		if !first && f.begin > covered {
+			b.emit(covered, nil)
+		}
+		st := f.cie.init
+		b.vm.st = &st
+		b.vm.initial = &f.cie.init
+		b.vm.depth = 0
+		n := len(b.t.addrs)
+		err := b.execute(&b.vm, f.cie, f.code, f, f.begin, f.end)
+		if err != nil {
+			// Drop the FDE's partial rows: a half-run program is wrong.
+			b.t.addrs = b.t.addrs[:n]
+			b.t.sets = b.t.sets[:n]
+			b.lastSet = noRow
+			if firstErr == nil {
+				firstErr = &FormatError{Section: f.sec.name, Offset: f.off, Msg: err.Error()}
+			}
+			if !first {
+				b.emit(covered, nil)
+			}
+			continue
+		}
+		first = false
+		covered = f.end
+	}
+	if !first {
+		b.emit(covered, nil)
+	}
+	return firstErr
+}
+
+func cmpFDE(a, b fde) int {
+	switch {
+	case a.begin < b.begin:
+		return -1
+	case a.begin > b.begin:
+		return 1
+	}
+	return a.prio - b.prio
+}

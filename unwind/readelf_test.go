@@ -1,0 +1,220 @@
+package unwind
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// readelfRow is one row of `readelf --debug-dump=frames-interp`.
+type readelfRow struct {
+	addr  uint64
+	cells map[string]string // column name ("CFA", "rbx", ..., "ra") -> cell
+}
+
+type readelfFDE struct {
+	off        string
+	cie        string
+	begin, end uint64
+	rows       []readelfRow
+}
+
+// parseFramesInterp parses readelf's frames-interp dump of the .eh_frame
+// section (or of .debug_frame when section is ".debug_frame").
+func parseFramesInterp(t *testing.T, out []byte, section string) (fdes []readelfFDE, cies map[string][]readelfRow) {
+	t.Helper()
+	cies = make(map[string][]readelfRow)
+	cieRows := make(map[string]*[]readelfRow)
+	defer func() {
+		for k, v := range cieRows {
+			cies[k] = *v
+		}
+	}()
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	in := false
+	var cols []string
+	var cur *[]readelfRow
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "Contents of the ") {
+			in = strings.HasPrefix(line, "Contents of the "+section+" section")
+			cur = nil
+			continue
+		}
+		if !in {
+			continue
+		}
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+			cur = nil
+		case len(f) >= 4 && f[3] == "CIE":
+			rows := new([]readelfRow)
+			cieRows[f[0]] = rows
+			cur = rows
+		case len(f) >= 6 && f[3] == "FDE":
+			fd := readelfFDE{off: f[0], cie: strings.TrimPrefix(f[4], "cie=")}
+			pc := strings.TrimPrefix(f[5], "pc=")
+			lo, hi, ok := strings.Cut(pc, "..")
+			if !ok {
+				t.Fatalf("bad fde line %q", line)
+			}
+			fd.begin, _ = strconv.ParseUint(lo, 16, 64)
+			fd.end, _ = strconv.ParseUint(hi, 16, 64)
+			fdes = append(fdes, fd)
+			cur = &fdes[len(fdes)-1].rows
+		case f[0] == "LOC":
+			cols = f
+		case cur != nil && len(f) == len(cols):
+			a, err := strconv.ParseUint(f[0], 16, 64)
+			if err != nil {
+				continue
+			}
+			r := readelfRow{addr: a, cells: map[string]string{}}
+			for i := 1; i < len(f); i++ {
+				r.cells[cols[i]] = f[i]
+			}
+			// A later row at the same address replaces the earlier one.
+			if n := len(*cur); n > 0 && (*cur)[n-1].addr == a {
+				(*cur)[n-1] = r
+			} else {
+				*cur = append(*cur, r)
+			}
+		}
+	}
+	return fdes, cies
+}
+
+var checkedCols = []struct {
+	name string
+	reg  int
+}{{"rbx", RegRBX}, {"rbp", RegRBP}, {"r12", RegR12}, {"r13", RegR13}, {"r14", RegR14}, {"r15", RegR15}, {"ra", RegRIP}}
+
+// compareWithReadelf checks every readelf row of path against our table.
+func compareWithReadelf(t *testing.T, path string) {
+	readelf := needTool(t, "readelf")
+	// readelf exits 1 after harmless complaints (e.g. libc's missing
+	// interpreter); the dump on stdout is still complete.
+	out, err := exec.Command(readelf, "--debug-dump=frames-interp", path).Output()
+	if err != nil && len(out) == 0 {
+		t.Fatalf("readelf: %v", err)
+	}
+	fdes, cies := parseFramesInterp(t, out, ".eh_frame")
+	if len(fdes) == 0 {
+		t.Fatalf("readelf printed no FDEs for %s", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tab, err := LoadTable(f, nil)
+	if err != nil {
+		t.Fatalf("LoadTable(%s): %v", path, err)
+	}
+	sort.SliceStable(fdes, func(i, j int) bool { return fdes[i].begin < fdes[j].begin })
+	var covered uint64
+	rows, mismatches := 0, 0
+	for i, fd := range fdes {
+		if fd.begin == fd.end {
+			continue
+		}
+		if i > 0 && fd.begin < covered {
+			continue // overlapping FDE: ours keeps the first, like the unwinder
+		}
+		covered = fd.end
+		want := fd.rows
+		if len(want) == 0 {
+			// No instructions: the CIE's initial row holds for the whole range.
+			crow := cies[fd.cie]
+			if len(crow) == 0 {
+				t.Errorf("fde %s: no rows and no CIE rows", fd.off)
+				continue
+			}
+			want = []readelfRow{{addr: fd.begin, cells: crow[0].cells}}
+		}
+		for _, w := range want {
+			if w.addr >= fd.end {
+				continue
+			}
+			rows++
+			got, ok := tab.Find(w.addr)
+			if !ok {
+				mismatches++
+				if mismatches < 20 {
+					t.Errorf("fde %s: no row at %#x", fd.off, w.addr)
+				}
+				continue
+			}
+			bad := RuleString(got.CFA) != w.cells["CFA"]
+			for _, c := range checkedCols {
+				wc, ok := w.cells[c.name]
+				if !ok {
+					wc = "u"
+				}
+				if RuleString(got.Regs[c.reg]) != wc {
+					bad = true
+				}
+			}
+			if bad {
+				mismatches++
+				if mismatches < 20 {
+					t.Errorf("fde %s at %#x: got %s, readelf %v", fd.off, w.addr, got, w.cells)
+				}
+			}
+		}
+	}
+	// The first address past every FDE must have no row unless another FDE starts there.
+	for _, fd := range fdes {
+		if fd.begin == fd.end {
+			continue
+		}
+		next := sort.Search(len(fdes), func(i int) bool { return fdes[i].begin >= fd.end })
+		if next < len(fdes) && fdes[next].begin == fd.end {
+			continue
+		}
+		if _, ok := tab.Find(fd.end); ok {
+			inside := false
+			for _, g := range fdes {
+				if g.begin <= fd.end && fd.end < g.end {
+					inside = true
+					break
+				}
+			}
+			if !inside {
+				t.Errorf("row found at %#x past the end of fde %s", fd.end, fd.off)
+			}
+		}
+	}
+	t.Logf("%s: %d FDEs, %d readelf rows compared, %d table rows, %d mismatches", path, len(fdes), rows, tab.Len(), mismatches)
+	if rows == 0 {
+		t.Fatal("nothing compared")
+	}
+}
+
+func TestReadelfAgreementLibc(t *testing.T) {
+	needLinuxAmd64(t)
+	_, err := os.Stat(libcPath)
+	skipUnless(t, err == nil, libcPath+" is missing")
+	compareWithReadelf(t, libcPath)
+}
+
+func TestReadelfAgreementO2(t *testing.T) {
+	for _, v := range []struct {
+		name  string
+		flags []string
+	}{
+		{"O2", cFlagsO2},
+		{"static", append([]string{"-static"}, cFlagsO2...)},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			compareWithReadelf(t, buildTarget(t, "gcc", "target.c", v.flags...))
+		})
+	}
+}
