@@ -3,6 +3,7 @@ package symtab
 import (
 	"bytes"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 
@@ -11,10 +12,11 @@ import (
 
 // sources holds a module's symbol sources, loaded on first use.
 type sources struct {
-	names []string   // what was found, best first
-	debug *openFile  // separate debug file
-	syms  *symTable  // .symtab + .gnu_debugdata + .dynsym, merged
-	errs  []error    // problems met while loading (diagnostics)
+	names []string    // what was found, best first
+	debug *openFile   // separate debug file
+	dw    *dwarfIndex // DWARF of the debug file or the binary
+	syms  *symTable   // .symtab + .gnu_debugdata + .dynsym, merged
+	errs  []error     // problems met while loading (diagnostics)
 }
 
 func (m *Module) sources() *sources {
@@ -27,6 +29,12 @@ func (m *Module) loadSources() *sources {
 	ef := m.file.ef
 	var raw []rawSym
 	var err error
+	if dw, err := loadDWARF(ef, m.file.size); err == nil {
+		src.dw = dw
+		src.names = append(src.names, "dwarf")
+	} else if !errors.Is(err, ErrNoSymbols) {
+		src.errs = append(src.errs, err)
+	}
 	if hasSymtab(ef) {
 		raw, err = collectSyms(ef, false, rankSymtab, raw)
 		if err == nil {
@@ -51,6 +59,9 @@ func (m *Module) loadSources() *sources {
 		}
 	}
 	src.syms = buildSymTable(raw)
+	if src.dw != nil {
+		src.dw.syms = src.syms
+	}
 	return src
 }
 
@@ -98,8 +109,29 @@ func miniDebugInfo(f *openFile) (*elf.File, error) {
 
 // lookup resolves pc through the best source that knows it.
 func (s *sources) lookup(pc uint64, out []Sym, demangle bool) []Sym {
+	var lineOnly *Sym
+	if s.dw != nil {
+		n := len(out)
+		var res dwarfResult
+		out, res = s.dw.lookup(pc, out, demangle)
+		switch res {
+		case dwarfFull:
+			return out
+		case dwarfLineOnly:
+			l := out[n]
+			lineOnly = &l
+			out = out[:n]
+		}
+	}
 	if i, ok := s.syms.lookup(pc); ok {
-		return append(out, Sym{Function: s.syms.nameAt(i, demangle), Offset: pc - s.syms.addr[i]})
+		sym := Sym{Function: s.syms.nameAt(i, demangle), Offset: pc - s.syms.addr[i]}
+		if lineOnly != nil {
+			sym.File, sym.Line = lineOnly.File, lineOnly.Line
+		}
+		return append(out, sym)
+	}
+	if lineOnly != nil {
+		return append(out, *lineOnly)
 	}
 	return out
 }

@@ -19,7 +19,7 @@ struct Box {
   }
 };
 
-static inline __attribute__((always_inline)) int leaf_inline(int x) {
+inline __attribute__((always_inline)) int leaf_inline(int x) {
   sink = x * 3;
   int y = sink;
   return y + 1;

@@ -1,0 +1,742 @@
+package symtab
+
+import (
+	"bytes"
+	"compress/zlib"
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Limits on DWARF input.
+const (
+	maxUnits        = 1 << 20 // compilation units indexed
+	maxLineRows     = 1 << 24 // line rows kept for one unit
+	maxUnitDIEs     = 1 << 24 // DIEs walked in one unit
+	maxDIEDepth     = 256     // nesting of DIEs
+	maxOriginHops   = 8       // abstract_origin/specification chain
+	maxRangesPerDIE = 1 << 16
+)
+
+// dwarfIndex is a module's DWARF: a sorted table of address ranges to
+// compilation units, each unit decoded on first use.
+type dwarfIndex struct {
+	d     *dwarf.Data
+	order binary.ByteOrder
+	cus   []*cuInfo
+	rng   []cuRange // sorted by lo
+
+	originMu sync.Mutex
+	origins  map[dwarf.Offset]string // names read across units
+	syms     *symTable               // the module's symbols, for functions without linkage names
+}
+
+type cuRange struct {
+	lo, hi uint64
+	cu     int32
+}
+
+// cuInfo is one compilation unit, decoded lazily.
+type cuInfo struct {
+	off  dwarf.Offset // of the unit's DIE
+	once sync.Once
+	dec  *cuDecoded
+}
+
+// cuDecoded holds a unit's line table and its tree of functions and
+// inlined subroutines.
+type cuDecoded struct {
+	rows  []lineRow // sorted by address; see lookupRow
+	files []string  // line table files, by DWARF file index
+	funcs []fnRange // ranges of functions, sorted by lo
+	nodes []fnNode
+	dem   []atomic.Pointer[string] // demangled node names, by node
+	err   error
+}
+
+type lineRow struct {
+	addr uint64
+	file int32
+	line int32
+	end  bool // end_sequence: no line at or after addr
+}
+
+type fnRange struct {
+	lo, hi uint64
+	node   int32
+}
+
+// fnNode is a function (parent < 0) or an inlined subroutine.
+type fnNode struct {
+	name     string // raw (linkage name preferred)
+	ranges   [][2]uint64
+	entry    uint64
+	parent   int32
+	children []int32
+	callFile int32
+	callLine int32
+	plain    bool // no linkage name: a symbol at entry names it better
+}
+
+// loadDWARF builds the index of the DWARF sections of ef.
+func loadDWARF(ef *elf.File, size int64) (*dwarfIndex, error) {
+	sec := func(name string) ([]byte, error) {
+		s := ef.Section(".debug_" + name)
+		if s == nil {
+			s = ef.Section(".zdebug_" + name)
+		}
+		if s == nil || s.Type == elf.SHT_NOBITS {
+			return nil, nil
+		}
+		if strings.HasPrefix(s.Name, ".zdebug_") {
+			return zdebugData(s, size)
+		}
+		return sectionData(s, size)
+	}
+	info, err := sec("info")
+	if err != nil {
+		return nil, err
+	}
+	if len(info) == 0 {
+		return nil, ErrNoSymbols
+	}
+	get := map[string][]byte{}
+	for _, n := range []string{"abbrev", "line", "ranges", "str", "aranges", "addr", "line_str", "str_offsets", "rnglists"} {
+		b, err := sec(n)
+		if err != nil {
+			return nil, err
+		}
+		get[n] = b
+	}
+	x := &dwarfIndex{order: ef.ByteOrder, origins: map[dwarf.Offset]string{}}
+	err = safely("dwarf", func() error {
+		d, err := dwarf.New(get["abbrev"], nil, nil, info, get["line"], nil, get["ranges"], get["str"])
+		if err != nil {
+			return err
+		}
+		for _, n := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
+			if get[n] != nil {
+				if err := d.AddSection(".debug_"+n, get[n]); err != nil {
+					return err
+				}
+			}
+		}
+		x.d = d
+		return x.buildIndex(info, get["aranges"])
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dwarf: %w", err)
+	}
+	return x, nil
+}
+
+// zdebugData decompresses a legacy .zdebug_* section ("ZLIB", big-endian
+// 64-bit size, zlib stream).
+func zdebugData(s *elf.Section, size int64) ([]byte, error) {
+	if s.Size > uint64(size) || s.Offset > uint64(size)-s.Size || s.Size < 12 {
+		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "bad size"}
+	}
+	raw := make([]byte, s.Size)
+	if _, err := s.ReaderAt.ReadAt(raw, 0); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("read %s: %w", s.Name, err)
+	}
+	if string(raw[:4]) != "ZLIB" {
+		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "no ZLIB header"}
+	}
+	n := binary.BigEndian.Uint64(raw[4:12])
+	if n > maxSectionBytes {
+		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "too large"}
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(raw[12:]))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	out := make([]byte, 0, n)
+	buf := bytes.NewBuffer(out)
+	if _, err := io.Copy(buf, io.LimitReader(zr, int64(n))); err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// unitHeader is a compilation unit found in .debug_info.
+type unitHeader struct {
+	off   uint64 // of the unit header
+	die   uint64 // of the unit's first DIE
+	end   uint64
+	isCU  bool // a compile (or skeleton) unit, not a type or partial unit
+	vers  uint16
+	addr8 bool
+}
+
+// parseUnitHeaders walks the unit headers of .debug_info.
+func parseUnitHeaders(info []byte, order binary.ByteOrder) ([]unitHeader, error) {
+	var us []unitHeader
+	for off := uint64(0); off < uint64(len(info)); {
+		if len(us) >= maxUnits {
+			break
+		}
+		rest := info[off:]
+		if len(rest) < 11 {
+			return us, &FormatError{Section: ".debug_info", Offset: off, Msg: "short unit header"}
+		}
+		l := uint64(order.Uint32(rest))
+		hdr, offSize := uint64(4), uint64(4)
+		if l == 0xffffffff {
+			if len(rest) < 23 {
+				return us, &FormatError{Section: ".debug_info", Offset: off, Msg: "short unit header"}
+			}
+			l = order.Uint64(rest[4:])
+			hdr, offSize = 12, 8
+		} else if l >= 0xfffffff0 {
+			return us, &FormatError{Section: ".debug_info", Offset: off, Msg: "reserved unit length"}
+		}
+		if l > uint64(len(rest))-hdr {
+			return us, &FormatError{Section: ".debug_info", Offset: off, Msg: "unit past end of section"}
+		}
+		u := unitHeader{off: off, end: off + hdr + l}
+		body := rest[hdr : hdr+l]
+		if len(body) < 2 {
+			return us, &FormatError{Section: ".debug_info", Offset: off, Msg: "short unit"}
+		}
+		u.vers = order.Uint16(body)
+		var h uint64
+		switch {
+		case u.vers >= 2 && u.vers <= 4:
+			h = 2 + offSize + 1
+			u.isCU = true
+		case u.vers == 5:
+			if len(body) < 4 {
+				return us, &FormatError{Section: ".debug_info", Offset: off, Msg: "short unit"}
+			}
+			h = 2 + 1 + 1 + offSize
+			switch body[2] {
+			case 0x01: // DW_UT_compile
+				u.isCU = true
+			case 0x04, 0x05: // DW_UT_skeleton, DW_UT_split_compile
+				h += 8
+				u.isCU = true
+			case 0x02, 0x06: // DW_UT_type, DW_UT_split_type
+				h += 8 + offSize
+			}
+		default:
+			u.isCU = false
+		}
+		if h > uint64(len(body)) {
+			u.isCU = false
+		}
+		u.die = off + hdr + h
+		us = append(us, u)
+		off = u.end
+	}
+	return us, nil
+}
+
+// parseAranges reads .debug_aranges: address ranges per unit header offset.
+func parseAranges(b []byte, order binary.ByteOrder, add func(unitOff, lo, hi uint64)) error {
+	for off := uint64(0); off < uint64(len(b)); {
+		rest := b[off:]
+		if len(rest) < 4 {
+			return &FormatError{Section: ".debug_aranges", Offset: off, Msg: "short header"}
+		}
+		l := uint64(order.Uint32(rest))
+		hdr, offSize := uint64(4), uint64(4)
+		if l == 0xffffffff {
+			if len(rest) < 12 {
+				return &FormatError{Section: ".debug_aranges", Offset: off, Msg: "short header"}
+			}
+			l = order.Uint64(rest[4:])
+			hdr, offSize = 12, 8
+		}
+		if l > uint64(len(rest))-hdr {
+			return &FormatError{Section: ".debug_aranges", Offset: off, Msg: "set past end of section"}
+		}
+		set := rest[hdr : hdr+l]
+		next := off + hdr + l
+		if uint64(len(set)) < 2+offSize+2 {
+			return &FormatError{Section: ".debug_aranges", Offset: off, Msg: "short set"}
+		}
+		var unit uint64
+		if offSize == 8 {
+			unit = order.Uint64(set[2:])
+		} else {
+			unit = uint64(order.Uint32(set[2:]))
+		}
+		asz := uint64(set[2+offSize])
+		ssz := uint64(set[3+offSize])
+		if asz != 4 && asz != 8 || ssz != 0 {
+			off = next
+			continue
+		}
+		// Tuples start at a multiple of twice the address size from the
+		// start of the set (counting the length field).
+		p := hdr + 2 + offSize + 2
+		tup := 2 * asz
+		if p%tup != 0 {
+			p += tup - p%tup
+		}
+		p -= hdr
+		for p+tup <= uint64(len(set)) {
+			var lo, n uint64
+			if asz == 8 {
+				lo, n = order.Uint64(set[p:]), order.Uint64(set[p+8:])
+			} else {
+				lo, n = uint64(order.Uint32(set[p:])), uint64(order.Uint32(set[p+4:]))
+			}
+			p += tup
+			if lo == 0 && n == 0 {
+				break
+			}
+			if n != 0 && lo+n > lo {
+				add(unit, lo, lo+n)
+			}
+		}
+		off = next
+	}
+	return nil
+}
+
+func (x *dwarfIndex) buildIndex(info, aranges []byte) error {
+	units, err := parseUnitHeaders(info, x.order)
+	if len(units) == 0 && err != nil {
+		return err
+	}
+	byOff := map[uint64]int32{}
+	for _, u := range units {
+		if !u.isCU {
+			continue
+		}
+		byOff[u.off] = int32(len(x.cus))
+		x.cus = append(x.cus, &cuInfo{off: dwarf.Offset(u.die)})
+	}
+	covered := make([]bool, len(x.cus))
+	if len(aranges) > 0 {
+		_ = parseAranges(aranges, x.order, func(unit, lo, hi uint64) {
+			if i, ok := byOff[unit]; ok {
+				x.rng = append(x.rng, cuRange{lo, hi, i})
+				covered[i] = true
+			}
+		})
+	}
+	r := x.d.Reader()
+	for i, cu := range x.cus {
+		if covered[i] {
+			continue
+		}
+		r.Seek(cu.off)
+		e, err := r.Next()
+		if err != nil || e == nil || (e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagSkeletonUnit) {
+			continue
+		}
+		rs, err := x.d.Ranges(e)
+		if err != nil {
+			continue
+		}
+		for k, rg := range rs {
+			if k >= maxRangesPerDIE {
+				break
+			}
+			if rg[1] > rg[0] {
+				x.rng = append(x.rng, cuRange{rg[0], rg[1], int32(i)})
+			}
+		}
+	}
+	sort.Slice(x.rng, func(i, j int) bool { return x.rng[i].lo < x.rng[j].lo })
+	return nil
+}
+
+// findCU returns the unit whose ranges contain pc.
+func (x *dwarfIndex) findCU(pc uint64) *cuInfo {
+	i := sort.Search(len(x.rng), func(i int) bool { return x.rng[i].lo > pc }) - 1
+	for k := 0; i >= 0 && k < 16; i, k = i-1, k+1 {
+		if pc < x.rng[i].hi {
+			return x.cus[x.rng[i].cu]
+		}
+	}
+	return nil
+}
+
+func (x *dwarfIndex) unit(cu *cuInfo) *cuDecoded {
+	cu.once.Do(func() {
+		dec := &cuDecoded{}
+		if err := safely("dwarf unit", func() error { return x.decode(cu.off, dec) }); err != nil {
+			dec.err = err
+		}
+		cu.dec = dec
+	})
+	return cu.dec
+}
+
+// nameInfo is what a DIE says about a function's name.
+type nameInfo struct {
+	name, linkage string
+	ref           dwarf.Offset // abstract_origin or specification, 0 none
+}
+
+func dieNameInfo(e *dwarf.Entry) nameInfo {
+	var ni nameInfo
+	for _, f := range e.Field {
+		switch f.Attr {
+		case dwarf.AttrName:
+			ni.name, _ = f.Val.(string)
+		case dwarf.AttrLinkageName, attrMIPSLinkageName:
+			ni.linkage, _ = f.Val.(string)
+		case dwarf.AttrAbstractOrigin, dwarf.AttrSpecification:
+			if o, ok := f.Val.(dwarf.Offset); ok && ni.ref == 0 {
+				ni.ref = o
+			}
+		}
+	}
+	return ni
+}
+
+// decode walks one unit: its line table and its function tree.
+func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
+	r := x.d.Reader()
+	r.Seek(off)
+	cuEntry, err := r.Next()
+	if err != nil {
+		return err
+	}
+	if cuEntry == nil {
+		return errors.New("no unit entry")
+	}
+	fileIdx := map[*dwarf.LineFile]int32{}
+	if err := x.decodeLines(cuEntry, dec, fileIdx); err != nil {
+		dec.err = err // keep what was read; the function tree may still help
+	}
+	if !cuEntry.Children {
+		return nil
+	}
+	names := map[dwarf.Offset]nameInfo{}
+	nodeInfo := map[int32]nameInfo{}
+	// active[d] is the function node that DIEs at depth d+1 belong to.
+	active := make([]int32, 1, 16)
+	active[0] = -1
+	// scope[d] qualifies names at depth d+1 ("ns::Class::").
+	scope := make([]string, 1, 16)
+	for n := 0; n < maxUnitDIEs; n++ {
+		e, err := r.Next()
+		if err != nil {
+			dec.err = err
+			break
+		}
+		if e == nil {
+			break
+		}
+		if e.Tag == 0 {
+			active = active[:len(active)-1]
+			scope = scope[:len(scope)-1]
+			if len(active) == 0 {
+				break
+			}
+			continue
+		}
+		cur := active[len(active)-1]
+		next := cur
+		prefix := scope[len(scope)-1]
+		nextScope := prefix
+		switch e.Tag {
+		case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
+			n, _ := e.Val(dwarf.AttrName).(string)
+			if n == "" && e.Tag == dwarf.TagNamespace {
+				n = "(anonymous namespace)"
+			}
+			if n != "" && len(prefix) < 1024 {
+				nextScope = prefix + n + "::"
+			}
+		case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
+			ni := dieNameInfo(e)
+			if e.Tag == dwarf.TagSubprogram {
+				if ni.name != "" {
+					ni.name = prefix + ni.name
+				}
+				names[e.Offset] = ni
+			}
+			rs, err := x.d.Ranges(e)
+			if err != nil || len(rs) == 0 {
+				if e.Tag == dwarf.TagSubprogram {
+					next = -1 // abstract or declaration: nothing below has code
+				}
+				break
+			}
+			if len(rs) > maxRangesPerDIE {
+				rs = rs[:maxRangesPerDIE]
+			}
+			node := fnNode{ranges: rs, entry: rs[0][0], parent: -1, callFile: -1}
+			if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
+				node.entry = lo
+			} else if ep, ok := e.Val(dwarf.AttrEntrypc).(uint64); ok {
+				node.entry = ep
+			}
+			idx := int32(len(dec.nodes))
+			if e.Tag == dwarf.TagInlinedSubroutine {
+				if cur < 0 {
+					break // inlined into nothing we know: skip
+				}
+				node.parent = cur
+				if v, ok := e.Val(dwarf.AttrCallFile).(int64); ok {
+					node.callFile = int32(v)
+				}
+				if v, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
+					node.callLine = int32(v)
+				}
+				dec.nodes[cur].children = append(dec.nodes[cur].children, idx)
+			} else {
+				for _, rg := range rs {
+					if rg[1] > rg[0] {
+						dec.funcs = append(dec.funcs, fnRange{rg[0], rg[1], idx})
+					}
+				}
+			}
+			dec.nodes = append(dec.nodes, node)
+			nodeInfo[idx] = ni
+			next = idx
+		}
+		if e.Children {
+			if len(active) >= maxDIEDepth {
+				dec.err = &FormatError{Section: ".debug_info", Offset: uint64(e.Offset), Msg: "DIEs nested too deep"}
+				break
+			}
+			active = append(active, next)
+			scope = append(scope, nextScope)
+		}
+	}
+	for idx, ni := range nodeInfo {
+		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, names)
+	}
+	sort.Slice(dec.funcs, func(i, j int) bool { return dec.funcs[i].lo < dec.funcs[j].lo })
+	dec.dem = make([]atomic.Pointer[string], len(dec.nodes))
+	return nil
+}
+
+// resolveName follows abstract_origin/specification references to the
+// linkage name (preferred) or the plain name.
+func (x *dwarfIndex) resolveName(ni nameInfo, names map[dwarf.Offset]nameInfo) (name string, plain bool) {
+	for hop := 0; ; hop++ {
+		if ni.linkage != "" {
+			return ni.linkage, false
+		}
+		if name == "" {
+			name = ni.name
+		}
+		if ni.ref == 0 || hop >= maxOriginHops {
+			return name, true
+		}
+		next, ok := names[ni.ref]
+		if !ok {
+			next, ok = x.readNameInfo(ni.ref)
+			if !ok {
+				return name, true
+			}
+		}
+		ni = next
+	}
+}
+
+// readNameInfo reads the DIE at off (another unit's, through
+// DW_FORM_ref_addr).
+func (x *dwarfIndex) readNameInfo(off dwarf.Offset) (nameInfo, bool) {
+	r := x.d.Reader()
+	r.Seek(off)
+	e, err := r.Next()
+	if err != nil || e == nil || e.Offset != off {
+		return nameInfo{}, false
+	}
+	return dieNameInfo(e), true
+}
+
+func (x *dwarfIndex) decodeLines(cu *dwarf.Entry, dec *cuDecoded, fileIdx map[*dwarf.LineFile]int32) error {
+	lr, err := x.d.LineReader(cu)
+	if err != nil || lr == nil {
+		return err
+	}
+	files := lr.Files()
+	dec.files = make([]string, len(files))
+	for i, f := range files {
+		if f != nil {
+			dec.files[i] = f.Name
+			fileIdx[f] = int32(i)
+		}
+	}
+	var seqs [][]lineRow
+	var seq []lineRow
+	var le dwarf.LineEntry
+	total := 0
+	for total < maxLineRows {
+		if err := lr.Next(&le); err != nil {
+			if err == io.EOF {
+				break
+			}
+			return err
+		}
+		total++
+		fi, ok := fileIdx[le.File]
+		if !ok && le.File != nil {
+			// A file defined by DW_LNE_define_file (DWARF < 5).
+			fi = int32(len(dec.files))
+			dec.files = append(dec.files, le.File.Name)
+			fileIdx[le.File] = fi
+		}
+		row := lineRow{addr: le.Address, file: fi, line: int32(le.Line), end: le.EndSequence}
+		// Of rows at one address, the last one counts (as in binutils).
+		if n := len(seq); n > 0 && seq[n-1].addr == row.addr && seq[n-1].end == row.end {
+			seq[n-1] = row
+		} else {
+			seq = append(seq, row)
+		}
+		if le.EndSequence {
+			if len(seq) > 1 {
+				seqs = append(seqs, seq)
+			}
+			seq = nil
+		}
+	}
+	sort.SliceStable(seqs, func(i, j int) bool { return seqs[i][0].addr < seqs[j][0].addr })
+	n := 0
+	for _, s := range seqs {
+		n += len(s)
+	}
+	dec.rows = make([]lineRow, 0, n)
+	for _, s := range seqs {
+		dec.rows = append(dec.rows, s...)
+	}
+	return nil
+}
+
+// lookupRow returns the line row covering pc.
+func (dec *cuDecoded) lookupRow(pc uint64) (lineRow, bool) {
+	rows := dec.rows
+	i := sort.Search(len(rows), func(i int) bool { return rows[i].addr > pc }) - 1
+	if i < 0 || rows[i].end {
+		return lineRow{}, false
+	}
+	return rows[i], true
+}
+
+func (dec *cuDecoded) file(i int32) string {
+	if i < 0 || int(i) >= len(dec.files) {
+		return ""
+	}
+	return dec.files[i]
+}
+
+func (n *fnNode) contains(pc uint64) bool {
+	for _, r := range n.ranges {
+		if pc >= r[0] && pc < r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+func (dec *cuDecoded) displayName(i int32, demangle bool) string {
+	n := &dec.nodes[i]
+	if !demangle || int(i) >= len(dec.dem) {
+		return n.name
+	}
+	if p := dec.dem[i].Load(); p != nil {
+		return *p
+	}
+	d := Demangle(n.name)
+	dec.dem[i].Store(&d)
+	return d
+}
+
+// findFunc returns the innermost function (not inlined) containing pc.
+func (dec *cuDecoded) findFunc(pc uint64) int32 {
+	fs := dec.funcs
+	i := sort.Search(len(fs), func(i int) bool { return fs[i].lo > pc }) - 1
+	for k := 0; i >= 0 && k < 16; i, k = i-1, k+1 {
+		if pc < fs[i].hi {
+			return fs[i].node
+		}
+	}
+	return -1
+}
+
+// dwarfResult says how much DWARF knew about a pc.
+type dwarfResult int
+
+const (
+	dwarfNone     dwarfResult = iota
+	dwarfLineOnly             // a line but no function: the caller names it
+	dwarfFull
+)
+
+// lookup appends the logical frames at pc, innermost first.
+func (x *dwarfIndex) lookup(pc uint64, out []Sym, demangle bool) ([]Sym, dwarfResult) {
+	cu := x.findCU(pc)
+	if cu == nil {
+		return out, dwarfNone
+	}
+	dec := x.unit(cu)
+	row, haveRow := dec.lookupRow(pc)
+	fn := dec.findFunc(pc)
+	if fn < 0 {
+		if !haveRow {
+			return out, dwarfNone
+		}
+		return append(out, Sym{File: dec.file(row.file), Line: int(row.line)}), dwarfLineOnly
+	}
+	// Descend to the innermost inlined subroutine containing pc.
+	chain := [64]int32{fn}
+	depth := 1
+	for node := fn; depth < len(chain); {
+		nextNode := int32(-1)
+		for _, c := range dec.nodes[node].children {
+			if dec.nodes[c].contains(pc) {
+				nextNode = c
+				break
+			}
+		}
+		if nextNode < 0 {
+			break
+		}
+		chain[depth] = nextNode
+		depth++
+		node = nextNode
+	}
+	file, line := "", 0
+	if haveRow {
+		file, line = dec.file(row.file), int(row.line)
+	}
+	for i := depth - 1; i >= 0; i-- {
+		n := &dec.nodes[chain[i]]
+		s := Sym{File: file, Line: line, Inlined: i > 0}
+		if i == 0 && n.plain && x.syms != nil {
+			// A function without a linkage name (C, or C++ with internal
+			// linkage): the symbol at its entry has the full name.
+			if k, ok := x.syms.lookup(n.entry); ok && x.syms.addr[k] == n.entry {
+				s.Function = x.syms.nameAt(k, demangle)
+			}
+		}
+		if s.Function == "" {
+			s.Function = dec.displayName(chain[i], demangle)
+		}
+		if i == 0 {
+			if pc >= n.entry {
+				s.Offset = pc - n.entry
+			} else {
+				for _, r := range n.ranges {
+					if pc >= r[0] && pc < r[1] {
+						s.Offset = pc - r[0]
+					}
+				}
+			}
+		}
+		out = append(out, s)
+		file, line = dec.file(n.callFile), int(n.callLine)
+	}
+	return out, dwarfFull
+}
+
+// attrMIPSLinkageName is DW_AT_MIPS_linkage_name (older GCC).
+const attrMIPSLinkageName dwarf.Attr = 0x2007
