@@ -70,24 +70,24 @@ func TestVMPushPop(t *testing.T) {
 	// A function that pushes rbp and rbx, then pops them with remember/restore
 	// around an early return:
 	prog := []byte{
-		DW_CFA_advance_loc | 1, //   DW_CFA_advance_loc: 1 to 0000000000002001
+		DW_CFA_advance_loc | 1,    //   DW_CFA_advance_loc: 1 to 0000000000002001
 		DW_CFA_def_cfa_offset, 16, //   DW_CFA_def_cfa_offset: 16
 		DW_CFA_offset | 6, 2, //   DW_CFA_offset: r6 (rbp) at cfa-16
-		DW_CFA_advance_loc | 1, //   DW_CFA_advance_loc: 1 to 0000000000002002
+		DW_CFA_advance_loc | 1,    //   DW_CFA_advance_loc: 1 to 0000000000002002
 		DW_CFA_def_cfa_offset, 24, //   DW_CFA_def_cfa_offset: 24
 		DW_CFA_offset | 3, 3, //   DW_CFA_offset: r3 (rbx) at cfa-24
-		DW_CFA_advance_loc | 4, //   DW_CFA_advance_loc: 4 to 0000000000002006
-		DW_CFA_remember_state, //   DW_CFA_remember_state
+		DW_CFA_advance_loc | 4,    //   DW_CFA_advance_loc: 4 to 0000000000002006
+		DW_CFA_remember_state,     //   DW_CFA_remember_state
 		DW_CFA_def_cfa_offset, 16, //   DW_CFA_def_cfa_offset: 16
-		DW_CFA_restore | 3, //   DW_CFA_restore: r3 (rbx)
-		DW_CFA_advance_loc | 1, //   DW_CFA_advance_loc: 1 to 0000000000002007
+		DW_CFA_restore | 3,       //   DW_CFA_restore: r3 (rbx)
+		DW_CFA_advance_loc | 1,   //   DW_CFA_advance_loc: 1 to 0000000000002007
 		DW_CFA_def_cfa_offset, 8, //   DW_CFA_def_cfa_offset: 8
-		DW_CFA_restore | 6, //   DW_CFA_restore: r6 (rbp)
-		DW_CFA_advance_loc | 1, //   DW_CFA_advance_loc: 1 to 0000000000002008
-		DW_CFA_restore_state, //   DW_CFA_restore_state
-		DW_CFA_advance_loc | 2, //   DW_CFA_advance_loc: 2 to 000000000000200a
-		DW_CFA_nop, //   DW_CFA_nop (the same row again: dropped)
-		DW_CFA_advance_loc | 1, //   DW_CFA_advance_loc: 1 to 000000000000200b
+		DW_CFA_restore | 6,         //   DW_CFA_restore: r6 (rbp)
+		DW_CFA_advance_loc | 1,     //   DW_CFA_advance_loc: 1 to 0000000000002008
+		DW_CFA_restore_state,       //   DW_CFA_restore_state
+		DW_CFA_advance_loc | 2,     //   DW_CFA_advance_loc: 2 to 000000000000200a
+		DW_CFA_nop,                 //   DW_CFA_nop (the same row again: dropped)
+		DW_CFA_advance_loc | 1,     //   DW_CFA_advance_loc: 1 to 000000000000200b
 		DW_CFA_def_cfa_register, 6, //   DW_CFA_def_cfa_register: r6 (rbp)
 	}
 	tab, err := compileEH(t, ehFrame(stdCIE, 0x2000, 0x10, prog))
@@ -137,7 +137,7 @@ func TestVMAllRuleKinds(t *testing.T) {
 		DW_CFA_val_expression, 3, 1, 0x31, //   DW_CFA_val_expression: r3 (rbx) (DW_OP_lit1)
 		DW_CFA_offset_extended, 40, 1, //   DW_CFA_offset_extended: r40 (xmm23) at cfa-8 (not tracked)
 		DW_CFA_advance_loc | 8, //   DW_CFA_advance_loc: 8 to 0000000000002038
-		DW_CFA_def_cfa, 7, 8, //   DW_CFA_def_cfa: r7 (rsp) ofs 8
+		DW_CFA_def_cfa, 7, 8,   //   DW_CFA_def_cfa: r7 (rsp) ofs 8
 		DW_CFA_offset | 16, 1, //   DW_CFA_offset: r16 (rip) at cfa-8
 	}
 	tab, err := compileEH(t, ehFrame(stdCIE, 0x2000, 0x40, prog))

@@ -1,56 +1,511 @@
 package unwind
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+)
 
-// Unwind walks the stack described by in, appending frames to out.
-// First cut: frame-pointer walk with sanity checks.
+const (
+	defaultMaxFrames = 1024
+	maxScanWords     = 2048 // stack scanning: words examined per frame (16 KiB)
+	maxRecordWords   = 4096 // fp-heuristic: words examined for a frame record (32 KiB)
+	maxFuncSize      = 1 << 20
+)
+
+// walker is the state of one Unwind call. Walkers are pooled so that a warm
+// unwind allocates nothing.
+type walker struct {
+	in     *Input
+	regs   Regs
+	lo, hi uint64 // stack mapping bounds, 0,0 if unknown
+	buf    [SigcontextSize]byte
+	code   [16]byte
+	exact  bool // the current frame's PC is exact
+}
+
+var walkerPool = sync.Pool{New: func() any { return new(walker) }}
+
+// Unwind walks the stack described by in and appends one frame per physical
+// frame to out, frame 0 first (the registers' PC, Method MethodRegs, Exact).
+// Each caller is found by, in order: the module's compiled CFI (looked up at
+// PC-1 except for exact frames), the signal trampoline's saved context, a
+// validated frame-pointer chain, and stack scanning; when a rule needs a
+// register the capture does not know (a partial capture at a syscall), the
+// frame-pointer heuristic recovers RBP from a frame record on the stack.
+// It returns the extended slice and why the walk ended; it never fails.
 func Unwind(in *Input, out []Frame) ([]Frame, StopReason) {
 	max := in.MaxFrames
 	if max <= 0 {
-		max = 1024
+		max = defaultMaxFrames
 	}
 	pc, ok := in.Regs.Get(RegRIP)
 	if !ok {
 		return out, StopUnknownReg
 	}
-	sp, _ := in.Regs.Get(RegRSP)
+	sp, ok := in.Regs.Get(RegRSP)
 	out = append(out, Frame{PC: pc, SP: sp, Method: MethodRegs, Exact: true})
-	fp, ok := in.Regs.Get(RegRBP)
 	if !ok {
 		return out, StopUnknownReg
 	}
-	read := func(addr uint64) (uint64, bool) {
-		if addr < in.Stack.Addr || addr+8 > in.Stack.Addr+uint64(len(in.Stack.Data)) {
-			return 0, false
-		}
-		off := addr - in.Stack.Addr
-		return binary.LittleEndian.Uint64(in.Stack.Data[off:]), true
+	if in.Space == nil {
+		return out, StopNoUnwindInfo
 	}
-	prev := sp
-	for len(out) < max {
-		if fp == 0 {
-			return out, StopEnd
+	w := walkerPool.Get().(*walker)
+	defer walkerPool.Put(w)
+	w.in = in
+	w.regs = in.Regs
+	w.lo, w.hi = in.StackLo, in.StackHi
+	first := len(out) - 1
+	for {
+		if len(out)-first >= max {
+			w.in = nil
+			return out, StopMaxFrames
 		}
-		if fp&7 != 0 || fp < prev || (in.StackHi != 0 && (fp < in.StackLo || fp+16 > in.StackHi)) {
-			return out, StopLeftStack
+		f, stop := w.step(&out[len(out)-1], len(out)-1 == first)
+		if stop != StopNone {
+			w.in = nil
+			return out, stop
 		}
-		next, ok1 := read(fp)
-		ret, ok2 := read(fp + 8)
+		out = append(out, f)
+	}
+}
+
+// read64 reads a word from the stack copy, or through Mem outside it.
+func (w *walker) read64(addr uint64) (uint64, bool) {
+	s := &w.in.Stack
+	if addr >= s.Addr && addr-s.Addr <= uint64(len(s.Data)) && uint64(len(s.Data))-(addr-s.Addr) >= 8 {
+		return binary.LittleEndian.Uint64(s.Data[addr-s.Addr:]), true
+	}
+	if w.in.Mem == nil {
+		return 0, false
+	}
+	b := w.buf[:8]
+	if n, err := w.in.Mem.ReadMemory(b, addr); n < 8 || (err != nil && n < 8) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b), true
+}
+
+// readBytes fills p from the stack copy or Mem.
+func (w *walker) readBytes(p []byte, addr uint64) bool {
+	s := &w.in.Stack
+	if addr >= s.Addr && addr-s.Addr <= uint64(len(s.Data)) && uint64(len(s.Data))-(addr-s.Addr) >= uint64(len(p)) {
+		copy(p, s.Data[addr-s.Addr:])
+		return true
+	}
+	if w.in.Mem == nil {
+		return false
+	}
+	n, _ := w.in.Mem.ReadMemory(p, addr)
+	return n == len(p)
+}
+
+// reg and readMem make the walker an exprEnv.
+func (w *walker) reg(n int) (uint64, bool) { return w.regs.Get(n) }
+
+func (w *walker) readMem(addr uint64, size int) (uint64, bool) {
+	if size == 8 {
+		return w.read64(addr)
+	}
+	var tmp [8]byte
+	b := w.code[:size]
+	if !w.readBytes(b, addr) {
+		return 0, false
+	}
+	copy(tmp[:], b)
+	return binary.LittleEndian.Uint64(tmp[:]), true
+}
+
+// step finds the caller of the current frame cur (whose registers are
+// w.regs).
+func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
+	exact := cur.Exact
+	w.exact = exact
+	pc := w.regs.V[RegRIP]
+	look := pc
+	if !exact && pc > 0 {
+		look = pc - 1
+	}
+	mi, inMap := w.in.Space.Lookup(look)
+	var rs *ruleSet
+	if inMap && mi.CFI != nil && look >= mi.Bias {
+		rs, _ = mi.CFI.lookup(look - mi.Bias)
+	}
+	if rs != nil && rs.Signal || rs == nil && w.isTrampoline(pc, exact) {
+		return w.signalStep(cur)
+	}
+	if rs != nil {
+		return w.cfiStep(rs, mi.CFI)
+	}
+	if (!inMap || !mi.Exec) && !frame0 {
+		return Frame{}, StopNotExec
+	}
+	return w.fallbackStep()
+}
+
+// isTrampoline reports whether pc is the start of the sigreturn trampoline
+// (a return address) or, for an exact PC, inside it.
+func (w *walker) isTrampoline(pc uint64, exact bool) bool {
+	t := SigreturnTrampoline[:]
+	b := w.code[:len(t)]
+	if n, _ := w.in.Space.ReadCode(b, pc); n == len(t) && string(b) == string(t) {
+		return true
+	}
+	if exact && pc >= sigreturnSyscallOffset {
+		if n, _ := w.in.Space.ReadCode(b, pc-sigreturnSyscallOffset); n == len(t) && string(b) == string(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// signalStep restores the interrupted context from the rt_sigframe at SP:
+// cur becomes the signal frame, and the returned frame is the one the signal
+// interrupted (exact PC).
+func (w *walker) signalStep(cur *Frame) (Frame, StopReason) {
+	sp := w.regs.V[RegRSP]
+	if !w.readBytes(w.buf[:], sp+SigcontextOffset) {
+		return Frame{}, StopStackCopy
+	}
+	nr := RegsFromSigcontext(w.buf[:])
+	cur.SignalFrame = true
+	cur.Method = MethodSignal
+	newPC, newSP := nr.V[RegRIP], nr.V[RegRSP]
+	if newPC == w.regs.V[RegRIP] && newSP == sp {
+		return Frame{}, StopNoProgress
+	}
+	// The handler may have run on an alternate stack: follow the
+	// interrupted SP into its own mapping.
+	if w.hi != 0 && (newSP < w.lo || newSP >= w.hi) {
+		if mi, ok := w.in.Space.Lookup(newSP); ok && !mi.Exec {
+			w.lo, w.hi = mi.Start, mi.End
+		} else {
+			w.lo, w.hi = 0, 0
+		}
+	}
+	w.regs = nr
+	return Frame{PC: newPC, SP: newSP, Method: MethodSignal, Exact: true}, StopNone
+}
+
+var errUnknownCFAReg = errors.New("cfa register unknown")
+
+// cfa computes the CFA of the current frame under rule r.
+func (w *walker) cfa(r Rule, t *Table) (uint64, error) {
+	switch r.Kind {
+	case RuleCFAReg:
+		v, ok := w.regs.Get(int(r.Reg))
+		if !ok {
+			return 0, errUnknownCFAReg
+		}
+		return v + uint64(int64(r.Off)), nil
+	case RuleCFAExpr:
+		return evalExpr(t.expr(r.Off), w, false, 0, false, 0)
+	}
+	return 0, errBadRule
+}
+
+var errBadRule = errors.New("unsupported rule")
+
+func calleeSaved(r int) bool {
+	switch r {
+	case RegRBX, RegRBP, RegR12, RegR13, RegR14, RegR15:
+		return true
+	}
+	return false
+}
+
+// cfiStep applies a CFI row to find the caller.
+func (w *walker) cfiStep(rs *ruleSet, t *Table) (Frame, StopReason) {
+	method := MethodCFI
+	cfa, err := w.cfa(rs.CFA, t)
+	if err == errUnknownCFAReg && rs.CFA.Reg == RegRBP {
+		// A frame-pointer function above a frame that did not save RBP,
+		// captured without RBP: find its frame record on the stack.
+		rec, ok := w.findFrameRecord(w.regs.V[RegRSP], false)
+		if !ok {
+			return Frame{}, StopUnknownReg
+		}
+		w.regs.Set(RegRBP, rec)
+		method = MethodFPHeuristic
+		cfa, err = w.cfa(rs.CFA, t)
+	}
+	if err != nil {
+		return Frame{}, exprStop(err)
+	}
+	switch rs.Regs[RegRIP].Kind {
+	case RuleUnset, RuleUndefined:
+		return Frame{}, StopEnd
+	}
+	var nr Regs
+	for r := 0; r < NumRegs; r++ {
+		if r == RegRSP {
+			continue
+		}
+		rule := rs.Regs[r]
+		switch rule.Kind {
+		case RuleUnset:
+			if calleeSaved(r) {
+				if v, ok := w.regs.Get(r); ok {
+					nr.Set(r, v)
+				}
+			}
+		case RuleSame:
+			if v, ok := w.regs.Get(r); ok {
+				nr.Set(r, v)
+			}
+		case RuleOffset:
+			if v, ok := w.read64(cfa + uint64(int64(rule.Off))); ok {
+				nr.Set(r, v)
+			} else if r == RegRIP {
+				return Frame{}, StopStackCopy
+			}
+		case RuleValOffset:
+			nr.Set(r, cfa+uint64(int64(rule.Off)))
+		case RuleRegister:
+			if v, ok := w.regs.Get(int(rule.Reg)); ok {
+				nr.Set(r, v)
+			}
+		case RuleExpr, RuleValExpr:
+			v, err := evalExpr(t.expr(rule.Off), w, true, cfa, true, cfa)
+			if err == nil && rule.Kind == RuleExpr {
+				var ok bool
+				if v, ok = w.read64(v); !ok {
+					err = errExprMemory
+				}
+			}
+			if err == nil {
+				nr.Set(r, v)
+			} else if r == RegRIP {
+				return Frame{}, exprStop(err)
+			}
+		}
+	}
+	if _, ok := nr.Get(RegRIP); !ok {
+		return Frame{}, StopUnknownReg
+	}
+	nr.Set(RegRSP, cfa)
+	return w.accept(&nr, method)
+}
+
+func exprStop(err error) StopReason {
+	switch err {
+	case errExprUnknown, errUnknownCFAReg:
+		return StopUnknownReg
+	case errExprMemory:
+		return StopStackCopy
+	}
+	return StopBadCFI
+}
+
+// accept validates a caller's registers and makes them current.
+func (w *walker) accept(nr *Regs, m Method) (Frame, StopReason) {
+	pc, sp := nr.V[RegRIP], nr.V[RegRSP]
+	if pc == 0 {
+		return Frame{}, StopPCZero
+	}
+	if sp <= w.regs.V[RegRSP] {
+		return Frame{}, StopNoProgress
+	}
+	if w.hi != 0 && (sp < w.lo || sp > w.hi) {
+		return Frame{}, StopLeftStack
+	}
+	if mi, ok := w.in.Space.Lookup(pc - 1); !ok || !mi.Exec {
+		return Frame{}, StopNotExec
+	}
+	w.regs = *nr
+	return Frame{PC: pc, SP: sp, Method: m}, StopNone
+}
+
+// fallbackStep unwinds a frame without CFI: frame pointer, then the
+// frame-pointer heuristic if RBP is unknown, then stack scanning.
+func (w *walker) fallbackStep() (Frame, StopReason) {
+	sp := w.regs.V[RegRSP]
+	if rbp, ok := w.regs.Get(RegRBP); ok {
+		if rbp == 0 {
+			return Frame{}, StopEnd // the frame-pointer chain's terminator
+		}
+		if f, stop := w.fpStep(rbp, MethodFP); stop == StopNone {
+			return f, stop
+		}
+	} else if rec, ok := w.findFrameRecord(sp, true); ok {
+		// Code without CFI whose RBP is unknown: trust a frame record only
+		// if its chain is consistent and its call provably entered this
+		// function; otherwise scanning is the better guess.
+		if f, stop := w.fpStep(rec, MethodFPHeuristic); stop == StopNone {
+			return f, stop
+		}
+	}
+	return w.scanStep()
+}
+
+// fpStep follows the frame record at rbp: [rbp] saved RBP, [rbp+8] return
+// address.
+func (w *walker) fpStep(rbp uint64, m Method) (Frame, StopReason) {
+	sp := w.regs.V[RegRSP]
+	if rbp&7 != 0 || rbp < sp || (w.hi != 0 && (rbp < w.lo || rbp+16 > w.hi)) {
+		return Frame{}, StopLeftStack
+	}
+	next, ok1 := w.read64(rbp)
+	ret, ok2 := w.read64(rbp + 8)
+	if !ok1 || !ok2 {
+		return Frame{}, StopStackCopy
+	}
+	var nr Regs
+	nr.Set(RegRIP, ret)
+	nr.Set(RegRSP, rbp+16)
+	// A caller that does not keep frame pointers leaves anything in RBP:
+	// keep it only if it continues the chain upward.
+	if next == 0 || next > rbp && (w.hi == 0 || next < w.hi) {
+		nr.Set(RegRBP, next)
+	}
+	return w.accept(&nr, m)
+}
+
+// scanStep looks upward from SP for a word that is a return address: inside
+// an executable mapping, right after a call instruction. A return address
+// whose direct call provably entered the current function wins over an
+// earlier one after an indirect call (which stale stack slots often are).
+func (w *walker) scanStep() (Frame, StopReason) {
+	sp := w.regs.V[RegRSP]
+	callee := w.calleePC()
+	a := (sp + 7) &^ 7
+	var weak, weakAt uint64
+	for i := 0; i < maxScanWords; i, a = i+1, a+8 {
+		if w.hi != 0 && a+8 > w.hi {
+			break
+		}
+		v, ok := w.read64(a)
+		if !ok {
+			break
+		}
+		switch w.returnAddress(v, callee) {
+		case raVerified:
+			if f, stop := w.scanAccept(v, a); stop == StopNone {
+				return f, stop
+			}
+		case raIndirect:
+			if weak == 0 {
+				weak, weakAt = v, a
+			}
+		}
+	}
+	if weak != 0 {
+		if f, stop := w.scanAccept(weak, weakAt); stop == StopNone {
+			return f, stop
+		}
+	}
+	return Frame{}, StopNoUnwindInfo
+}
+
+func (w *walker) scanAccept(ret, at uint64) (Frame, StopReason) {
+	var nr Regs
+	nr.Set(RegRIP, ret)
+	nr.Set(RegRSP, at+8)
+	return w.accept(&nr, MethodScan)
+}
+
+// isReturnAddress reports whether v lies in an executable mapping and
+// follows a call instruction. callee, if not 0, is a PC in the function the
+// call must have entered: a direct call whose target is in callee's mapping
+// must land at or before callee (within maxFuncSize), and one into another
+// mapping must land on a PLT stub.
+func (w *walker) isReturnAddress(v, callee uint64) bool {
+	return w.returnAddress(v, callee) > 0
+}
+
+// Strength of a return-address candidate.
+const (
+	raNone     = iota
+	raIndirect // follows a call whose target cannot be checked
+	raVerified // follows a direct call whose target is consistent with callee
+)
+
+func (w *walker) returnAddress(v, callee uint64) int {
+	if v < maxCallLen {
+		return raNone
+	}
+	mi, ok := w.in.Space.Lookup(v - 1)
+	if !ok || !mi.Exec {
+		return raNone
+	}
+	start := v - maxCallLen
+	if start < mi.Start {
+		start = mi.Start
+	}
+	b := w.code[:v-start]
+	n, _ := w.in.Space.ReadCode(b, start)
+	if n != len(b) {
+		return raNone
+	}
+	ok, direct, rel := decodeCallBefore(b)
+	if !ok {
+		return raNone
+	}
+	if !direct || callee == 0 {
+		return raIndirect
+	}
+	target := v + uint64(int64(rel))
+	cm, ok := w.in.Space.Lookup(callee)
+	if ok && target >= cm.Start && target < cm.End {
+		if target <= callee && callee-target < maxFuncSize {
+			return raVerified
+		}
+		return raNone
+	}
+	tm, ok := w.in.Space.Lookup(target)
+	if !ok || !tm.Exec {
+		return raNone
+	}
+	code := w.code[:8]
+	if n, _ := w.in.Space.ReadCode(code, target); n != len(code) || !isPLTStub(code) {
+		return raNone
+	}
+	return raVerified
+}
+
+// calleePC is a PC inside the current frame's function.
+func (w *walker) calleePC() uint64 {
+	pc := w.regs.V[RegRIP]
+	if !w.exact && pc > 0 {
+		pc--
+	}
+	return pc
+}
+
+// findFrameRecord scans upward from sp for a frame record (saved RBP, return
+// address) whose return address follows a call and whose saved RBP points
+// further up the stack at another such record. If no record has a
+// consistent successor, the first plausible one is returned, unless strict
+// is set: then only a consistent record whose call is verified counts.
+func (w *walker) findFrameRecord(sp uint64, strict bool) (uint64, bool) {
+	a := (sp + 7) &^ 7
+	var fallback uint64
+	found := false
+	for i := 0; i < maxRecordWords; i, a = i+1, a+8 {
+		if w.hi != 0 && a+16 > w.hi {
+			break
+		}
+		saved, ok1 := w.read64(a)
+		ret, ok2 := w.read64(a + 8)
 		if !ok1 || !ok2 {
-			return out, StopStackCopy
+			break
 		}
-		if ret == 0 {
-			return out, StopPCZero
+		if saved&7 != 0 || saved <= a+8 || (w.hi != 0 && saved+16 > w.hi) || saved-a > 1<<24 {
+			continue
 		}
-		if mi, ok := in.Space.Lookup(ret); !ok || !mi.Exec {
-			return out, StopNotExec
+		strength := w.returnAddress(ret, w.calleePC())
+		if strength == raNone || strict && strength != raVerified {
+			continue
 		}
-		out = append(out, Frame{PC: ret, SP: fp + 16, Method: MethodFP})
-		if next != 0 && next <= fp {
-			return out, StopNoProgress
+		saved2, ok1 := w.read64(saved)
+		ret2, ok2 := w.read64(saved + 8)
+		if ok1 && ok2 && (saved2 == 0 || saved2 > saved+8) && w.isReturnAddress(ret2, ret-1) {
+			return a, true
 		}
-		prev = fp + 16
-		fp = next
+		if !found && !strict {
+			fallback, found = a, true
+		}
 	}
-	return out, StopMaxFrames
+	return fallback, found
 }
