@@ -357,7 +357,7 @@ func (s *space) symbolize(frames []Frame) []string {
 	var names []string
 	for _, f := range frames {
 		pc := f.PC
-		if !f.Exact {
+		if !f.Exact && !f.SignalFrame { // the trampoline's PC is its first instruction
 			pc--
 		}
 		names = append(names, s.symbol(pc))
@@ -376,15 +376,15 @@ func (s *space) symbol(pc uint64) string {
 	}
 	v := pc - bias(mod.f, m)
 	i := sort.Search(len(mod.syms), func(i int) bool { return mod.syms[i].Value > v }) - 1
-	// Prefer a symbol whose size covers v; aliases share a value.
-	for ; i >= 0; i-- {
-		sy := mod.syms[i]
-		if v >= sy.Value && (v < sy.Value+sy.Size || sy.Size == 0 && i == len(mod.syms)-1) {
+	// Prefer a symbol whose size covers v (aliases share a value); else an
+	// assembler symbol of size 0 right before v.
+	for j := i; j >= 0 && j > i-64; j-- {
+		if sy := mod.syms[j]; v < sy.Value+sy.Size {
 			return sy.Name
 		}
-		if sy.Value+sy.Size <= v && (i == 0 || mod.syms[i-1].Value != sy.Value) && v-sy.Value > 1<<20 {
-			break
-		}
+	}
+	if i >= 0 && mod.syms[i].Size == 0 && v-mod.syms[i].Value < 64 {
+		return mod.syms[i].Name
 	}
 	return "?"
 }

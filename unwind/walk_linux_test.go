@@ -3,7 +3,13 @@
 package unwind
 
 import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // x86-64 syscall numbers the targets block in.
@@ -145,5 +151,218 @@ func TestWalkFallbacks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestWalkSignalFrame(t *testing.T) {
+	bin := buildTarget(t, "gcc", "target.c", cFlagsO2...)
+	tg := startTarget(t, bin, "signal")
+	waitSyscall(t, tg.pid, tg.pid, sysRead)
+	if err := unix.Kill(tg.pid, unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	tg.expectLine(t, "handler")
+	waitSyscall(t, tg.pid, tg.pid, sysRtSigsuspend)
+	s := newSpace(t, tg.pid)
+	frames, stop := unwindThread(t, tg.pid, tg.pid, s, 0)
+	want := concat([]string{"sigsuspend|__sigsuspend|__GI___sigsuspend", "h_wait", "handler", "__restore_rt",
+		readFrame, "c_read", "b_read", "a_read"}, mainRoot)
+	checkChain(t, s, frames, stop, want, StopEnd)
+	if len(frames) > 5 {
+		if sf := frames[3]; !sf.SignalFrame || sf.Method != MethodSignal {
+			t.Errorf("frame 3: SignalFrame=%v Method=%v, want a signal frame", sf.SignalFrame, sf.Method)
+		}
+		if f := frames[4]; !f.Exact || f.Method != MethodSignal {
+			t.Errorf("frame 4 (interrupted): Exact=%v Method=%v", f.Exact, f.Method)
+		}
+	}
+}
+
+// sampleSuffix interrupts thread tid n times and checks that every walk
+// ends with the frames in suffix and reaches the end of the stack. It
+// returns how many samples had frame 0 in a mapping named inMap.
+func sampleSuffix(t *testing.T, tg *target, tid int, n int, suffix []string, inMap string) int {
+	t.Helper()
+	s := newSpace(t, tg.pid)
+	bad, hits := 0, 0
+	for i := range n {
+		frames, stop := unwindThread(t, tg.pid, tid, s, 0)
+		names := s.symbolize(frames)
+		if m, ok := s.find(frames[0].PC); ok && m.path == inMap {
+			hits++
+		}
+		ok := stop == StopEnd && len(names) >= len(suffix) && matchChain(names[len(names)-len(suffix):], suffix)
+		if !ok {
+			bad++
+			if bad <= 3 {
+				t.Logf("sample %d incomplete (stop %v):\n%s", i, stop, describe(frames, names))
+			}
+		}
+	}
+	t.Logf("%d/%d samples complete, %d with frame 0 in %s", n-bad, n, hits, inMap)
+	if bad*100 > n {
+		t.Errorf("%d of %d samples incomplete (more than 1%%)", bad, n)
+	}
+	return hits
+}
+
+func TestWalkVDSO(t *testing.T) {
+	bin := buildTarget(t, "gcc", "target.c", cFlagsO2...)
+	tg := startTarget(t, bin, "vdso")
+	tids := tg.threads(t)
+	if len(tids) != 2 {
+		t.Fatalf("threads %v", tids)
+	}
+	hits := sampleSuffix(t, tg, tids[1], 200, concat([]string{"v_spin3", "v_spin2", "v_spin"}, threadRoot), "[vdso]")
+	if hits == 0 {
+		t.Error("no sample stopped inside the vdso: the test proves nothing")
+	}
+}
+
+func TestWalkPLTSpin(t *testing.T) {
+	bin := buildTarget(t, "gcc", "target.c", cFlagsO2...)
+	tg := startTarget(t, bin, "plt")
+	tids := tg.threads(t)
+	if len(tids) != 2 {
+		t.Fatalf("threads %v", tids)
+	}
+	sampleSuffix(t, tg, tids[1], 200, concat([]string{"p_spin3", "p_spin2", "p_spin"}, threadRoot), bin)
+}
+
+func TestWalkCxxCatch(t *testing.T) {
+	bin := buildTarget(t, "g++", "throw.cc", "-O2", "-fomit-frame-pointer", "-g")
+	tg := startTarget(t, bin)
+	waitSyscall(t, tg.pid, tg.pid, sysRead)
+	s := newSpace(t, tg.pid)
+	frames, stop := unwindThread(t, tg.pid, tg.pid, s, 0)
+	checkChain(t, s, frames, stop, concat([]string{readFrame, "_Z7blockerv", "_Z7catcheri*"}, mainRoot), StopEnd)
+}
+
+// readSyscall parses /proc/PID/task/TID/syscall: number, 6 args, sp, pc.
+func readSyscall(t *testing.T, pid, tid int) (sp, pc uint64, args [6]uint64) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 9 {
+		t.Fatalf("syscall line %q", b)
+	}
+	var v [8]uint64
+	for i := range v {
+		if v[i], err = strconv.ParseUint(strings.TrimPrefix(f[i+1], "0x"), 16, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copy(args[:], v[:6])
+	return v[6], v[7], args
+}
+
+// Partial registers (issue 6): only SP, PC and the syscall arguments are
+// known, read from /proc without stopping the thread.
+func TestWalkPartialRegs(t *testing.T) {
+	for _, v := range []struct {
+		name   string
+		flags  []string
+		fpHeur bool
+	}{
+		{"O2", cFlagsO2, false},
+		{"O0fp", []string{"-O0", "-fno-omit-frame-pointer", "-g", "-pthread"}, true},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			bin := buildTarget(t, "gcc", "target.c", v.flags...)
+			tg := startTarget(t, bin, "threads")
+			tids := tg.threads(t)
+			if len(tids) != 3 {
+				t.Fatalf("threads %v", tids)
+			}
+			waitSyscall(t, tg.pid, tids[0], sysRead)
+			waitSyscall(t, tg.pid, tids[1], sysClockNanoslp)
+			waitSyscall(t, tg.pid, tids[2], sysFutex)
+			s := newSpace(t, tg.pid)
+			want := map[int][]string{
+				tids[0]: concat([]string{readFrame, "c_read", "b_read", "a_read"}, mainRoot),
+				tids[1]: concat([]string{"clock_nanosleep*|__clock_nanosleep*", "nanosleep|__nanosleep", "t_sleep3", "t_sleep2", "t_sleep"}, threadRoot),
+				tids[2]: concat([]string{"__futex_abstimed_wait_common*|__GI___futex_abstimed_wait_cancelable64|futex_wait*", "*pthread_cond_wait*", "t_cond2", "t_cond"}, threadRoot),
+			}
+			for _, tid := range tids {
+				sp, pc, args := readSyscall(t, tg.pid, tid)
+				m, ok := s.find(sp)
+				if !ok {
+					t.Fatalf("sp %#x unmapped", sp)
+				}
+				data := make([]byte, m.end-sp)
+				n, err := unix.ProcessVMReadv(tg.pid, []unix.Iovec{{Base: &data[0], Len: uint64(len(data))}},
+					[]unix.RemoteIovec{{Base: uintptr(sp), Len: len(data)}}, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := &Input{Regs: RegsFromSyscall(sp, pc, args), Stack: Stack{Addr: sp, Data: data[:n]},
+					StackLo: m.start, StackHi: m.end, Space: s}
+				frames, stop := Unwind(in, nil)
+				checkChain(t, s, frames, stop, want[tid], StopEnd)
+				heur := 0
+				for _, f := range frames {
+					if f.Method == MethodFPHeuristic {
+						heur++
+					}
+				}
+				// Only the read chain lacks an RBP save below the -O0
+				// code (pthread_cond_wait and nanosleep's callers push it).
+				if tid == tids[0] && v.fpHeur != (heur > 0) {
+					t.Errorf("thread %d: %d fp-heuristic frames, want some: %v", tid, heur, v.fpHeur)
+				}
+			}
+		})
+	}
+}
+
+// noSignalCFI hides the 'S' rows of every table, so the walker must find
+// the signal trampoline by its code bytes.
+type noSignalCFI struct {
+	*space
+	tabs map[*Table]*Table
+}
+
+func (n *noSignalCFI) Lookup(addr uint64) (ModuleInfo, bool) {
+	mi, ok := n.space.Lookup(addr)
+	if ok && mi.CFI != nil {
+		c, done := n.tabs[mi.CFI]
+		if !done {
+			cp := *mi.CFI
+			cp.sets = append([]uint32(nil), cp.sets...)
+			for i, s := range cp.sets {
+				if s != noRow && cp.rules[s].Signal {
+					cp.sets[i] = noRow
+				}
+			}
+			c = &cp
+			n.tabs[mi.CFI] = c
+		}
+		mi.CFI = c
+	}
+	return mi, ok
+}
+
+func TestWalkSignalTrampolineBytes(t *testing.T) {
+	bin := buildTarget(t, "gcc", "target.c", cFlagsO2...)
+	tg := startTarget(t, bin, "signal")
+	waitSyscall(t, tg.pid, tg.pid, sysRead)
+	if err := unix.Kill(tg.pid, unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	tg.expectLine(t, "handler")
+	waitSyscall(t, tg.pid, tg.pid, sysRtSigsuspend)
+	s := newSpace(t, tg.pid)
+	c := captureThread(t, tg.pid, tg.pid, s)
+	in := &Input{Regs: c.regs, Stack: c.stack, StackLo: c.lo, StackHi: c.hi,
+		Space: &noSignalCFI{space: s, tabs: map[*Table]*Table{}}}
+	frames, stop := Unwind(in, nil)
+	want := concat([]string{"sigsuspend|__sigsuspend|__GI___sigsuspend", "h_wait", "handler", "__restore_rt",
+		readFrame, "c_read", "b_read", "a_read"}, mainRoot)
+	checkChain(t, s, frames, stop, want, StopEnd)
+	if len(frames) > 3 && !frames[3].SignalFrame {
+		t.Error("frame 3 is not marked as the signal frame")
 	}
 }
