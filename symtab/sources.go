@@ -15,6 +15,7 @@ type sources struct {
 	names []string    // what was found, best first
 	debug *openFile   // separate debug file
 	dw    *dwarfIndex // DWARF of the debug file or the binary
+	gotab *goTable    // Go pclntab
 	syms  *symTable   // .symtab + .gnu_debugdata + .dynsym, merged
 	errs  []error     // problems met while loading (diagnostics)
 }
@@ -29,11 +30,33 @@ func (m *Module) loadSources() *sources {
 	ef := m.file.ef
 	var raw []rawSym
 	var err error
-	if dw, err := loadDWARF(ef, m.file.size); err == nil {
-		src.dw = dw
-		src.names = append(src.names, "dwarf")
-	} else if !errors.Is(err, ErrNoSymbols) {
-		src.errs = append(src.errs, err)
+	src.debug = m.findDebugFile()
+	// DWARF: the debug file's, else the binary's.
+	for _, f := range []*openFile{src.debug, m.file} {
+		if f == nil {
+			continue
+		}
+		dw, err := loadDWARF(f.ef, f.size)
+		if err == nil {
+			src.dw = dw
+			src.names = append(src.names, "dwarf")
+			break
+		}
+		if !errors.Is(err, ErrNoSymbols) {
+			src.errs = append(src.errs, err)
+		}
+	}
+	if g, err := loadGoTable(m.file); err == nil {
+		src.gotab = g
+		src.names = append(src.names, "gopclntab")
+	}
+	if src.debug != nil && hasSymtab(src.debug.ef) {
+		raw, err = collectSyms(src.debug.ef, false, rankDebugSymtab, raw)
+		if err == nil {
+			src.names = append(src.names, "debug-symtab")
+		} else {
+			src.errs = append(src.errs, err)
+		}
 	}
 	if hasSymtab(ef) {
 		raw, err = collectSyms(ef, false, rankSymtab, raw)
@@ -121,6 +144,15 @@ func (s *sources) lookup(pc uint64, out []Sym, demangle bool) []Sym {
 			l := out[n]
 			lineOnly = &l
 			out = out[:n]
+		}
+	}
+	if s.gotab != nil {
+		if name, entry, file, line, ok := s.gotab.lookup(pc); ok {
+			sym := Sym{Function: name, Offset: pc - entry, File: file, Line: line}
+			if lineOnly != nil {
+				sym.File, sym.Line = lineOnly.File, lineOnly.Line
+			}
+			return append(out, sym)
 		}
 	}
 	if i, ok := s.syms.lookup(pc); ok {

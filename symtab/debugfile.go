@@ -1,0 +1,131 @@
+package symtab
+
+import (
+	"bytes"
+	"debug/elf"
+	"hash/crc32"
+	"io"
+	"path"
+	"strings"
+)
+
+// systemDebugDir is always searched for separate debug files.
+const systemDebugDir = "/usr/lib/debug"
+
+// maxDebugFileBytes bounds a debug file whose CRC is computed.
+const maxDebugFileBytes = 8 << 30
+
+// debugDirs lists the debug roots: /usr/lib/debug, then Options.DebugDirs.
+func (s *Symbolizer) debugDirs() []string {
+	dirs := []string{systemDebugDir}
+	for _, d := range s.opts.DebugDirs {
+		if d != "" && d != systemDebugDir {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// findDebugFile looks for the module's separate debug file in gdb's order:
+// DEBUGDIR/.build-id/xx/rest.debug, then the .gnu_debuglink name next to
+// the file, in its .debug/ directory, and under DEBUGDIR/<dir of file>.
+// Each path is tried on the host and then inside the target's root.
+func (m *Module) findDebugFile() *openFile {
+	if m.image {
+		return nil
+	}
+	roots := []string{""}
+	if m.root != "" && m.root != "/" {
+		roots = append(roots, m.root)
+	}
+	dirs := m.sym.debugDirs()
+	if id := m.buildID; len(id) > 2 {
+		for _, d := range dirs {
+			for _, root := range roots {
+				p := joinRoot(root, d+"/.build-id/"+id[:2]+"/"+id[2:]+".debug")
+				f, err := openELF(p)
+				if err != nil {
+					continue
+				}
+				if f.buildID == id && hasDebugInfo(f.ef) {
+					return f
+				}
+				f.close()
+			}
+		}
+	}
+	name, crc, ok := debugLink(m.file)
+	if !ok || !strings.HasPrefix(m.path, "/") {
+		return nil
+	}
+	dir := path.Dir(m.path)
+	cands := []string{dir + "/" + name, dir + "/.debug/" + name}
+	for _, d := range dirs {
+		cands = append(cands, strings.TrimSuffix(d, "/")+dir+"/"+name)
+	}
+	for _, c := range cands {
+		if c == m.path {
+			continue
+		}
+		for _, root := range roots {
+			f, err := openELF(joinRoot(root, c))
+			if err != nil {
+				continue
+			}
+			if (f.buildID == "" || m.buildID == "" || f.buildID == m.buildID) && fileCRC(f) == crc {
+				return f
+			}
+			f.close()
+		}
+	}
+	return nil
+}
+
+func hasDebugInfo(ef *elf.File) bool {
+	for _, s := range ef.Sections {
+		if s.Type == elf.SHT_NOBITS {
+			continue
+		}
+		if s.Type == elf.SHT_SYMTAB || s.Name == ".debug_info" || s.Name == ".zdebug_info" {
+			return true
+		}
+	}
+	return false
+}
+
+// debugLink reads .gnu_debuglink: a file name, padding to 4, a CRC32.
+func debugLink(f *openFile) (string, uint32, bool) {
+	s := f.ef.Section(".gnu_debuglink")
+	if s == nil || s.Size > 4096 {
+		return "", 0, false
+	}
+	b, err := sectionData(s, f.size)
+	if err != nil {
+		return "", 0, false
+	}
+	i := bytes.IndexByte(b, 0)
+	if i <= 0 {
+		return "", 0, false
+	}
+	name := string(b[:i])
+	if strings.Contains(name, "/") || name == "." || name == ".." {
+		return "", 0, false
+	}
+	off := align4(uint64(i + 1))
+	if off+4 > uint64(len(b)) {
+		return "", 0, false
+	}
+	return name, f.ef.ByteOrder.Uint32(b[off:]), true
+}
+
+// fileCRC is the CRC32 (IEEE, as gdb computes it) of the whole file.
+func fileCRC(f *openFile) uint32 {
+	if f.size > maxDebugFileBytes {
+		return 0
+	}
+	h := crc32.NewIEEE()
+	if _, err := io.Copy(h, io.NewSectionReader(f.r, 0, f.size)); err != nil {
+		return 0
+	}
+	return h.Sum32()
+}

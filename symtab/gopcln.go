@@ -1,0 +1,226 @@
+package symtab
+
+import (
+	"bytes"
+	"debug/elf"
+	"debug/gosym"
+	"sync"
+)
+
+// goTable resolves pcs of a Go binary through its pclntab, which Go keeps
+// even in binaries linked with -s -w.
+type goTable struct {
+	mu  sync.Mutex // debug/gosym keeps caches
+	tab *gosym.Table
+}
+
+// maxPclntabScan bounds the bytes searched for a pclntab header when the
+// section headers are gone.
+const maxPclntabScan = 1 << 30
+
+// loadGoTable finds the pclntab: the .gopclntab section, else by its
+// header's magic in the read-only segments (section headers stripped).
+func loadGoTable(f *openFile) (*goTable, error) {
+	ef := f.ef
+	var data []byte
+	var addr uint64
+	if s := ef.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
+		b, err := sectionData(s, f.size)
+		if err != nil {
+			return nil, err
+		}
+		data, addr = b, s.Addr
+	} else if ef.Section(".text") == nil || len(ef.Sections) == 0 {
+		data, addr = scanPclntab(f)
+	}
+	if len(data) < 16 {
+		return nil, ErrNoSymbols
+	}
+	text, ok := moduledataText(f, addr, int(data[7]))
+	if !ok {
+		text = textStart(ef)
+	}
+	var tab *gosym.Table
+	err := safely("gopclntab", func() error {
+		lt := gosym.NewLineTable(data, text)
+		t, err := gosym.NewTable(nil, lt)
+		if err != nil {
+			return err
+		}
+		if len(t.Funcs) == 0 {
+			return ErrNoSymbols
+		}
+		tab = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &goTable{tab: tab}, nil
+}
+
+// textStart is runtime.text: the start of .text, else of the first
+// executable segment.
+func textStart(ef *elf.File) uint64 {
+	if s := ef.Section(".text"); s != nil {
+		return s.Addr
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			return p.Vaddr
+		}
+	}
+	return 0
+}
+
+// pclntab header magics (Go 1.20+, 1.18, 1.16, 1.2), little-endian.
+var pclntabMagics = [][]byte{
+	{0xf1, 0xff, 0xff, 0xff, 0, 0},
+	{0xf0, 0xff, 0xff, 0xff, 0, 0},
+	{0xfa, 0xff, 0xff, 0xff, 0, 0},
+	{0xfb, 0xff, 0xff, 0xff, 0, 0},
+}
+
+// scanPclntab searches the non-executable PT_LOAD segments for a pclntab
+// header and returns the bytes from there to the segment's end, and their
+// virtual address.
+func scanPclntab(f *openFile) ([]byte, uint64) {
+	for _, p := range f.ef.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X != 0 || p.Flags&elf.PF_W != 0 {
+			continue
+		}
+		if p.Filesz == 0 || p.Filesz > maxPclntabScan || p.Off > uint64(f.size) || p.Filesz > uint64(f.size)-p.Off {
+			continue
+		}
+		seg := make([]byte, p.Filesz)
+		if _, err := f.r.ReadAt(seg, int64(p.Off)); err != nil {
+			continue
+		}
+		if !goBuildInfoPresent(f) {
+			return nil, 0
+		}
+		for _, magic := range pclntabMagics {
+			for off := 0; off+8 <= len(seg); {
+				i := bytes.Index(seg[off:], magic)
+				if i < 0 {
+					break
+				}
+				h := seg[off+i:]
+				if (h[6] == 1 || h[6] == 2 || h[6] == 4) && (h[7] == 4 || h[7] == 8) {
+					return h, p.Vaddr + uint64(off+i)
+				}
+				off += i + 1
+			}
+		}
+	}
+	return nil, 0
+}
+
+// moduledataText finds runtime.firstmoduledata, whose first word points to
+// the pclntab at pcln, and returns its text field (runtime.text: the base
+// of the function entries of Go 1.18+ tables). In a PIE the pointer is a
+// relocation's addend instead.
+func moduledataText(f *openFile, pcln uint64, ptrSize int) (uint64, bool) {
+	if pcln == 0 || (ptrSize != 4 && ptrSize != 8) {
+		return 0, false
+	}
+	order := f.ef.ByteOrder
+	// moduledata: pcHeader pointer, six slices, findfunctab, minpc, maxpc,
+	// text.
+	textOff := uint64(ptrSize) * (1 + 6*3 + 3)
+	word := func(b []byte) uint64 {
+		if ptrSize == 8 {
+			return order.Uint64(b)
+		}
+		return uint64(order.Uint32(b))
+	}
+	valid := func(text, minpc, maxpc uint64) bool {
+		if text == 0 || text > minpc || minpc > maxpc {
+			return false
+		}
+		for _, p := range f.ef.Progs {
+			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && text >= p.Vaddr && text < p.Vaddr+p.Memsz {
+				return true
+			}
+		}
+		return false
+	}
+	pat := make([]byte, ptrSize)
+	if ptrSize == 8 {
+		order.PutUint64(pat, pcln)
+	} else {
+		order.PutUint32(pat, uint32(pcln))
+	}
+	for _, p := range f.ef.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_W == 0 || p.Filesz == 0 || p.Filesz > maxPclntabScan ||
+			p.Off > uint64(f.size) || p.Filesz > uint64(f.size)-p.Off {
+			continue
+		}
+		seg := make([]byte, p.Filesz)
+		if _, err := f.r.ReadAt(seg, int64(p.Off)); err != nil {
+			continue
+		}
+		for off := 0; off < len(seg); {
+			i := bytes.Index(seg[off:], pat)
+			if i < 0 {
+				break
+			}
+			at := uint64(off + i)
+			off += i + 1
+			if at%uint64(ptrSize) != 0 || at+textOff+uint64(ptrSize) > uint64(len(seg)) {
+				continue
+			}
+			text := word(seg[at+textOff:])
+			minpc, maxpc := word(seg[at+textOff-2*uint64(ptrSize):]), word(seg[at+textOff-uint64(ptrSize):])
+			if valid(text, minpc, maxpc) {
+				return text, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// lookup returns the function, file and line at pc.
+func (g *goTable) lookup(pc uint64) (name string, entry uint64, file string, line int, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	err := safely("gopclntab lookup", func() error {
+		fn := g.tab.PCToFunc(pc)
+		if fn == nil || pc >= fn.End {
+			return ErrNoSymbols
+		}
+		name, entry = fn.Name, fn.Entry
+		file, line, _ = g.tab.PCToLine(pc)
+		ok = true
+		return nil
+	})
+	if err != nil {
+		return "", 0, "", 0, false
+	}
+	return name, entry, file, line, ok
+}
+
+// goBuildInfoMagic starts the Go build info blob every Go binary carries.
+var goBuildInfoMagic = []byte("\xff Go buildinf:")
+
+// goBuildInfoPresent reports whether some segment holds Go's build info,
+// so that a pclntab magic found by scanning is not a chance match in a
+// non-Go binary.
+func goBuildInfoPresent(f *openFile) bool {
+	for _, p := range f.ef.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X != 0 {
+			continue
+		}
+		if p.Filesz == 0 || p.Filesz > maxPclntabScan || p.Off > uint64(f.size) || p.Filesz > uint64(f.size)-p.Off {
+			continue
+		}
+		seg := make([]byte, p.Filesz)
+		if _, err := f.r.ReadAt(seg, int64(p.Off)); err != nil {
+			continue
+		}
+		if bytes.Contains(seg, goBuildInfoMagic) {
+			return true
+		}
+	}
+	return false
+}

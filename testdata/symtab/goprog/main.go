@@ -1,0 +1,43 @@
+// Command goprog is a test target for symtab: a Go program with a few
+// non-inlined functions. With an argument it prints "ready" and spins.
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+var sink int
+
+//go:noinline
+func leafWork(n int) int {
+	for i := 0; i < n; i++ {
+		sink += i * 3
+	}
+	return sink
+}
+
+type walker struct{ depth int }
+
+//go:noinline
+func (w *walker) step(n int) int {
+	return leafWork(n+w.depth) + 1
+}
+
+//go:noinline
+func spin() {
+	for {
+		sink++
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func main() {
+	w := &walker{depth: len(os.Args)}
+	r := w.step(10)
+	if len(os.Args) > 1 {
+		fmt.Println("ready", r)
+		spin()
+	}
+}
