@@ -1,0 +1,39 @@
+# stackshot — see README.md.
+GO      ?= go
+BIN     := bin/stackshot
+CC      ?= gcc
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+.PHONY: all build test demo bench fuzz-smoke vet clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/stackshot
+
+# The tests build their C/C++/Rust/Go targets from testdata/ themselves and
+# attach to them for real: run as root (or with CAP_SYS_PTRACE).
+test: build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 40m ./...
+
+# Start the bundled multi-threaded demo target, dump it, stop it.
+demo: build
+	@./scripts/demo.sh $(BIN)
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./cmd/stackshot/ ./ptrace/
+	$(GO) test -run '^$$' -bench . -count 1 ./unwind/ ./symtab/
+
+# A short run of every fuzz target (each for FUZZTIME).
+FUZZTIME ?= 10s
+fuzz-smoke:
+	@./scripts/fuzz-smoke.sh $(FUZZTIME)
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin testdata/build

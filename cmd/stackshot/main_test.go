@@ -1,0 +1,662 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"stackshot/internal/testutil"
+)
+
+// stackshotBin is the command under test, built once by TestMain.
+var stackshotBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "stackshot-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	stackshotBin = filepath.Join(dir, "stackshot")
+	out, err := exec.Command("go", "build", "-o", stackshotBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building stackshot: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run runs stackshot and returns stdout, stderr and the exit code.
+func runSS(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(stackshotBin, args...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running stackshot: %v", err)
+	}
+	return so.String(), se.String(), code
+}
+
+// The JSON of the command-line contract, schema 1.
+type jProc struct {
+	Schema   int       `json:"schema"`
+	PID      int       `json:"pid"`
+	Comm     string    `json:"comm"`
+	Exe      string    `json:"exe"`
+	Time     string    `json:"time"`
+	State    string    `json:"state"`
+	Warnings []string  `json:"warnings"`
+	Threads  []jThread `json:"threads"`
+}
+
+type jThread struct {
+	TID     int `json:"tid"`
+	Name    string
+	State   string
+	Syscall *struct {
+		Nr   int64  `json:"nr"`
+		Name string `json:"name"`
+	} `json:"syscall"`
+	Capture string   `json:"capture"`
+	PauseUS float64  `json:"pause_us"`
+	Frames  []jFrame `json:"frames"`
+	Error   *string  `json:"error"`
+	Stop    string   `json:"stop"`
+}
+
+type jFrame struct {
+	PC              string  `json:"pc"`
+	Kind            string  `json:"kind"`
+	Function        *string `json:"function"`
+	Offset          *uint64 `json:"offset"`
+	Module          string  `json:"module"`
+	ModuleOffset    string  `json:"module_offset"`
+	BuildID         string  `json:"build_id"`
+	File            string  `json:"file"`
+	Line            int     `json:"line"`
+	Inlined         bool    `json:"inlined"`
+	Method          string  `json:"method"`
+	BuildIDMismatch bool    `json:"build_id_mismatch"`
+}
+
+func (f jFrame) fn() string {
+	if f.Function == nil {
+		return "?"
+	}
+	return *f.Function
+}
+
+func dumpJSON(t testing.TB, args ...string) jProc {
+	t.Helper()
+	out, errOut, code := runSS(t, append([]string{"dump", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("stackshot %v: exit %d\n%s", args, code, errOut)
+	}
+	var p jProc
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out)
+	}
+	return p
+}
+
+// userFuncs lists the names of a thread's physical user frames, innermost
+// first ("?" when unknown), with "."-suffixes of compiler clones dropped.
+func userFuncs(th jThread) []string {
+	var out []string
+	for _, f := range th.Frames {
+		if f.Kind != "user" || f.Inlined {
+			continue
+		}
+		n := f.fn()
+		if i := strings.IndexAny(n, ".@"); i > 0 {
+			n = n[:i]
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func kernelFrames(th jThread) int {
+	n := 0
+	for _, f := range th.Frames {
+		if f.Kind == "kernel" {
+			n++
+		}
+	}
+	return n
+}
+
+// hasChain reports whether chain appears in funcs as a contiguous run.
+func hasChain(funcs, chain []string) bool {
+	for i := 0; i+len(chain) <= len(funcs); i++ {
+		ok := true
+		for j := range chain {
+			if funcs[i+j] != chain[j] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func threadByName(t testing.TB, p jProc, name string) jThread {
+	t.Helper()
+	for _, th := range p.Threads {
+		if th.Name == name {
+			return th
+		}
+	}
+	t.Fatalf("no thread named %q in %d threads", name, len(p.Threads))
+	return jThread{}
+}
+
+// assertThreadChain checks that a thread spawned with pthread_create shows
+// chain (innermost first) and unwinds to its root through start_thread.
+func assertThreadChain(t testing.TB, th jThread, chain ...string) {
+	t.Helper()
+	f := userFuncs(th)
+	if !hasChain(f, chain) {
+		t.Errorf("thread %q: want chain %v in %v (stop %q)", th.Name, chain, f, th.Stop)
+		return
+	}
+	if len(f) < 2 || f[len(f)-2] != "start_thread" || !strings.HasPrefix(strings.TrimLeft(f[len(f)-1], "_"), "clone") {
+		t.Errorf("thread %q: want the stack to end in start_thread, clone3: %v (stop %q)", th.Name, f, th.Stop)
+	}
+	if th.Error != nil {
+		t.Errorf("thread %q: error %q", th.Name, *th.Error)
+	}
+}
+
+// assertMainChain checks the main thread's chain down to _start.
+func assertMainChain(t testing.TB, th jThread, chain ...string) {
+	t.Helper()
+	f := userFuncs(th)
+	if !hasChain(f, chain) {
+		t.Errorf("main thread: want chain %v in %v (stop %q)", chain, f, th.Stop)
+		return
+	}
+	if len(f) == 0 || f[len(f)-1] != "_start" {
+		t.Errorf("main thread: want the stack to end in _start: %v (stop %q)", f, th.Stop)
+	}
+}
+
+var blockedVariants = []struct {
+	name  string
+	flags []string
+}{
+	{"O0-fp", []string{"-O0", "-g", "-fno-omit-frame-pointer", "-pthread"}},
+	{"O2-nofp", []string{"-O2", "-g", "-fomit-frame-pointer", "-pthread"}},
+}
+
+func buildBlocked(t testing.TB, flags []string) string {
+	return testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, flags...)
+}
+
+func checkBlocked(t *testing.T, p jProc, pid int) {
+	t.Helper()
+	if p.Schema != 1 || p.PID != pid {
+		t.Fatalf("schema %d pid %d", p.Schema, p.PID)
+	}
+	if len(p.Threads) != 5 {
+		t.Fatalf("want 5 threads, got %d", len(p.Threads))
+	}
+	if p.Threads[0].TID != pid {
+		t.Errorf("first thread is %d, want the main thread %d", p.Threads[0].TID, pid)
+	}
+	want := map[string]struct {
+		chain   []string
+		syscall string
+	}{
+		"reader":   {[]string{"reader_c", "reader_b", "reader_a", "start"}, "read"},
+		"condwait": {[]string{"cond_c", "cond_b", "cond_a", "start"}, "futex"},
+		"sleeper":  {[]string{"sleep_c", "sleep_b", "sleep_a", "start"}, "clock_nanosleep"},
+		"epoller":  {[]string{"epoll_c", "epoll_b", "epoll_a", "start"}, "epoll_wait"},
+	}
+	for name, w := range want {
+		th := threadByName(t, p, name)
+		if th.State != "S" {
+			t.Errorf("%s: state %q, want S", name, th.State)
+		}
+		// After an earlier ptrace stop, the kernel resumes an interrupted
+		// nanosleep through restart_syscall.
+		if th.Syscall == nil || (th.Syscall.Name != w.syscall && !(w.syscall == "clock_nanosleep" && th.Syscall.Name == "restart_syscall")) {
+			t.Errorf("%s: syscall %+v, want %s", name, th.Syscall, w.syscall)
+		}
+		assertThreadChain(t, th, w.chain...)
+		if kernelFrames(th) == 0 {
+			t.Errorf("%s: no kernel frames", name)
+		}
+		for _, f := range th.Frames {
+			if f.Kind == "kernel" && f.Method != "kernel" {
+				t.Errorf("%s: kernel frame with method %q", name, f.Method)
+			}
+		}
+		// Kernel frames come first, then user frames.
+		seenUser := false
+		for _, f := range th.Frames {
+			if f.Kind == "user" {
+				seenUser = true
+			} else if seenUser {
+				t.Errorf("%s: kernel frame after a user frame", name)
+			}
+		}
+	}
+	main := p.Threads[0]
+	if main.Syscall == nil || main.Syscall.Name != "read" {
+		t.Errorf("main: syscall %+v, want read", main.Syscall)
+	}
+	assertMainChain(t, main, "main_wait", "main")
+	// The innermost user frame of the reader is libc's read wrapper,
+	// found from the registers, in libc.
+	th := threadByName(t, p, "reader")
+	for _, f := range th.Frames {
+		if f.Kind == "user" {
+			if f.Method != "regs" || !strings.Contains(filepath.Base(f.Module), "libc.so") {
+				t.Errorf("reader: first user frame %+v, want libc's read from the registers", f)
+			}
+			if f.BuildID == "" || f.ModuleOffset == "" {
+				t.Errorf("reader: first user frame lacks build id or module offset: %+v", f)
+			}
+			break
+		}
+	}
+}
+
+func TestDumpBlockedChainsJSON(t *testing.T) {
+	for _, v := range blockedVariants {
+		t.Run(v.name, func(t *testing.T) {
+			tg := testutil.Start(t, buildBlocked(t, v.flags))
+			p := dumpJSON(t, fmt.Sprint(tg.PID))
+			checkBlocked(t, p, tg.PID)
+			if testutil.State(tg.PID) == "t" || testutil.State(tg.PID) == "T" {
+				t.Errorf("target left stopped")
+			}
+		})
+	}
+}
+
+func TestDumpModes(t *testing.T) {
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[1].flags))
+	for _, mode := range []string{"stop", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			p := dumpJSON(t, "--mode", mode, fmt.Sprint(tg.PID))
+			checkBlocked(t, p, tg.PID)
+			for _, th := range p.Threads {
+				if mode == "stop" && th.Capture != "ptrace" {
+					t.Errorf("%s: capture %q in stop mode", th.Name, th.Capture)
+				}
+			}
+		})
+	}
+	t.Run("consistent", func(t *testing.T) {
+		p := dumpJSON(t, "--consistent", fmt.Sprint(tg.PID))
+		checkBlocked(t, p, tg.PID)
+	})
+}
+
+func TestDumpText(t *testing.T) {
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[0].flags), "spin")
+	out, errOut, code := runSS(t, "-s", fmt.Sprint(tg.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("Process %d (", tg.PID),
+		fmt.Sprintf("Thread %d ", tg.PID),
+		`"reader" (state S, in read`,
+		`"condwait" (state S, in futex`,
+		`"spinner" (state R, running`,
+		" in reader_c ",
+		" in reader_b ",
+		" in spin_c ",
+		" in main_wait ",
+		"blocked.c:",
+		"[kernel]",
+		"--- read(0x3, ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q:\n%s", want, out)
+		}
+	}
+	// Frames are numbered from #0 within each thread.
+	if !strings.Contains(out, "\n#0 ") {
+		t.Errorf("no #0 frame:\n%s", out)
+	}
+}
+
+func TestDumpSeveralPIDs(t *testing.T) {
+	bin := buildBlocked(t, blockedVariants[0].flags)
+	a, b := testutil.Start(t, bin), testutil.Start(t, bin)
+	out, errOut, code := runSS(t, "dump", "--json", "-p", fmt.Sprint(a.PID), fmt.Sprint(b.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var ps []jProc
+	if err := json.Unmarshal([]byte(out), &ps); err != nil {
+		t.Fatalf("want a JSON array: %v", err)
+	}
+	if len(ps) != 2 || ps[0].PID != b.PID && ps[0].PID != a.PID {
+		t.Fatalf("got %d processes", len(ps))
+	}
+}
+
+func TestDumpThreadFilter(t *testing.T) {
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[0].flags))
+	p := dumpJSON(t, fmt.Sprint(tg.PID))
+	reader := threadByName(t, p, "reader")
+	q := dumpJSON(t, "-t", fmt.Sprint(reader.TID), fmt.Sprint(tg.PID))
+	if len(q.Threads) != 1 || q.Threads[0].TID != reader.TID {
+		t.Fatalf("-t %d gave %d threads", reader.TID, len(q.Threads))
+	}
+}
+
+func TestDumpNoKernel(t *testing.T) {
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[0].flags))
+	p := dumpJSON(t, "--no-kernel", fmt.Sprint(tg.PID))
+	for _, th := range p.Threads {
+		if kernelFrames(th) != 0 {
+			t.Errorf("%s: kernel frames with --no-kernel", th.Name)
+		}
+	}
+}
+
+func TestDump64Threads(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(t, bin, "64")
+	p := dumpJSON(t, fmt.Sprint(tg.PID))
+	if len(p.Threads) != 65 {
+		t.Fatalf("want 65 threads, got %d", len(p.Threads))
+	}
+	for i := 0; i < 64; i++ {
+		th := threadByName(t, p, fmt.Sprintf("w-%03d", i))
+		assertThreadChain(t, th, "work_b", "work_a", "start")
+	}
+}
+
+func TestDumpThreadChurn(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "churn.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(t, bin)
+	for i := 0; i < 30; i++ {
+		p := dumpJSON(t, fmt.Sprint(tg.PID))
+		assertThreadChain(t, threadByName(t, p, "steady"), "steady_b", "steady_a", "steady_start")
+		for _, th := range p.Threads {
+			if th.Error != nil && th.Name != "churner" && !strings.Contains(*th.Error, "exited") {
+				t.Errorf("dump %d: thread %d %q: %s", i, th.TID, th.Name, *th.Error)
+			}
+		}
+	}
+	if s := testutil.State(tg.PID); s == "t" || s == "T" {
+		t.Fatalf("target left stopped (%s)", s)
+	}
+	before := tg.Ask("s")
+	time.Sleep(20 * time.Millisecond)
+	if after := tg.Ask("s"); after == before {
+		t.Errorf("target stopped churning: %s", after)
+	}
+}
+
+func waitState(pid int, want string, d time.Duration) bool {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if testutil.State(pid) == want {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
+}
+
+func TestDumpStoppedTargetStaysStopped(t *testing.T) {
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[0].flags))
+	syscall.Kill(tg.PID, syscall.SIGSTOP)
+	if !waitState(tg.PID, "T", 5*time.Second) {
+		t.Fatalf("target did not stop")
+	}
+	for _, mode := range []string{"auto", "stop"} {
+		p := dumpJSON(t, "--mode", mode, fmt.Sprint(tg.PID))
+		if len(p.Threads) != 5 {
+			t.Errorf("want 5 threads, got %d", len(p.Threads))
+		}
+		assertThreadChain(t, threadByName(t, p, "reader"), "reader_c", "reader_b", "reader_a")
+		time.Sleep(20 * time.Millisecond)
+		for tid, s := range testutil.ThreadStates(tg.PID) {
+			if s != "T" {
+				t.Errorf("mode %s: thread %d is %q after the dump, want T (still stopped)", mode, tid, s)
+			}
+		}
+	}
+	syscall.Kill(tg.PID, syscall.SIGCONT)
+	if !waitState(tg.PID, "S", 5*time.Second) {
+		t.Errorf("target did not resume after SIGCONT")
+	}
+	if ans := tg.Ask("s"); !strings.HasPrefix(ans, "eintr") {
+		t.Errorf("target does not answer after resume: %q", ans)
+	}
+}
+
+func TestDumpNoEINTR(t *testing.T) {
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[1].flags))
+	for i := 0; i < 50; i++ {
+		if _, errOut, code := runSS(t, fmt.Sprint(tg.PID)); code != 0 {
+			t.Fatalf("dump %d: exit %d: %s", i, code, errOut)
+		}
+	}
+	ans := tg.Ask("s")
+	var r, c, s, e int
+	if _, err := fmt.Sscanf(ans, "eintr read=%d cond=%d sleep=%d epoll=%d", &r, &c, &s, &e); err != nil {
+		t.Fatalf("answer %q: %v", ans, err)
+	}
+	if r != 0 || c != 0 || s != 0 {
+		t.Errorf("after 50 dumps the target saw EINTR: %s", ans)
+	}
+	t.Logf("after 50 default-mode dumps: %s", ans)
+}
+
+func TestDumpKilledMidDumpLeavesTargetRunning(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	for _, kind := range []string{"blocked", "spin"} {
+		t.Run(kind, func(t *testing.T) {
+			args := []string{"256"}
+			if kind == "spin" {
+				args = append(args, "spin")
+			}
+			tg := testutil.Start(t, bin, args...)
+			for i := 0; i < 15; i++ {
+				cmd := exec.Command(stackshotBin, "--mode", "stop", fmt.Sprint(tg.PID))
+				if i%2 == 1 {
+					cmd.Args = append(cmd.Args, "--consistent")
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Duration(2+i*3) * time.Millisecond)
+				cmd.Process.Kill()
+				cmd.Wait()
+				time.Sleep(5 * time.Millisecond)
+				for tid, s := range testutil.ThreadStates(tg.PID) {
+					if s == "t" || s == "T" {
+						t.Fatalf("round %d: thread %d left in state %q after stackshot was killed", i, tid, s)
+					}
+				}
+				if tp := tracerPid(tg.PID); tp != 0 {
+					t.Fatalf("round %d: target still traced by %d", i, tp)
+				}
+			}
+		})
+	}
+}
+
+func tracerPid(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "TracerPid:") {
+			var n int
+			fmt.Sscan(strings.TrimPrefix(l, "TracerPid:"), &n)
+			return n
+		}
+	}
+	return -1
+}
+
+func TestDumpSIGINTDetaches(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(t, bin, "512")
+	for i := 0; i < 6; i++ {
+		cmd := exec.Command(stackshotBin, "--mode", "stop", fmt.Sprint(tg.PID))
+		var se bytes.Buffer
+		var so bytes.Buffer
+		cmd.Stderr, cmd.Stdout = &se, &so
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(5+i*4) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGINT)
+		err := cmd.Wait()
+		if err == nil && so.Len() == 0 {
+			t.Errorf("round %d: exit 0 with nothing written", i)
+		}
+		if err != nil && so.Len() != 0 {
+			t.Errorf("round %d: interrupted but wrote a partial report", i)
+		}
+		for tid, s := range testutil.ThreadStates(tg.PID) {
+			if s == "t" || s == "T" {
+				t.Fatalf("round %d: thread %d left in state %q after SIGINT", i, tid, s)
+			}
+		}
+		if tp := tracerPid(tg.PID); tp != 0 {
+			t.Fatalf("round %d: target still traced by %d", i, tp)
+		}
+	}
+}
+
+func TestDumpNoSuchPID(t *testing.T) {
+	// A pid that is certainly free: a child we started and reaped.
+	c := exec.Command("true")
+	c.Run()
+	_, errOut, code := runSS(t, fmt.Sprint(c.Process.Pid))
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if !strings.HasPrefix(errOut, "stackshot: cannot read process") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("want one line 'stackshot: cannot read process ...', got %q", errOut)
+	}
+}
+
+func TestDumpBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"dump"},
+		{"dump", "notapid"},
+		{"dump", "--mode", "sideways", "1"},
+		{"dump", "--format", "svg", "1"},
+		{"dump", "--no-such-flag", "1"},
+		{"dump", "--max-frames", "0", "1"},
+	} {
+		out, errOut, code := runSS(t, args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+		if out != "" {
+			t.Errorf("%v: wrote to stdout: %q", args, out)
+		}
+		if !strings.HasPrefix(errOut, "stackshot: ") || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: want a one-line error, got %q", args, errOut)
+		}
+	}
+}
+
+func TestDumpKernelThread(t *testing.T) {
+	// kthreadd is pid 2 on every Linux system.
+	p := dumpJSON(t, "2")
+	if len(p.Threads) != 1 {
+		t.Fatalf("want 1 thread, got %d", len(p.Threads))
+	}
+	th := p.Threads[0]
+	if th.Capture != "proc-only" {
+		t.Errorf("capture %q, want proc-only", th.Capture)
+	}
+	for _, f := range th.Frames {
+		if f.Kind != "kernel" {
+			t.Errorf("kernel thread with a user frame: %+v", f)
+		}
+	}
+	if kernelFrames(th) == 0 {
+		t.Errorf("no kernel frames for kthreadd")
+	}
+	if th.Error == nil || !strings.Contains(*th.Error, "kernel thread") {
+		t.Errorf("error %v, want a kernel-thread note", th.Error)
+	}
+}
+
+func TestDumpZombie(t *testing.T) {
+	c := exec.Command("true")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Wait()
+	if !waitState(c.Process.Pid, "Z", 5*time.Second) {
+		t.Fatalf("child did not become a zombie")
+	}
+	p := dumpJSON(t, fmt.Sprint(c.Process.Pid))
+	if p.State != "Z" {
+		t.Errorf("state %q, want Z", p.State)
+	}
+	if len(p.Warnings) == 0 || !strings.Contains(p.Warnings[0], "zombie") {
+		t.Errorf("warnings %v, want a zombie note", p.Warnings)
+	}
+}
+
+func TestDumpAlreadyTraced(t *testing.T) {
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[0].flags))
+	tracer := exec.Command("gdb", "-q", "-batch", "-p", fmt.Sprint(tg.PID), "-ex", "shell sleep 5")
+	if _, err := exec.LookPath("gdb"); err != nil {
+		testutil.Skip(t, "gdb is not installed")
+	}
+	tracer.Stdout, tracer.Stderr = nil, nil
+	if err := tracer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { tracer.Process.Kill(); tracer.Wait() }()
+	end := time.Now().Add(10 * time.Second)
+	for tracerPid(tg.PID) == 0 && time.Now().Before(end) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tracerPid(tg.PID) == 0 {
+		t.Fatal("gdb did not attach")
+	}
+	start := time.Now()
+	out, errOut, code := runSS(t, "--json", fmt.Sprint(tg.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if time.Since(start) > 8*time.Second {
+		t.Errorf("dump of a traced process took %v", time.Since(start))
+	}
+	var p jProc
+	json.Unmarshal([]byte(out), &p)
+	if len(p.Warnings) == 0 || !strings.Contains(p.Warnings[0], "already traced by pid") {
+		t.Errorf("warnings %v, want 'already traced by pid'", p.Warnings)
+	}
+	if len(p.Threads) != 5 {
+		t.Errorf("want the 5 threads from /proc, got %d", len(p.Threads))
+	}
+}
