@@ -351,6 +351,9 @@ func (s *space) ReadCode(p []byte, addr uint64) (int, error) {
 		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}, 0)
 }
 
+// ReadMemory makes the live space a Memory.
+func (s *space) ReadMemory(p []byte, addr uint64) (int, error) { return s.ReadCode(p, addr) }
+
 // symbolize names the function containing each frame's PC (PC-1 for
 // return addresses); "?" if unknown.
 func (s *space) symbolize(frames []Frame) []string {
@@ -393,7 +396,7 @@ func (s *space) symbol(pc uint64) string {
 func unwindThread(t testing.TB, pid, tid int, s *space, maxFrames int) ([]Frame, StopReason) {
 	t.Helper()
 	c := captureThread(t, pid, tid, s)
-	in := &Input{Regs: c.regs, Stack: c.stack, StackLo: c.lo, StackHi: c.hi, Space: s, MaxFrames: maxFrames}
+	in := &Input{Regs: c.regs, Stack: c.stack, StackLo: c.lo, StackHi: c.hi, Space: s, Mem: s, MaxFrames: maxFrames}
 	return Unwind(in, nil)
 }
 

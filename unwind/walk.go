@@ -281,11 +281,32 @@ func (w *walker) cfiStep(rs *ruleSet, t *Table) (Frame, StopReason) {
 			}
 		}
 	}
+	// CFI that says nothing about RBP in a function whose RBP points at
+	// its own frame record (CFA-16) is frame-pointer code whose producer
+	// omits the rule (Go's .debug_frame): the caller's RBP is the saved one.
+	if rs.Regs[RegRBP].Kind == RuleUnset {
+		if rbp, ok := w.regs.Get(RegRBP); ok && rbp == cfa-16 {
+			if v, ok := w.read64(rbp); ok {
+				nr.Set(RegRBP, v)
+			}
+		}
+	}
 	if _, ok := nr.Get(RegRIP); !ok {
 		return Frame{}, StopUnknownReg
 	}
 	nr.Set(RegRSP, cfa)
-	return w.accept(&nr, method)
+	f, stop := w.accept(&nr, method)
+	if stop == StopNotExec || stop == StopNoProgress || stop == StopLeftStack {
+		// CFI that cannot describe a stack switch (Go's asmcgocall keeps
+		// the goroutine's frame pointer in RBP while C runs on the system
+		// stack): try the frame-pointer chain before giving up.
+		if rbp, ok := w.regs.Get(RegRBP); ok && rbp != 0 {
+			if f2, stop2 := w.fpStep(rbp, MethodFP); stop2 == StopNone {
+				return f2, stop2
+			}
+		}
+	}
+	return f, stop
 }
 
 func exprStop(err error) StopReason {
@@ -300,18 +321,33 @@ func exprStop(err error) StopReason {
 
 // accept validates a caller's registers and makes them current.
 func (w *walker) accept(nr *Regs, m Method) (Frame, StopReason) {
+	return w.acceptSwitch(nr, m, 0, 0)
+}
+
+// acceptSwitch is accept for a caller that may live on another stack: if
+// hi != 0 the caller's SP must lie in [lo, hi], which become the bounds.
+func (w *walker) acceptSwitch(nr *Regs, m Method, lo, hi uint64) (Frame, StopReason) {
 	pc, sp := nr.V[RegRIP], nr.V[RegRSP]
 	if pc == 0 {
 		return Frame{}, StopPCZero
 	}
-	if sp <= w.regs.V[RegRSP] {
-		return Frame{}, StopNoProgress
-	}
-	if w.hi != 0 && (sp < w.lo || sp > w.hi) {
-		return Frame{}, StopLeftStack
+	if hi != 0 {
+		if sp < lo || sp > hi {
+			return Frame{}, StopLeftStack
+		}
+	} else {
+		if sp <= w.regs.V[RegRSP] {
+			return Frame{}, StopNoProgress
+		}
+		if w.hi != 0 && (sp < w.lo || sp > w.hi) {
+			return Frame{}, StopLeftStack
+		}
 	}
 	if mi, ok := w.in.Space.Lookup(pc - 1); !ok || !mi.Exec {
 		return Frame{}, StopNotExec
+	}
+	if hi != 0 {
+		w.lo, w.hi = lo, hi
 	}
 	w.regs = *nr
 	return Frame{PC: pc, SP: sp, Method: m}, StopNone
@@ -341,9 +377,23 @@ func (w *walker) fallbackStep() (Frame, StopReason) {
 
 // fpStep follows the frame record at rbp: [rbp] saved RBP, [rbp+8] return
 // address.
+//
+// A record outside the current stack mapping is followed only into another
+// readable, non-executable mapping (a goroutine stack below a cgo call, an
+// alternate signal stack) and only if its return address follows a call.
 func (w *walker) fpStep(rbp uint64, m Method) (Frame, StopReason) {
 	sp := w.regs.V[RegRSP]
-	if rbp&7 != 0 || rbp < sp || (w.hi != 0 && (rbp < w.lo || rbp+16 > w.hi)) {
+	if rbp&7 != 0 {
+		return Frame{}, StopLeftStack
+	}
+	var swLo, swHi uint64
+	if w.hi != 0 && (rbp < w.lo || rbp+16 > w.hi) {
+		mi, ok := w.in.Space.Lookup(rbp)
+		if !ok || mi.Exec || rbp+16 > mi.End {
+			return Frame{}, StopLeftStack
+		}
+		swLo, swHi = mi.Start, mi.End
+	} else if rbp < sp {
 		return Frame{}, StopLeftStack
 	}
 	next, ok1 := w.read64(rbp)
@@ -351,15 +401,22 @@ func (w *walker) fpStep(rbp uint64, m Method) (Frame, StopReason) {
 	if !ok1 || !ok2 {
 		return Frame{}, StopStackCopy
 	}
+	if swHi != 0 && !w.isReturnAddress(ret, 0) {
+		return Frame{}, StopLeftStack
+	}
 	var nr Regs
 	nr.Set(RegRIP, ret)
 	nr.Set(RegRSP, rbp+16)
 	// A caller that does not keep frame pointers leaves anything in RBP:
 	// keep it only if it continues the chain upward.
-	if next == 0 || next > rbp && (w.hi == 0 || next < w.hi) {
+	hi := w.hi
+	if swHi != 0 {
+		hi = swHi
+	}
+	if next == 0 || next > rbp && (hi == 0 || next < hi) {
 		nr.Set(RegRBP, next)
 	}
-	return w.accept(&nr, m)
+	return w.acceptSwitch(&nr, m, swLo, swHi)
 }
 
 // scanStep looks upward from SP for a word that is a return address: inside

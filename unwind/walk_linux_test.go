@@ -366,3 +366,18 @@ func TestWalkSignalTrampolineBytes(t *testing.T) {
 		t.Error("frame 3 is not marked as the signal frame")
 	}
 }
+
+// Go code has no .eh_frame but keeps frame pointers, and its .debug_frame
+// omits the RBP rule; asmcgocall runs C on the system stack with the
+// goroutine's frame pointer in RBP. The walk must cross back onto the
+// goroutine stack (read through Mem) and end at runtime.goexit.
+func TestWalkGoCgo(t *testing.T) {
+	bin := buildTarget(t, "go", "gocgo.go", "build")
+	tg := startTarget(t, bin)
+	waitSyscall(t, tg.pid, tg.pid, sysRead)
+	s := newSpace(t, tg.pid)
+	frames, stop := unwindThread(t, tg.pid, tg.pid, s, 0)
+	want := []string{readFrame, "c_block2", "runtime.asmcgocall*", "runtime.cgocall", "main._Cfunc_c_block*",
+		"main.goB", "main.goA", "main.main", "runtime.main", "runtime.goexit*"}
+	checkChain(t, s, frames, stop, want, StopPCZero)
+}
