@@ -90,6 +90,7 @@ type fde struct {
 	sec        *frameSection
 	off        int
 	prio       int
+	seq        int // order of discovery: the tie-break that keeps sorting deterministic
 }
 
 // parseSection splits a frame section into CIEs and FDEs, appending the
@@ -203,7 +204,7 @@ func (b *builder) parseSection(s *frameSection, prio int) error {
 			continue
 		}
 		b.fdes = append(b.fdes, fde{begin: begin, end: begin + rng, code: s.data[er.off:end],
-			cie: c, sec: s, off: er.off, prio: prio})
+			cie: c, sec: s, off: er.off, prio: prio, seq: len(b.fdes)})
 	}
 	return firstErr
 }
@@ -558,7 +559,8 @@ func cfaRule(reg uint64, off int64) Rule {
 type builder struct {
 	t       *Table
 	fdes    []fde
-	setIdx  map[ruleSet]uint32
+	setIdx  map[uint64]uint32 // ruleSet hash -> newest set with that hash
+	setNext []uint32          // older set with the same hash, or noRow
 	exprIdx map[string]int32
 	lastSet uint32
 	vm      vm
@@ -566,7 +568,7 @@ type builder struct {
 }
 
 func newBuilder() *builder {
-	return &builder{t: &Table{}, setIdx: make(map[ruleSet]uint32), exprIdx: make(map[string]int32), lastSet: noRow}
+	return &builder{t: &Table{}, setIdx: make(map[uint64]uint32), exprIdx: make(map[string]int32), lastSet: noRow}
 }
 
 func (b *builder) exprRule(kind RuleKind, e []byte) Rule {
@@ -583,17 +585,51 @@ func (b *builder) exprRule(kind RuleKind, e []byte) Rule {
 }
 
 func (b *builder) intern(s *ruleSet) uint32 {
+	s.Mask = 0
+	for r := range s.Regs {
+		if s.Regs[r].Kind != RuleUnset {
+			s.Mask |= 1 << uint(r)
+		}
+	}
 	if b.lastSet != noRow && b.t.rules[b.lastSet] == *s {
 		return b.lastSet
 	}
-	i, ok := b.setIdx[*s]
-	if !ok {
-		i = uint32(len(b.t.rules))
-		b.t.rules = append(b.t.rules, *s)
-		b.setIdx[*s] = i
+	h := s.hash()
+	head, ok := b.setIdx[h]
+	if ok {
+		for i := head; i != noRow; i = b.setNext[i] {
+			if b.t.rules[i] == *s {
+				b.lastSet = i
+				return i
+			}
+		}
+	} else {
+		head = noRow
 	}
+	i := uint32(len(b.t.rules))
+	b.t.rules = append(b.t.rules, *s)
+	b.setNext = append(b.setNext, head)
+	b.setIdx[h] = i
 	b.lastSet = i
 	return i
+}
+
+// hash mixes a rule set into 64 bits (cheaper than hashing it as a map key).
+func (s *ruleSet) hash() uint64 {
+	h := uint64(0x9e3779b97f4a7c15)
+	mix := func(r Rule) {
+		v := uint64(r.Kind) | uint64(r.Reg)<<8 | uint64(uint32(r.Off))<<32
+		h = (h ^ v) * 0xff51afd7ed558ccd
+		h ^= h >> 29
+	}
+	mix(s.CFA)
+	for _, r := range s.Regs {
+		mix(r)
+	}
+	if s.Signal {
+		h = ^h
+	}
+	return h
 }
 
 // emit starts a row at addr with rule set s (or a gap if s is nil), dropping
@@ -630,7 +666,7 @@ func (b *builder) emit(addr uint64, s *ruleSet) {
 func (b *builder) compile() error {
 	fdes := b.fdes
 	if !slices.IsSortedFunc(fdes, cmpFDE) {
-		slices.SortStableFunc(fdes, cmpFDE)
+		slices.SortFunc(fdes, cmpFDE)
 	}
 	var firstErr error
 	var covered uint64 // end of the last compiled FDE
@@ -678,5 +714,8 @@ func cmpFDE(a, b fde) int {
 	case a.begin > b.begin:
 		return 1
 	}
-	return a.prio - b.prio
+	if a.prio != b.prio {
+		return a.prio - b.prio
+	}
+	return a.seq - b.seq
 }

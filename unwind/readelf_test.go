@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -216,5 +217,76 @@ func TestReadelfAgreementO2(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			compareWithReadelf(t, buildTarget(t, "gcc", "target.c", v.flags...))
 		})
+	}
+}
+
+// selfVDSO returns this process's [vdso] image, or nil.
+func selfVDSO() []byte {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		if !strings.HasSuffix(line, "[vdso]") {
+			continue
+		}
+		lo, hi, _ := strings.Cut(strings.Fields(line)[0], "-")
+		a, _ := strconv.ParseUint(lo, 16, 64)
+		b, _ := strconv.ParseUint(hi, 16, 64)
+		mem, err := os.Open("/proc/self/mem")
+		if err != nil {
+			return nil
+		}
+		defer mem.Close()
+		img := make([]byte, b-a)
+		if _, err := mem.ReadAt(img, int64(a)); err != nil {
+			return nil
+		}
+		return img
+	}
+	return nil
+}
+
+// The vdso's table, built from the in-memory image, agrees with readelf
+// run on the same image written to a file.
+func TestReadelfAgreementVDSO(t *testing.T) {
+	needLinuxAmd64(t)
+	img := selfVDSO()
+	skipUnless(t, img != nil, "no [vdso] mapping readable in this process")
+	p := filepath.Join(t.TempDir(), "vdso.so")
+	if err := os.WriteFile(p, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadTable(bytes.NewReader(img), nil); err != nil {
+		t.Fatalf("LoadTable(vdso image): %v", err)
+	}
+	compareWithReadelf(t, p)
+}
+
+// A file without section headers: .eh_frame is found through
+// PT_GNU_EH_FRAME and .eh_frame_hdr, and yields the same rows.
+func TestLoadTableNoSectionHeaders(t *testing.T) {
+	bin := buildTarget(t, "gcc", "target.c", cFlagsO2...)
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := LoadTable(bytes.NewReader(data), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Zero e_shoff, e_shnum and e_shstrndx.
+	stripped := append([]byte(nil), data...)
+	clear(stripped[0x28:0x30])
+	clear(stripped[0x3c:0x40])
+	tab, err := LoadTable(bytes.NewReader(stripped), nil)
+	if err != nil {
+		t.Fatalf("LoadTable without section headers: %v", err)
+	}
+	var a, b []string
+	full.Rows(func(r Row) bool { a = append(a, r.String()); return true })
+	tab.Rows(func(r Row) bool { b = append(b, r.String()); return true })
+	if strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) == 0 {
+		t.Errorf("rows differ: %d with sections, %d without", len(a), len(b))
 	}
 }

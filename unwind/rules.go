@@ -35,7 +35,8 @@ type Rule struct {
 type ruleSet struct {
 	CFA    Rule
 	Regs   [NumRegs]Rule
-	Signal bool // the FDE's CIE has the 'S' augmentation
+	Signal bool   // the FDE's CIE has the 'S' augmentation
+	Mask   uint32 // bit n: Regs[n] is not RuleUnset (set by the builder)
 }
 
 // Row is the unwind row in effect at an address, as returned by Table.Find.

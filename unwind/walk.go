@@ -3,6 +3,7 @@ package unwind
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"sync"
 )
 
@@ -22,6 +23,22 @@ type walker struct {
 	buf    [SigcontextSize]byte
 	code   [16]byte
 	exact  bool // the current frame's PC is exact
+	// The last mapping Space.Lookup returned: consecutive frames are
+	// mostly in the same module.
+	mi      ModuleInfo
+	miValid bool
+}
+
+// lookup is Space.Lookup with a one-entry cache.
+func (w *walker) lookup(addr uint64) (ModuleInfo, bool) {
+	if w.miValid && addr >= w.mi.Start && addr < w.mi.End {
+		return w.mi, true
+	}
+	mi, ok := w.in.Space.Lookup(addr)
+	if ok && addr >= mi.Start && addr < mi.End {
+		w.mi, w.miValid = mi, true
+	}
+	return mi, ok
 }
 
 var walkerPool = sync.Pool{New: func() any { return new(walker) }}
@@ -54,6 +71,7 @@ func Unwind(in *Input, out []Frame) ([]Frame, StopReason) {
 	w := walkerPool.Get().(*walker)
 	defer walkerPool.Put(w)
 	w.in = in
+	w.miValid = false
 	w.regs = in.Regs
 	w.lo, w.hi = in.StackLo, in.StackHi
 	first := len(out) - 1
@@ -127,7 +145,7 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 	if !exact && pc > 0 {
 		look = pc - 1
 	}
-	mi, inMap := w.in.Space.Lookup(look)
+	mi, inMap := w.lookup(look)
 	var rs *ruleSet
 	if inMap && mi.CFI != nil && look >= mi.Bias {
 		rs, _ = mi.CFI.lookup(look - mi.Bias)
@@ -178,7 +196,7 @@ func (w *walker) signalStep(cur *Frame) (Frame, StopReason) {
 	// The handler may have run on an alternate stack: follow the
 	// interrupted SP into its own mapping.
 	if w.hi != 0 && (newSP < w.lo || newSP >= w.hi) {
-		if mi, ok := w.in.Space.Lookup(newSP); ok && !mi.Exec {
+		if mi, ok := w.lookup(newSP); ok && !mi.Exec {
 			w.lo, w.hi = mi.Start, mi.End
 		} else {
 			w.lo, w.hi = 0, 0
@@ -207,13 +225,7 @@ func (w *walker) cfa(r Rule, t *Table) (uint64, error) {
 
 var errBadRule = errors.New("unsupported rule")
 
-func calleeSaved(r int) bool {
-	switch r {
-	case RegRBX, RegRBP, RegR12, RegR13, RegR14, RegR15:
-		return true
-	}
-	return false
-}
+const calleeSavedMask = 1<<RegRBX | 1<<RegRBP | 1<<RegR12 | 1<<RegR13 | 1<<RegR14 | 1<<RegR15
 
 // cfiStep applies a CFI row to find the caller.
 func (w *walker) cfiStep(rs *ruleSet, t *Table) (Frame, StopReason) {
@@ -237,19 +249,17 @@ func (w *walker) cfiStep(rs *ruleSet, t *Table) (Frame, StopReason) {
 	case RuleUnset, RuleUndefined:
 		return Frame{}, StopEnd
 	}
+	// Callee-saved registers the CFI leaves unset keep their values;
+	// caller-saved ones are unknown in the caller. Then every register
+	// with a rule gets it.
 	var nr Regs
-	for r := 0; r < NumRegs; r++ {
-		if r == RegRSP {
-			continue
-		}
+	nr.V = w.regs.V
+	nr.Known = w.regs.Known & calleeSavedMask
+	for m := rs.Mask &^ (1 << RegRSP); m != 0; m &= m - 1 {
+		r := bits.TrailingZeros32(m)
 		rule := rs.Regs[r]
+		nr.Known &^= 1 << uint(r)
 		switch rule.Kind {
-		case RuleUnset:
-			if calleeSaved(r) {
-				if v, ok := w.regs.Get(r); ok {
-					nr.Set(r, v)
-				}
-			}
 		case RuleSame:
 			if v, ok := w.regs.Get(r); ok {
 				nr.Set(r, v)
@@ -343,7 +353,7 @@ func (w *walker) acceptSwitch(nr *Regs, m Method, lo, hi uint64) (Frame, StopRea
 			return Frame{}, StopLeftStack
 		}
 	}
-	if mi, ok := w.in.Space.Lookup(pc - 1); !ok || !mi.Exec {
+	if mi, ok := w.lookup(pc - 1); !ok || !mi.Exec {
 		return Frame{}, StopNotExec
 	}
 	if hi != 0 {
@@ -388,7 +398,7 @@ func (w *walker) fpStep(rbp uint64, m Method) (Frame, StopReason) {
 	}
 	var swLo, swHi uint64
 	if w.hi != 0 && (rbp < w.lo || rbp+16 > w.hi) {
-		mi, ok := w.in.Space.Lookup(rbp)
+		mi, ok := w.lookup(rbp)
 		if !ok || mi.Exec || rbp+16 > mi.End {
 			return Frame{}, StopLeftStack
 		}
@@ -482,7 +492,7 @@ func (w *walker) returnAddress(v, callee uint64) int {
 	if v < maxCallLen {
 		return raNone
 	}
-	mi, ok := w.in.Space.Lookup(v - 1)
+	mi, ok := w.lookup(v - 1)
 	if !ok || !mi.Exec {
 		return raNone
 	}
@@ -503,14 +513,14 @@ func (w *walker) returnAddress(v, callee uint64) int {
 		return raIndirect
 	}
 	target := v + uint64(int64(rel))
-	cm, ok := w.in.Space.Lookup(callee)
+	cm, ok := w.lookup(callee)
 	if ok && target >= cm.Start && target < cm.End {
 		if target <= callee && callee-target < maxFuncSize {
 			return raVerified
 		}
 		return raNone
 	}
-	tm, ok := w.in.Space.Lookup(target)
+	tm, ok := w.lookup(target)
 	if !ok || !tm.Exec {
 		return raNone
 	}

@@ -4,10 +4,13 @@ package unwind
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -380,4 +383,44 @@ func TestWalkGoCgo(t *testing.T) {
 	want := []string{readFrame, "c_block2", "runtime.asmcgocall*", "runtime.cgocall", "main._Cfunc_c_block*",
 		"main.goB", "main.goA", "main.main", "runtime.main", "runtime.goexit*"}
 	checkChain(t, s, frames, stop, want, StopPCZero)
+}
+
+// BenchmarkUnwindWarm measures a warm CFI unwind of a real 34-frame stack
+// (read, c_read, b_read, a_read, 26 x rec, main and libc's start frames)
+// captured once from a live -O2 target; tables are already loaded.
+func BenchmarkUnwindWarm(b *testing.B) {
+	bin := buildTarget(b, "gcc", "target.c", cFlagsO2...)
+	cmd := exec.Command(bin, "recurse", "25")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	b.Cleanup(func() { _ = unix.Kill(pid, unix.SIGKILL); _ = cmd.Wait() })
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(out, line); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		if sc, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid)); strings.HasPrefix(string(sc), "0 ") {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	s := newSpace(b, pid)
+	c := captureThread(b, pid, pid, s)
+	in := &Input{Regs: c.regs, Stack: c.stack, StackLo: c.lo, StackHi: c.hi, Space: s}
+	frames, stop := Unwind(in, nil)
+	if len(frames) != 34 || stop != StopEnd {
+		b.Fatalf("%d frames, stop %v", len(frames), stop)
+	}
+	buf := make([]Frame, 0, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = Unwind(in, buf[:0])
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(frames)), "ns/frame")
 }

@@ -1,0 +1,40 @@
+package unwind
+
+import (
+	"os"
+	"testing"
+)
+
+// BenchmarkLoadTableLibc measures compiling libc's CFI from its file (page
+// cache warm), the one-time cost per module.
+func BenchmarkLoadTableLibc(b *testing.B) {
+	f, err := os.Open(libcPath)
+	skipUnless(b, err == nil, libcPath+" is missing")
+	defer f.Close()
+	var rows int
+	for b.Loop() {
+		tab, err := LoadTable(f, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = tab.Len()
+	}
+	b.ReportMetric(float64(rows), "rows")
+}
+
+// BenchmarkTableFind measures one row lookup in libc's table.
+func BenchmarkTableFind(b *testing.B) {
+	f, err := os.Open(libcPath)
+	skipUnless(b, err == nil, libcPath+" is missing")
+	defer f.Close()
+	tab, err := LoadTable(f, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	addrs := tab.addrs
+	i := 0
+	for b.Loop() {
+		tab.lookup(addrs[i%len(addrs)] + 1)
+		i += 7919
+	}
+}
