@@ -3,7 +3,6 @@ package unwind
 import (
 	"debug/elf"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 )
@@ -183,5 +182,3 @@ func debugFrameSection(f *elf.File) *frameSection {
 	text, data := baseAddrs(f)
 	return &frameSection{name: ".debug_frame", data: d, bases: ptrBases{text: text, data: data}}
 }
-
-var _ = errors.New

@@ -97,19 +97,9 @@ var checkedCols = []struct {
 	reg  int
 }{{"rbx", RegRBX}, {"rbp", RegRBP}, {"r12", RegR12}, {"r13", RegR13}, {"r14", RegR14}, {"r15", RegR15}, {"ra", RegRIP}}
 
-// compareWithReadelf checks every readelf row of path against our table.
+// compareWithReadelf checks every readelf row of path's .eh_frame against
+// the table LoadTable builds from path.
 func compareWithReadelf(t *testing.T, path string) {
-	readelf := needTool(t, "readelf")
-	// readelf exits 1 after harmless complaints (e.g. libc's missing
-	// interpreter); the dump on stdout is still complete.
-	out, err := exec.Command(readelf, "--debug-dump=frames-interp", path).Output()
-	if err != nil && len(out) == 0 {
-		t.Fatalf("readelf: %v", err)
-	}
-	fdes, cies := parseFramesInterp(t, out, ".eh_frame")
-	if len(fdes) == 0 {
-		t.Fatalf("readelf printed no FDEs for %s", path)
-	}
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +108,22 @@ func compareWithReadelf(t *testing.T, path string) {
 	tab, err := LoadTable(f, nil)
 	if err != nil {
 		t.Fatalf("LoadTable(%s): %v", path, err)
+	}
+	compareTable(t, tab, path, ".eh_frame")
+}
+
+// compareTable checks every readelf row of section in path against tab.
+func compareTable(t *testing.T, tab *Table, path, section string) {
+	readelf := needTool(t, "readelf")
+	// readelf exits 1 after harmless complaints (e.g. libc's missing
+	// interpreter); the dump on stdout is still complete.
+	out, err := exec.Command(readelf, "--debug-dump=frames-interp", path).Output()
+	if err != nil && len(out) == 0 {
+		t.Fatalf("readelf: %v", err)
+	}
+	fdes, cies := parseFramesInterp(t, out, section)
+	if len(fdes) == 0 {
+		t.Fatalf("readelf printed no FDEs in %s of %s", section, path)
 	}
 	sort.SliceStable(fdes, func(i, j int) bool { return fdes[i].begin < fdes[j].begin })
 	var covered uint64
@@ -218,6 +224,10 @@ func TestReadelfAgreementO2(t *testing.T) {
 			compareWithReadelf(t, buildTarget(t, "gcc", "target.c", v.flags...))
 		})
 	}
+	// C++: "zPLR" CIEs (personality, LSDA) and landing pads.
+	t.Run("cxx", func(t *testing.T) {
+		compareWithReadelf(t, buildTarget(t, "g++", "throw.cc", "-O2", "-fomit-frame-pointer", "-g"))
+	})
 }
 
 // selfVDSO returns this process's [vdso] image, or nil.
@@ -289,4 +299,54 @@ func TestLoadTableNoSectionHeaders(t *testing.T) {
 	if strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) == 0 {
 		t.Errorf("rows differ: %d with sections, %d without", len(a), len(b))
 	}
+}
+
+// .debug_frame from a separate debug file (objcopy --only-keep-debug) of a
+// binary built without unwind tables.
+func TestReadelfAgreementDebugFile(t *testing.T) {
+	objcopy := needTool(t, "objcopy")
+	bin := buildTarget(t, "gcc", "target.c", "-O2", "-fomit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-g", "-pthread")
+	dir := t.TempDir()
+	dbg := filepath.Join(dir, "target.debug")
+	stripped := filepath.Join(dir, "target")
+	for _, args := range [][]string{{"--only-keep-debug", bin, dbg}, {"--strip-debug", bin, stripped}} {
+		if out, err := exec.Command(objcopy, args...).CombinedOutput(); err != nil {
+			t.Fatalf("objcopy %v: %v\n%s", args, err, out)
+		}
+	}
+	bf, err := os.Open(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bf.Close()
+	df, err := os.Open(dbg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer df.Close()
+	tab, err := LoadTable(bf, df)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareTable(t, tab, dbg, ".debug_frame")
+	// Without the debug file, the functions have no rows.
+	alone, err := LoadTable(bf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fdes, _ := parseFramesInterpFile(t, dbg, ".debug_frame")
+	for _, fd := range fdes {
+		if _, ok := alone.Find(fd.begin); ok {
+			t.Errorf("stripped binary alone has a row at %#x", fd.begin)
+			break
+		}
+	}
+}
+
+func parseFramesInterpFile(t *testing.T, path, section string) ([]readelfFDE, map[string][]readelfRow) {
+	out, err := exec.Command(needTool(t, "readelf"), "--debug-dump=frames-interp", path).Output()
+	if err != nil && len(out) == 0 {
+		t.Fatal(err)
+	}
+	return parseFramesInterp(t, out, section)
 }

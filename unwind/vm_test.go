@@ -221,3 +221,79 @@ func TestVMErrors(t *testing.T) {
 		})
 	}
 }
+
+// A .debug_frame with 64-bit DWARF lengths and a version 4 CIE (address
+// and segment sizes), and a version 3 CIE with a 4-byte address FDE.
+func TestDebugFrame64(t *testing.T) {
+	var b []byte
+	// CIE: length 0xffffffff + u64, id all ones, version 4, "", addr 8, seg 0,
+	// code 1, data -8, ra 16, def_cfa rsp+8, offset rip c-8
+	cie := binary.LittleEndian.AppendUint64(nil, ^uint64(0))
+	cie = append(cie, 4, 0, 8, 0, 1, 0x78, 16, DW_CFA_def_cfa, 7, 8, DW_CFA_offset|16, 1)
+	b = binary.LittleEndian.AppendUint32(b, 0xffffffff)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(cie)))
+	b = append(b, cie...)
+	// FDE: CIE pointer (section offset 0) as u64, pc_begin u64, range u64.
+	fde := binary.LittleEndian.AppendUint64(nil, 0)
+	fde = binary.LittleEndian.AppendUint64(fde, 0x5000)
+	fde = binary.LittleEndian.AppendUint64(fde, 0x20)
+	fde = append(fde, DW_CFA_advance_loc|4, DW_CFA_def_cfa_offset, 16, DW_CFA_offset|3, 2)
+	b = binary.LittleEndian.AppendUint32(b, 0xffffffff)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(fde)))
+	b = append(b, fde...)
+	bu := newBuilder()
+	if err := bu.parseSection(&frameSection{name: ".debug_frame", data: b}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := bu.compile(); err != nil {
+		t.Fatal(err)
+	}
+	want := `0000000000005000 rsp+8 u u u u u u c-8
+0000000000005004 rsp+16 c-16 u u u u u c-8
+`
+	if got := rowsString(bu.t); got != want {
+		t.Errorf("rows:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestPointerEncodings(t *testing.T) {
+	mem := map[uint64]uint64{0x9000: 0xabcdef}
+	pb := ptrBases{section: 0x1000, text: 0x4000, data: 0x6000, fn: 0x7000,
+		deref: func(a uint64) (uint64, bool) { v, ok := mem[a]; return v, ok }}
+	for _, tc := range []struct {
+		name string
+		enc  uint8
+		data []byte
+		pre  int // bytes before the value (for pcrel and aligned)
+		want uint64
+	}{
+		{"absptr", dwEhPeAbsptr, []byte{1, 2, 3, 4, 5, 6, 7, 8}, 0, 0x0807060504030201},
+		{"udata2", dwEhPeUdata2, []byte{0x34, 0x12}, 0, 0x1234},
+		{"sdata2", dwEhPeSdata2, []byte{0xfe, 0xff}, 0, ^uint64(1)},
+		{"udata4", dwEhPeUdata4, []byte{0x78, 0x56, 0x34, 0x12}, 0, 0x12345678},
+		{"sdata4 pcrel", dwEhPeSdata4 | dwEhPePcrel, []byte{0xf0, 0xff, 0xff, 0xff}, 4, 0x1000 + 4 - 16},
+		{"udata8", dwEhPeUdata8, []byte{1, 0, 0, 0, 0, 0, 0, 0}, 0, 1},
+		{"sdata8 datarel", dwEhPeSdata8 | dwEhPeDatarel, []byte{0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 0, 0x6000 - 8},
+		{"uleb textrel", dwEhPeUleb128 | dwEhPeTextrel, []byte{0xe5, 0x8e, 0x26}, 0, 0x4000 + 624485},
+		{"sleb funcrel", dwEhPeSleb128 | dwEhPeFuncrel, []byte{0x7f}, 0, 0x7000 - 1},
+		{"aligned", dwEhPeAligned, []byte{9, 0, 0, 0, 0, 0, 0, 0}, 3, 9},
+		{"indirect pcrel", dwEhPeSdata4 | dwEhPePcrel | dwEhPeIndirect, []byte{0x00, 0x80, 0, 0}, 0, 0xabcdef},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := make([]byte, tc.pre, tc.pre+len(tc.data)+8)
+			if tc.name == "aligned" {
+				buf = buf[:8] // value at the next 8-byte boundary
+			}
+			buf = append(buf, tc.data...)
+			r := reader{b: buf, off: tc.pre}
+			got := r.encoded(tc.enc, &pb, true)
+			if r.err != nil || got != tc.want {
+				t.Errorf("got %#x err %v, want %#x", got, r.err, tc.want)
+			}
+		})
+	}
+	r := reader{b: []byte{1, 2}}
+	if r.encoded(0x0d, &pb, true); r.err == nil {
+		t.Error("bad format accepted")
+	}
+}

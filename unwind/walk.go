@@ -245,6 +245,12 @@ func (w *walker) cfiStep(rs *ruleSet, t *Table) (Frame, StopReason) {
 	if err != nil {
 		return Frame{}, exprStop(err)
 	}
+	if cfa <= w.regs.V[RegRSP] {
+		return w.cfiFailed(StopNoProgress)
+	}
+	if w.hi != 0 && (cfa < w.lo || cfa > w.hi) {
+		return w.cfiFailed(StopLeftStack)
+	}
 	switch rs.Regs[RegRIP].Kind {
 	case RuleUnset, RuleUndefined:
 		return Frame{}, StopEnd
@@ -307,16 +313,22 @@ func (w *walker) cfiStep(rs *ruleSet, t *Table) (Frame, StopReason) {
 	nr.Set(RegRSP, cfa)
 	f, stop := w.accept(&nr, method)
 	if stop == StopNotExec || stop == StopNoProgress || stop == StopLeftStack {
-		// CFI that cannot describe a stack switch (Go's asmcgocall keeps
-		// the goroutine's frame pointer in RBP while C runs on the system
-		// stack): try the frame-pointer chain before giving up.
-		if rbp, ok := w.regs.Get(RegRBP); ok && rbp != 0 {
-			if f2, stop2 := w.fpStep(rbp, MethodFP); stop2 == StopNone {
-				return f2, stop2
-			}
-		}
+		return w.cfiFailed(stop)
 	}
 	return f, stop
+}
+
+// cfiFailed handles CFI that yields an impossible caller. CFI cannot
+// describe a stack switch (Go's asmcgocall keeps the goroutine's frame
+// pointer in RBP while C runs on the system stack): try the frame-pointer
+// chain before giving up with stop.
+func (w *walker) cfiFailed(stop StopReason) (Frame, StopReason) {
+	if rbp, ok := w.regs.Get(RegRBP); ok && rbp != 0 {
+		if f, stop2 := w.fpStep(rbp, MethodFP); stop2 == StopNone {
+			return f, stop2
+		}
+	}
+	return Frame{}, stop
 }
 
 func exprStop(err error) StopReason {
