@@ -27,6 +27,10 @@ func taskPath(pid, tid int, elem string) string {
 const maxProcFile = 1 << 20
 
 func readSmall(path string) ([]byte, error) {
+	return readFile(path, nil)
+}
+
+func readSmallOS(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -73,6 +75,7 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	if opt.StopWait <= 0 {
 		opt.StopWait = DefaultStopWait
 	}
+	sharedMu.Lock()
 	c := &capturer{p: p, opt: opt, check: check, seen: map[int]bool{}}
 	if p.TracerPid != 0 && opt.Mode != ModeNoStop {
 		who := procmaps.Exe(p.TracerPid)
@@ -97,17 +100,27 @@ type capturer struct {
 	mapsAt  time.Time
 }
 
+// The tracer thread is kept across captures (a sampler takes thousands):
+// between captures it traces nothing. One capture runs at a time.
+var (
+	sharedMu     sync.Mutex
+	sharedTracer *tracer
+)
+
 func (c *capturer) tracer() *tracer {
 	if c.t == nil || c.t.abandoned.Load() {
-		c.t = newTracer()
+		if sharedTracer != nil && !sharedTracer.abandoned.Load() {
+			c.t = sharedTracer
+		} else {
+			c.t = newTracer()
+			sharedTracer = c.t
+		}
 	}
 	return c.t
 }
 
 func (c *capturer) finish() {
-	if c.t != nil {
-		c.t.close()
-	}
+	sharedMu.Unlock()
 }
 
 func (c *capturer) cancelled() bool {
@@ -173,10 +186,7 @@ func (c *capturer) pre(tid int) (Thread, bool) {
 		return th, false // gone
 	}
 	th.State = string(st.State)
-	th.Name, _ = procmaps.ReadComm(c.p.PID, tid)
-	if th.Name == "" {
-		th.Name = st.Comm
-	}
+	th.Name = st.Comm // the same TASK_COMM_LEN name as .../comm
 	th.Kernel = st.Flags&procmaps.PF_KTHREAD != 0
 	if sc, err := procmaps.ReadSyscall(c.p.PID, tid); err == nil {
 		th.Syscall = &sc
@@ -192,73 +202,76 @@ func (c *capturer) pre(tid int) (Thread, bool) {
 	return th, true
 }
 
-func (c *capturer) one(tid int) (Thread, bool) {
-	th, ok := c.pre(tid)
-	if !ok {
-		return th, false
-	}
-	switch {
-	case th.Kernel:
-		th.Method = MethodProcOnly
-		th.Err = "kernel thread: kernel stack only"
-		return th, true
-	case th.State == "Z" || th.State == "X":
-		th.Method = MethodProcOnly
-		th.Err = "thread has exited (zombie)"
-		return th, true
-	}
-	blocked := th.Syscall != nil && !th.Syscall.Running && th.Syscall.InCall &&
+func isBlocked(th *Thread) bool {
+	return th.Syscall != nil && !th.Syscall.Running && th.Syscall.InCall &&
 		(th.State == "S" || th.State == "D" || th.State == "I")
-	if c.opt.Mode == ModeNoStop || (c.opt.Mode == ModeAuto && blocked) || c.noTrace {
-		if blocked {
-			if c.nostop(&th) && (c.opt.Mode == ModeNoStop || c.noTrace || c.check == nil || c.check(c.p, &th)) {
-				return th, true
-			}
-		}
-		if c.opt.Mode == ModeNoStop || c.noTrace {
-			if th.Method == "" {
-				th.Method = MethodProcOnly
-				if c.noTrace {
-					th.Err = fmt.Sprintf("traced by pid %d; only /proc was read", c.p.TracerPid)
-				} else {
-					th.Err = "running; not stopped in nostop mode"
-				}
-			}
-			return th, true
-		}
-		// Fall through to a ptrace stop.
-		th.Regs, th.Stack, th.Torn, th.Err = nil, nil, false, ""
-	}
-	return c.stop(th)
 }
 
-// nostop copies the stack of a thread blocked in a system call without
-// stopping it; the copy is kept only if the thread provably did not run.
-func (c *capturer) nostop(th *Thread) bool {
-	pid, tid := c.p.PID, th.TID
-	for try := 0; try < 3; try++ {
-		ss1, err1 := procmaps.ReadSchedStat(pid, tid)
-		sc1, err2 := procmaps.ReadSyscall(pid, tid)
-		if err1 != nil || err2 != nil || sc1.Running || !sc1.InCall {
-			return false
+func (c *capturer) one(tid int) (Thread, bool) {
+	pid := c.p.PID
+	tryNoStop := c.opt.Mode != ModeStop || c.noTrace
+	var th Thread
+	for try := 0; ; try++ {
+		// A thread that did not run between the two schedstat reads was in
+		// one blocked state throughout: its stat, syscall, kernel stack and
+		// stack copy all belong to that state.
+		var ss1 procmaps.SchedStat
+		var errSS error
+		if tryNoStop {
+			ss1, errSS = procmaps.ReadSchedStat(pid, tid)
 		}
-		lo, hi := c.stackBounds(sc1.SP)
-		stk := readStack(pid, sc1.SP, hi, c.opt.StackBytes)
-		ss2, err3 := procmaps.ReadSchedStat(pid, tid)
-		sc2, err4 := procmaps.ReadSyscall(pid, tid)
-		if err3 != nil || err4 != nil {
-			return false
+		var ok bool
+		th, ok = c.pre(tid)
+		if !ok {
+			return th, false
+		}
+		switch {
+		case th.Kernel:
+			th.Method = MethodProcOnly
+			th.Err = "kernel thread: kernel stack only"
+			return th, true
+		case th.State == "Z" || th.State == "X":
+			th.Method = MethodProcOnly
+			th.Err = "thread has exited (zombie)"
+			return th, true
+		}
+		if !tryNoStop || errSS != nil || !isBlocked(&th) {
+			break
+		}
+		sc := th.Syscall
+		lo, hi := c.stackBounds(sc.SP)
+		stk := readStack(pid, sc.SP, hi, c.opt.StackBytes)
+		ss2, err := procmaps.ReadSchedStat(pid, tid)
+		if err != nil {
+			return th, false // gone
 		}
 		th.Method = MethodNoStop
-		th.Syscall = &sc1
-		th.StackAddr, th.Stack, th.StackLo, th.StackHi = sc1.SP, stk, lo, hi
-		if ss1 == ss2 && sc1 == sc2 {
-			th.Torn = false
-			return true
+		th.StackAddr, th.Stack, th.StackLo, th.StackHi = sc.SP, stk, lo, hi
+		th.Torn = ss1 != ss2
+		if !th.Torn {
+			if c.opt.Mode == ModeNoStop || c.noTrace || c.check == nil || c.check(c.p, &th) {
+				return th, true
+			}
+			break // unwinding needs the full register set: stop it
 		}
-		th.Torn = true
+		if try == 2 {
+			break
+		}
 	}
-	return c.opt.Mode == ModeNoStop
+	if c.opt.Mode == ModeNoStop || c.noTrace {
+		if th.Method == MethodNoStop {
+			return th, true // torn: kept, and marked
+		}
+		th.Method = MethodProcOnly
+		if c.noTrace {
+			th.Err = fmt.Sprintf("traced by pid %d; only /proc was read", c.p.TracerPid)
+		} else {
+			th.Err = "running; not stopped in nostop mode"
+		}
+		return th, true
+	}
+	th.Method, th.Regs, th.Stack, th.Torn, th.Err = "", nil, nil, false, ""
+	return c.stop(th)
 }
 
 func (c *capturer) stackBounds(sp uint64) (lo, hi uint64) {
@@ -280,41 +293,81 @@ func (c *capturer) stackBounds(sp uint64) (lo, hi uint64) {
 	return 0, 0
 }
 
-// stop captures a thread with a ptrace stop.
+// stop captures a thread with a ptrace stop. The tracer thread blocks in
+// wait4 (the fastest way to learn of the stop); a watchdog bounds the wait:
+// if the thread has not stopped in time, the tracer is abandoned, a new one
+// takes over, and the stuck one detaches the thread whenever it stops (or
+// the kernel does, when stackshot exits).
 func (c *capturer) stop(th Thread) (Thread, bool) {
-	var (
-		res    stopResult
-		ran    bool
-		pid    = c.p.PID
-		bounds = c.stackBounds
-	)
-	for attempt := 0; attempt < 2; attempt++ {
-		t := c.tracer()
-		ran = t.do(func() {
-			res = seizeStop(th.TID, c.opt.StopWait)
-			if res.err == nil {
-				res.regs, res.err = getRegs(th.TID)
-				if res.err == nil {
-					sp := res.regs[userRSP]
-					lo, hi := bounds(sp)
-					res.stack = readStack(pid, sp, hi, c.opt.StackBytes)
-					res.sp, res.lo, res.hi = sp, lo, hi
-				}
-				res.detachErr = detach(th.TID, res.sig)
-				res.pause = time.Since(res.t0)
-			} else if res.timeout {
-				t.abandoned.Store(true)
-			}
-		})
-		if ran {
-			break
+	pid := c.p.PID
+	t := c.tracer()
+	done := make(chan stopResult, 1)
+	// state: 0 waiting for the stop, 1 the wait returned, 2 timed out.
+	var state atomic.Int32
+	sent := t.do(func() {
+		var r stopResult
+		if err := unix.PtraceSeize(th.TID); err != nil {
+			r.gone = errors.Is(err, unix.ESRCH)
+			r.err = err
+			done <- r
+			return
 		}
-	}
-	if !ran {
+		r.t0 = time.Now()
+		if err := unix.PtraceInterrupt(th.TID); err != nil {
+			r.gone = errors.Is(err, unix.ESRCH)
+			r.err = err
+			done <- r
+			return
+		}
+		// The watchdog runs while this thread blocks in wait4.
+		waited := make(chan struct{})
+		go func() {
+			timer := time.NewTimer(c.opt.StopWait)
+			defer timer.Stop()
+			select {
+			case <-timer.C:
+				if state.CompareAndSwap(0, 2) {
+					t.abandoned.Store(true)
+					done <- stopResult{timeout: true, err: errTimeout}
+				}
+			case <-waited:
+			}
+		}()
+		sig, gone, ok := waitStopBlocking(th.TID)
+		close(waited)
+		if !state.CompareAndSwap(0, 1) {
+			// Too late: the capture went on without this thread.
+			if ok {
+				detach(th.TID, sig)
+			}
+			return
+		}
+		switch {
+		case gone:
+			r.gone, r.err = true, unix.ESRCH
+		case !ok:
+			r.err = errors.New("unexpected wait status")
+			detach(th.TID, 0)
+		default:
+			r.sig = sig
+			r.regs, r.err = getRegs(th.TID)
+			if r.err == nil {
+				sp := r.regs[userRSP]
+				lo, hi := c.stackBounds(sp)
+				r.stack = readStack(pid, sp, hi, c.opt.StackBytes)
+				r.sp, r.lo, r.hi = sp, lo, hi
+			}
+			r.detachErr = detach(th.TID, sig)
+			r.pause = time.Since(r.t0)
+		}
+		done <- r
+	}, done)
+	if !sent {
 		th.Method = MethodProcOnly
 		th.Err = "tracer unavailable"
 		return th, true
 	}
+	res := <-done
 	switch {
 	case res.gone:
 		return th, false
@@ -435,6 +488,30 @@ func waitStop(tid int, deadline time.Time) (sig int, gone, ok bool) {
 			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		} else {
 			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// waitStopBlocking waits for tid's stop. Same results as waitStop.
+func waitStopBlocking(tid int) (sig int, gone, ok bool) {
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(tid, &ws, unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || wpid != tid {
+			return 0, true, false
+		}
+		switch {
+		case ws.Exited() || ws.Signaled():
+			return 0, true, false
+		case ws.Stopped():
+			s := ws.StopSignal()
+			if ws.TrapCause() == unix.PTRACE_EVENT_STOP || (s == unix.SIGTRAP && ws.TrapCause() > 0) {
+				return 0, false, true
+			}
+			return int(s), false, true
 		}
 	}
 }

@@ -40,8 +40,9 @@ func (t *tracer) loop() {
 }
 
 // do runs f on the tracer thread and waits for it. It reports false if the
-// tracer is gone (abandoned).
-func (t *tracer) do(f func()) bool {
+// tracer is gone (abandoned). With a non-nil early channel, do returns as
+// soon as the job has sent on it (or finished) — the job may still run.
+func (t *tracer) do(f func(), early ...chan stopResult) bool {
 	if t.abandoned.Load() {
 		return false
 	}
@@ -50,6 +51,9 @@ func (t *tracer) do(f func()) bool {
 	case t.jobs <- func() { f(); close(ran) }:
 	case <-t.done:
 		return false
+	}
+	if len(early) > 0 {
+		return true // the caller waits on its own channel
 	}
 	<-ran
 	return true

@@ -100,7 +100,9 @@ func Start(t testing.TB, bin string, args ...string) *Target {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// No Pdeathsig: it fires when the forking OS thread exits, and the
+	// tracer threads under test exit on purpose. Targets are killed by pid
+	// in the test's cleanup.
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package procmaps
+
+func readFile(path string, buf []byte) ([]byte, error) { return readSmallOS(path) }
