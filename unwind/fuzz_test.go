@@ -63,3 +63,33 @@ func FuzzExpr(f *testing.F) {
 		_, _ = evalExpr(code, w, initial&1 == 1, initial, true, initial)
 	})
 }
+
+// FuzzUnwind walks hostile stacks (and a hostile CFA program) over a
+// synthetic module whose code bytes are the stack bytes too: the walk must
+// end, within MaxFrames, without panicking.
+func FuzzUnwind(f *testing.F) {
+	f.Add([]byte{DW_CFA_advance_loc | 1, DW_CFA_def_cfa_offset, 16}, []byte{0x10, 0x20, 0, 0, 0, 0, 0, 0, 0xe8, 0, 0, 0, 0}, uint16(0x10), uint8(0))
+	f.Add([]byte{DW_CFA_def_cfa, 6, 16, DW_CFA_offset | 6, 2}, []byte{0x20, 0x00, 0x01, 0, 0, 0, 0, 0, 0x15, 0x20, 0, 0, 0, 0, 0, 0}, uint16(0x80), uint8(1))
+	f.Add([]byte{DW_CFA_undefined, 16}, []byte{}, uint16(0), uint8(2))
+	f.Fuzz(func(t *testing.T, prog, stack []byte, pc uint16, mode uint8) {
+		tab, _ := compileEH(t, ehFrame(stdCIE, 0x2000, 0x100, prog))
+		if mode&4 != 0 {
+			tab = nil // no CFI: frame pointers and scanning only
+		}
+		s := &synthSpace{tab: tab, code: stack, stackLo: synthStack - 0x1000, stackHi: synthStack + 0x1000}
+		var r Regs
+		r.Set(RegRIP, 0x2000+uint64(pc)%0x1000)
+		r.Set(RegRSP, synthStack)
+		if mode&1 != 0 {
+			r.Set(RegRBP, synthStack+uint64(mode)*8)
+		}
+		in := &Input{Regs: r, Stack: Stack{Addr: synthStack, Data: stack}, Space: s, MaxFrames: 64}
+		if mode&2 != 0 {
+			in.StackLo, in.StackHi = s.stackLo, s.stackHi
+		}
+		frames, stop := Unwind(in, nil)
+		if len(frames) == 0 || len(frames) > 64 || stop == StopNone {
+			t.Fatalf("%d frames, stop %v", len(frames), stop)
+		}
+	})
+}

@@ -12,6 +12,7 @@ const (
 	maxScanWords     = 2048 // stack scanning: words examined per frame (16 KiB)
 	maxRecordWords   = 4096 // fp-heuristic: words examined for a frame record (32 KiB)
 	maxFuncSize      = 1 << 20
+	scanBudget       = 1 << 16 // words examined by scanning and the fp-heuristic per walk
 )
 
 // walker is the state of one Unwind call. Walkers are pooled so that a warm
@@ -27,6 +28,7 @@ type walker struct {
 	// mostly in the same module.
 	mi      ModuleInfo
 	miValid bool
+	budget  int // words scanning may still examine in this walk
 }
 
 // lookup is Space.Lookup with a one-entry cache.
@@ -72,6 +74,7 @@ func Unwind(in *Input, out []Frame) ([]Frame, StopReason) {
 	defer walkerPool.Put(w)
 	w.in = in
 	w.miValid = false
+	w.budget = scanBudget
 	w.regs = in.Regs
 	w.lo, w.hi = in.StackLo, in.StackHi
 	first := len(out) - 1
@@ -450,7 +453,8 @@ func (w *walker) scanStep() (Frame, StopReason) {
 	callee := w.calleePC()
 	a := (sp + 7) &^ 7
 	var weak, weakAt uint64
-	for i := 0; i < maxScanWords; i, a = i+1, a+8 {
+	for i := 0; i < maxScanWords && w.budget > 0; i, a = i+1, a+8 {
+		w.budget--
 		if w.hi != 0 && a+8 > w.hi {
 			break
 		}
@@ -561,7 +565,8 @@ func (w *walker) findFrameRecord(sp uint64, strict bool) (uint64, bool) {
 	a := (sp + 7) &^ 7
 	var fallback uint64
 	found := false
-	for i := 0; i < maxRecordWords; i, a = i+1, a+8 {
+	for i := 0; i < maxRecordWords && w.budget > 0; i, a = i+1, a+8 {
+		w.budget--
 		if w.hi != 0 && a+16 > w.hi {
 			break
 		}
