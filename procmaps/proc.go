@@ -107,6 +107,9 @@ func ParseSyscall(b []byte) (Syscall, error) {
 		return s, fmt.Errorf("syscall number %q: %w", f[0], ErrFormat)
 	}
 	s.Nr = nr
+	if len(f) == 3 && nr != -1 {
+		return s, fmt.Errorf("syscall %d without arguments: %w", nr, ErrFormat)
+	}
 	hex := func(x string) (uint64, error) {
 		v, err := strconv.ParseUint(strings.TrimPrefix(x, "0x"), 16, 64)
 		if err != nil {

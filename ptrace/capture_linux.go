@@ -270,8 +270,20 @@ func (c *capturer) one(tid int) (Thread, bool) {
 		}
 		return th, true
 	}
+	var fallback *Thread
+	if th.Method == MethodNoStop && !th.Torn {
+		keep := th
+		fallback = &keep
+	}
 	th.Method, th.Regs, th.Stack, th.Torn, th.Err = "", nil, nil, false, ""
-	return c.stop(th)
+	got, ok := c.stop(th)
+	if ok && got.Method == MethodProcOnly && fallback != nil {
+		// It would not stop, but its blocked state was read consistently:
+		// that is worth more than /proc alone.
+		fallback.Err = "would not stop for its full registers (" + got.Err + "); unwound from its blocked state"
+		return *fallback, true
+	}
+	return got, ok
 }
 
 func (c *capturer) stackBounds(sp uint64) (lo, hi uint64) {

@@ -660,3 +660,53 @@ func TestDumpAlreadyTraced(t *testing.T) {
 		t.Errorf("want the 5 threads from /proc, got %d", len(p.Threads))
 	}
 }
+
+// A vfork parent cannot reach a ptrace stop until its child leaves: the
+// dump must not hang on it, must report it from /proc, and must leave it
+// untraced and running once the child is gone.
+func TestDumpVforkParentDoesNotHang(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "vfork.c")}, "-O0", "-g", "-fno-omit-frame-pointer")
+	for _, mode := range []string{"stop", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			tg := testutil.Start(t, bin, "2500")
+			start := time.Now()
+			p := dumpJSON(t, "--mode", mode, fmt.Sprint(tg.PID))
+			took := time.Since(start)
+			if took > 2*time.Second {
+				t.Errorf("dump took %v", took)
+			}
+			th := p.Threads[0]
+			if th.State != "D" {
+				t.Errorf("state %q, want D (vfork parent)", th.State)
+			}
+			if th.Syscall == nil || !strings.Contains(th.Syscall.Name, "vfork") {
+				t.Errorf("syscall %+v, want vfork", th.Syscall)
+			}
+			if kernelFrames(th) == 0 {
+				t.Errorf("no kernel frames from /proc")
+			}
+			switch mode {
+			case "stop":
+				if th.Capture != "proc-only" || th.Error == nil || !strings.Contains(*th.Error, "did not stop") {
+					t.Errorf("capture %q error %v, want proc-only and 'did not stop'", th.Capture, th.Error)
+				}
+			case "auto":
+				// Blocked in a syscall: read without a stop, full chain.
+				if th.Capture != "nostop" {
+					t.Errorf("capture %q, want nostop", th.Capture)
+				}
+				assertMainChain(t, th, "vf_b", "vf_a", "main")
+			}
+			if line, err := tg.ReadLine(10 * time.Second); err != nil || line != "back" {
+				t.Fatalf("parent did not come back from vfork: %q %v", line, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			if s := testutil.State(tg.PID); s == "t" || s == "T" {
+				t.Errorf("parent left stopped (%s)", s)
+			}
+			if tp := tracerPid(tg.PID); tp != 0 {
+				t.Errorf("parent still traced by %d", tp)
+			}
+		})
+	}
+}
