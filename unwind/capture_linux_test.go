@@ -15,8 +15,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -400,7 +400,7 @@ func unwindThread(t testing.TB, pid, tid int, s *space, maxFrames int) ([]Frame,
 	return Unwind(in, nil)
 }
 
-// matchChain checks names against patterns (path.Match globs, alternatives
+// matchChain checks names against patterns (globs whose * matches anything, alternatives
 // separated by '|'), each pattern matching one frame, in order.
 func matchChain(names []string, patterns []string) bool {
 	if len(names) != len(patterns) {
@@ -409,7 +409,8 @@ func matchChain(names []string, patterns []string) bool {
 	for i, p := range patterns {
 		ok := false
 		for _, alt := range strings.Split(p, "|") {
-			if m, _ := path.Match(alt, names[i]); m {
+			re := "^" + strings.ReplaceAll(regexp.QuoteMeta(alt), `\*`, ".*") + "$"
+			if m, _ := regexp.MatchString(re, names[i]); m {
 				ok = true
 			}
 		}

@@ -150,10 +150,15 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 	}
 	mi, inMap := w.lookup(look)
 	var rs *ruleSet
+	atEnd := false // the row ends right at the return address
 	if inMap && mi.CFI != nil && look >= mi.Bias {
-		rs, _ = mi.CFI.lookup(look - mi.Bias)
+		var i int
+		rs, i = mi.CFI.lookup(look - mi.Bias)
+		atEnd = rs != nil && !exact && i+1 < len(mi.CFI.addrs) && mi.CFI.addrs[i+1] == look-mi.Bias+1
 	}
-	if rs != nil && rs.Signal || rs == nil && w.isTrampoline(pc, exact) {
+	// A trampoline without CFI of its own may follow another function's
+	// FDE: then pc-1 finds that FDE, ending exactly at pc.
+	if rs != nil && rs.Signal || (rs == nil || atEnd) && w.isTrampoline(pc, exact) {
 		return w.signalStep(cur)
 	}
 	if rs != nil {
@@ -382,6 +387,20 @@ func (w *walker) acceptSwitch(nr *Regs, m Method, lo, hi uint64) (Frame, StopRea
 // frame-pointer heuristic if RBP is unknown, then stack scanning.
 func (w *walker) fallbackStep() (Frame, StopReason) {
 	sp := w.regs.V[RegRSP]
+	// An interrupted frameless leaf (Go's assembly syscall stubs): the word
+	// at SP is a return address whose direct call entered this function.
+	// Its caller keeps every callee-saved register, RBP included.
+	if w.exact {
+		if v, ok := w.read64(sp); ok && w.returnAddress(v, w.calleePC()) == raVerified {
+			nr := w.regs
+			nr.Known &= calleeSavedMask
+			nr.Set(RegRIP, v)
+			nr.Set(RegRSP, sp+8)
+			if f, stop := w.accept(&nr, MethodScan); stop == StopNone {
+				return f, stop
+			}
+		}
+	}
 	if rbp, ok := w.regs.Get(RegRBP); ok {
 		if rbp == 0 {
 			return Frame{}, StopEnd // the frame-pointer chain's terminator

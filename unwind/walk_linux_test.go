@@ -424,3 +424,27 @@ func BenchmarkUnwindWarm(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(frames)), "ns/frame")
 }
+
+func TestWalkGoPure(t *testing.T) {
+	want := []string{"*Syscall6", "syscall.RawSyscall6", "syscall.Syscall", "syscall.read", "main.goB", "main.goA",
+		"main.main", "runtime.main", "runtime.goexit*"}
+	for _, v := range []struct {
+		name  string
+		flags []string
+		stop  StopReason
+	}{
+		// .debug_frame CFI; the return address above goexit is 0.
+		{"debug_frame", []string{"build"}, StopPCZero},
+		// Frame pointers only, down to the chain's terminating 0.
+		{"no-dwarf", []string{"build", "-ldflags=-w"}, StopEnd},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			bin := buildTarget(t, "go", "gopure.go", v.flags...)
+			tg := startTarget(t, bin)
+			waitSyscall(t, tg.pid, tg.pid, sysRead)
+			s := newSpace(t, tg.pid)
+			frames, stop := unwindThread(t, tg.pid, tg.pid, s, 0)
+			checkChain(t, s, frames, stop, want, v.stop)
+		})
+	}
+}
