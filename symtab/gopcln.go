@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"debug/gosym"
+	"fmt"
 	"sync"
 )
 
@@ -33,8 +34,8 @@ func loadGoTable(f *openFile) (*goTable, error) {
 	} else if ef.Section(".text") == nil || len(ef.Sections) == 0 {
 		data, addr = scanPclntab(f)
 	}
-	if len(data) < 16 {
-		return nil, ErrNoSymbols
+	if err := checkPclntabHeader(data, ef.ByteOrder); err != nil {
+		return nil, err
 	}
 	text, ok := moduledataText(f, addr, int(data[7]))
 	if !ok {
@@ -57,6 +58,37 @@ func loadGoTable(f *openFile) (*goTable, error) {
 		return nil, err
 	}
 	return &goTable{tab: tab}, nil
+}
+
+// checkPclntabHeader bounds the counts in a pclntab header by the table's
+// size before debug/gosym allocates by them.
+func checkPclntabHeader(data []byte, order interface {
+	Uint32([]byte) uint32
+	Uint64([]byte) uint64
+}) error {
+	if len(data) < 16 {
+		return ErrNoSymbols
+	}
+	ptr := int(data[7])
+	if ptr != 4 && ptr != 8 || len(data) < 8+3*ptr {
+		return &FormatError{Section: ".gopclntab", Msg: "bad header"}
+	}
+	word := func(b []byte) uint64 {
+		if ptr == 8 {
+			return order.Uint64(b)
+		}
+		return uint64(order.Uint32(b))
+	}
+	nfunc := word(data[8:])
+	nfiles := word(data[8+ptr:])
+	if order.Uint32(data) == 0xfffffffb {
+		nfiles = 0 // Go 1.2-1.15: no file count in the header
+	}
+	n := uint64(len(data))
+	if nfunc == 0 || nfunc > n/8 || nfiles > n/4 {
+		return &FormatError{Section: ".gopclntab", Msg: fmt.Sprintf("counts (%d functions, %d files) exceed the table", nfunc, nfiles)}
+	}
+	return nil
 }
 
 // textStart is runtime.text: the start of .text, else of the first
