@@ -1,5 +1,16 @@
 package unwind
 
+// Call-frame information: DWARF 5 §6.4 (.debug_frame; CIE versions 1, 3
+// and 4, 32- and 64-bit lengths) and the LSB's .eh_frame/.eh_frame_hdr
+// (augmentations z, R, P, L, S, pointer encodings DW_EH_PE_*). Every FDE's
+// program is run once and compiled into Table rows.
+//
+// Robustness: the input is target-controlled. Entries are bounded by their
+// declared length, the remember-state stack is fixed, offsets that do not
+// fit the compact rules become RuleBad, FDE and row counts are capped, and
+// a malformed FDE is dropped whole (FormatError names section and offset)
+// without losing the others. FuzzCFI exercises all of it.
+
 import (
 	"errors"
 	"fmt"

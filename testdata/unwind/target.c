@@ -1,9 +1,12 @@
 // Unwinder test target: known call chains blocked or spinning at known places.
 // Built by unwind's tests, e.g.: gcc -O2 -fomit-frame-pointer -g -pthread -o target target.c
-// Usage: target chain|threads|signal|recurse N|vdso|plt
+// Usage: target chain|threads|blocked|signal|recurse N|vdso|plt
 // Prints "ready" on stdout once every thread has reached its place.
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +84,40 @@ NOINLINE void p_spin3(void) {
 NOINLINE void p_spin2(void) { p_spin3(); sink++; }
 NOINLINE void *p_spin(void *arg) { __sync_fetch_and_add(&started, 1); p_spin2(); return arg; }
 
+// "blocked": one thread per blocking call of issue 6, each at a known chain.
+NOINLINE void e_wait3(void) {
+	struct epoll_event ev;
+	int ep = epoll_create1(0);
+	__sync_fetch_and_add(&started, 1);
+	for (;;) epoll_wait(ep, &ev, 1, -1);
+}
+NOINLINE void e_wait2(void) { e_wait3(); sink++; }
+NOINLINE void *e_wait(void *arg) { e_wait2(); return arg; }
+
+NOINLINE void r_recv3(void) {
+	int sv[2];
+	char buf[8];
+	struct timeval tv = {1000, 0};
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) abort();
+	setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	__sync_fetch_and_add(&started, 1);
+	for (;;) recv(sv[0], buf, sizeof buf, 0);
+}
+NOINLINE void r_recv2(void) { r_recv3(); sink++; }
+NOINLINE void *r_recv(void *arg) { r_recv2(); return arg; }
+
+NOINLINE void s_wait3(void) {
+	sigset_t set;
+	struct timespec ts = {1000, 0};
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	__sync_fetch_and_add(&started, 1);
+	for (;;) sigtimedwait(&set, NULL, &ts);
+}
+NOINLINE void s_wait2(void) { s_wait3(); sink++; }
+NOINLINE void *s_wait(void *arg) { s_wait2(); return arg; }
+
 static void spawn(void *(*fn)(void *)) {
 	pthread_t t;
 	if (pthread_create(&t, NULL, fn, NULL) != 0) abort();
@@ -103,6 +140,15 @@ int main(int argc, char **argv) {
 		spawn(t_sleep);
 		spawn(t_cond);
 		wait_started(2);
+		ready();
+		a_read();
+	} else if (!strcmp(mode, "blocked")) {
+		spawn(t_sleep);
+		spawn(t_cond);
+		spawn(e_wait);
+		spawn(r_recv);
+		spawn(s_wait);
+		wait_started(5);
 		ready();
 		a_read();
 	} else if (!strcmp(mode, "signal")) {
