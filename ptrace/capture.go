@@ -96,6 +96,11 @@ type Options struct {
 	StopWait   time.Duration // how long to wait for one thread to stop (0: DefaultStopWait)
 	// Cancel, when closed, ends the capture early (every thread detached).
 	Cancel <-chan struct{}
+	// Reuse is the previous capture of the same process (a sampler's last
+	// tick): its identity, maps, build ids and vdso are kept, unless
+	// RefreshMaps asks to read the maps again.
+	Reuse       *Process
+	RefreshMaps bool
 }
 
 // DefaultStackBytes caps the stack copy of one thread.

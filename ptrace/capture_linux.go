@@ -35,36 +35,54 @@ type CheckFunc func(p *Process, th *Thread) bool
 func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	start := time.Now()
 	p := &Process{Arch: runtime_GOARCH, PID: pid, Time: start.UTC()}
-	st, err := procmaps.ReadStatus(pid)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+	if r := opt.Reuse; r != nil && r.PID == pid {
+		// A sampler's next tick: identity, maps, build ids and vdso carry
+		// over; one stat read tells whether the process is still there.
+		ps, err := procmaps.ReadProcStat(pid)
+		if err != nil {
 			return nil, ErrNoProcess
 		}
-		return nil, err
-	}
-	if st.Tgid != 0 && st.Tgid != pid {
-		return nil, fmt.Errorf("%d is a thread of process %d, not a process: %w", pid, st.Tgid, ErrNoProcess)
-	}
-	p.Comm = st.Name
-	p.State = string(st.State)
-	p.TracerPid = st.TracerPid
-	p.Exe = procmaps.Exe(pid)
-	if ps, err := procmaps.ReadProcStat(pid); err == nil {
-		p.Kernel = ps.Flags&procmaps.PF_KTHREAD != 0
-		p.Comm = ps.Comm
-	}
-	if !p.Kernel {
-		maps, err := procmaps.ReadMaps(pid)
-		if err != nil {
-			if errors.Is(err, os.ErrPermission) {
-				return nil, ErrPermission
+		p.Comm, p.Exe, p.Kernel, p.TracerPid = ps.Comm, r.Exe, r.Kernel, r.TracerPid
+		p.State = string(ps.State)
+		p.Maps, p.BuildIDs, p.VDSO = r.Maps, r.BuildIDs, r.VDSO
+		if opt.RefreshMaps && !p.Kernel {
+			if maps, err := procmaps.ReadMaps(pid); err == nil {
+				p.Maps = maps
+				p.BuildIDs = nil // the caller collects them again
 			}
+		}
+	} else {
+		st, err := procmaps.ReadStatus(pid)
+		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, ErrNoProcess
 			}
-			return nil, fmt.Errorf("reading maps: %w", err)
+			return nil, err
 		}
-		p.Maps = maps
+		if st.Tgid != 0 && st.Tgid != pid {
+			return nil, fmt.Errorf("%d is a thread of process %d, not a process: %w", pid, st.Tgid, ErrNoProcess)
+		}
+		p.Comm = st.Name
+		p.State = string(st.State)
+		p.TracerPid = st.TracerPid
+		p.Exe = procmaps.Exe(pid)
+		if ps, err := procmaps.ReadProcStat(pid); err == nil {
+			p.Kernel = ps.Flags&procmaps.PF_KTHREAD != 0
+			p.Comm = ps.Comm
+		}
+		if !p.Kernel {
+			maps, err := procmaps.ReadMaps(pid)
+			if err != nil {
+				if errors.Is(err, os.ErrPermission) {
+					return nil, ErrPermission
+				}
+				if errors.Is(err, os.ErrNotExist) {
+					return nil, ErrNoProcess
+				}
+				return nil, fmt.Errorf("reading maps: %w", err)
+			}
+			p.Maps = maps
+		}
 	}
 	if p.State == "Z" || p.State == "X" {
 		p.Warnings = append(p.Warnings, "process is a zombie: it has exited and waits for its parent to reap it")

@@ -51,23 +51,14 @@ func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *Process {
 	return out
 }
 
-func (r *Resolver) thread(s *space, th *ptrace.Thread) Thread {
+func (r *Resolver) thread(s *Space, th *ptrace.Thread) Thread {
 	t := Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
 		Capture: th.Method, PauseNS: th.PauseNS, Error: th.Err, Torn: th.Torn, Signal: th.Signal}
-	if r.opts.Kernel {
-		t.Frames = r.kernelFrames(th, t.Frames)
-	}
 	fr, stop, ok := s.Unwind(th, r.frames[:0])
 	r.frames = fr
+	t.Frames = r.Frames(s, th, fr, ok, nil)
 	if !ok {
-		if th.Syscall != nil && th.Syscall.PC != 0 && !th.Syscall.Running {
-			// Only /proc: the PC it is blocked at is still worth naming.
-			t.Frames = r.userFrame(s, t.Frames, unwind.Frame{PC: th.Syscall.PC, SP: th.Syscall.SP, Exact: true, Method: unwind.MethodRegs})
-		}
 		return t
-	}
-	for _, f := range fr {
-		t.Frames = r.userFrame(s, t.Frames, f)
 	}
 	t.Stop = stop.String()
 	if !stop.Complete() && t.Error == "" {
@@ -77,6 +68,26 @@ func (r *Resolver) thread(s *space, th *ptrace.Thread) Thread {
 		t.Error = "stack may be torn: the thread ran while it was copied"
 	}
 	return t
+}
+
+// Frames symbolizes a thread's stack: its kernel frames (when enabled),
+// then the logical frames of each physical frame fr (from Space.Unwind; ok
+// false when there were no registers to unwind from), appended to out.
+func (r *Resolver) Frames(s *Space, th *ptrace.Thread, fr []unwind.Frame, ok bool, out []Frame) []Frame {
+	if r.opts.Kernel {
+		out = r.kernelFrames(th, out)
+	}
+	if !ok {
+		if th.Syscall != nil && th.Syscall.PC != 0 && !th.Syscall.Running {
+			// Only /proc: the PC it is blocked at is still worth naming.
+			out = r.userFrame(s, out, unwind.Frame{PC: th.Syscall.PC, SP: th.Syscall.SP, Exact: true, Method: unwind.MethodRegs})
+		}
+		return out
+	}
+	for _, f := range fr {
+		out = r.userFrame(s, out, f)
+	}
+	return out
 }
 
 func (r *Resolver) kernelFrames(th *ptrace.Thread, out []Frame) []Frame {
@@ -105,7 +116,7 @@ func (r *Resolver) kallsyms() *symtab.Kallsyms {
 
 // userFrame appends the logical frames (inlined ones first) of one physical
 // frame.
-func (r *Resolver) userFrame(s *space, out []Frame, f unwind.Frame) []Frame {
+func (r *Resolver) userFrame(s *Space, out []Frame, f unwind.Frame) []Frame {
 	base := Frame{PC: f.PC, Kind: "user", Method: f.Method.String(), SignalFrame: f.SignalFrame}
 	lookup := f.PC
 	if !f.Exact && lookup > 0 {
@@ -162,9 +173,15 @@ func (r *Resolver) userFrame(s *space, out []Frame, f unwind.Frame) []Frame {
 	return out
 }
 
-func rootFor(s *space, live bool) string {
+func rootFor(s *Space, live bool) string {
 	if live {
 		return procmaps.RootPath(s.p.PID)
 	}
 	return ""
+}
+
+// Symbolize names one address of the space: its logical frames, innermost
+// (inlined) first. exact is false for return addresses (looked up at pc-1).
+func (r *Resolver) Symbolize(s *Space, pc uint64, exact bool) []Frame {
+	return r.userFrame(s, nil, unwind.Frame{PC: pc, Exact: exact})
 }

@@ -47,8 +47,9 @@ func NewResolver(sym *symtab.Symbolizer, opts Options) *Resolver {
 	return &Resolver{sym: sym, opts: opts, tables: map[string]*tableEntry{}}
 }
 
-// space is one process's address space as the unwinder sees it.
-type space struct {
+// Space is one process's address space as the unwinder sees it, with the
+// modules it has opened. A sampler keeps it across ticks (see Update).
+type Space struct {
 	r    *Resolver
 	p    *ptrace.Process
 	maps procmaps.Maps
@@ -67,11 +68,29 @@ type modEntry struct {
 
 // Space builds the address space of a capture. mem reads the live target's
 // memory (nil for a saved capture).
-func (r *Resolver) Space(p *ptrace.Process, mem io.ReaderAt) *space {
-	return &space{r: r, p: p, maps: procmaps.Maps(p.Maps), mods: map[uint64]*modEntry{}, mem: mem}
+func (r *Resolver) Space(p *ptrace.Process, mem io.ReaderAt) *Space {
+	return &Space{r: r, p: p, maps: procmaps.Maps(p.Maps), mods: map[uint64]*modEntry{}, mem: mem}
 }
 
-func (s *space) module(m *procmaps.Mapping) *modEntry {
+// Update points the space at a newer capture of the same process; the
+// opened modules are kept while the maps are the same ones.
+func (s *Space) Update(p *ptrace.Process) {
+	same := len(p.Maps) == len(s.p.Maps) && (len(p.Maps) == 0 || &p.Maps[0] == &s.p.Maps[0])
+	s.p = p
+	if !same {
+		s.maps = procmaps.Maps(p.Maps)
+		s.mods = map[uint64]*modEntry{}
+	}
+}
+
+// Missing reports whether addr lies outside every known mapping (the maps
+// may be stale).
+func (s *Space) Missing(addr uint64) bool {
+	_, ok := s.maps.Find(addr)
+	return !ok
+}
+
+func (s *Space) module(m *procmaps.Mapping) *modEntry {
 	if e, ok := s.mods[m.Start]; ok {
 		return e
 	}
@@ -170,7 +189,7 @@ func safeLoad(load func() (*unwind.Table, error)) (t *unwind.Table, err error) {
 }
 
 // Lookup implements unwind.Space.
-func (s *space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
+func (s *Space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
 	m, ok := s.maps.Find(addr)
 	if !ok {
 		return unwind.ModuleInfo{}, false
@@ -187,7 +206,7 @@ func (s *space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
 }
 
 // ReadCode implements unwind.Space: from live memory, else the module file.
-func (s *space) ReadCode(p []byte, addr uint64) (int, error) {
+func (s *Space) ReadCode(p []byte, addr uint64) (int, error) {
 	if s.mem != nil {
 		return s.mem.ReadAt(p, int64(addr))
 	}
@@ -210,7 +229,7 @@ func (s *space) ReadCode(p []byte, addr uint64) (int, error) {
 }
 
 // ReadMemory implements unwind.Memory for live targets.
-func (s *space) ReadMemory(p []byte, addr uint64) (int, error) {
+func (s *Space) ReadMemory(p []byte, addr uint64) (int, error) {
 	if s.mem == nil {
 		return 0, fmt.Errorf("no live memory")
 	}
@@ -219,7 +238,7 @@ func (s *space) ReadMemory(p []byte, addr uint64) (int, error) {
 
 // input builds the unwinder's input for a thread; ok is false when the
 // thread has no user registers to start from.
-func (s *space) input(th *ptrace.Thread) (unwind.Input, bool) {
+func (s *Space) input(th *ptrace.Thread) (unwind.Input, bool) {
 	in := unwind.Input{Space: s, MaxFrames: s.r.opts.MaxFrames}
 	switch {
 	case len(th.Regs) >= unwind.UserRegsCount:
@@ -238,7 +257,7 @@ func (s *space) input(th *ptrace.Thread) (unwind.Input, bool) {
 }
 
 // Unwind walks one thread's captured stack.
-func (s *space) Unwind(th *ptrace.Thread, out []unwind.Frame) ([]unwind.Frame, unwind.StopReason, bool) {
+func (s *Space) Unwind(th *ptrace.Thread, out []unwind.Frame) ([]unwind.Frame, unwind.StopReason, bool) {
 	in, ok := s.input(th)
 	if !ok {
 		return out, unwind.StopNone, false
@@ -249,7 +268,7 @@ func (s *space) Unwind(th *ptrace.Thread, out []unwind.Frame) ([]unwind.Frame, u
 
 // CheckNoStop reports whether a thread captured without a stop unwinds
 // completely: if not, an auto-mode capture stops it instead.
-func (s *space) CheckNoStop(th *ptrace.Thread) bool {
+func (s *Space) CheckNoStop(th *ptrace.Thread) bool {
 	if th.Torn {
 		return false
 	}

@@ -36,6 +36,7 @@ type common struct {
 	noDemangle bool
 	verbose    bool
 	quiet      bool
+	files bool // positional arguments are files (report), not pids
 	// record
 	freq      int
 	duration  time.Duration
@@ -84,6 +85,9 @@ func (c *common) parse(args []string, needPID bool) error {
 		return usageError{err.Error()}
 	}
 	for _, a := range c.fs.Args() {
+		if c.files {
+			break
+		}
 		pid, err := strconv.Atoi(a)
 		if err != nil || pid <= 0 {
 			return usageError{fmt.Sprintf("%q is not a process id", a)}

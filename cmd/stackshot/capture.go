@@ -1,0 +1,256 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"stackshot/output"
+	"stackshot/procmaps"
+	"stackshot/ptrace"
+	"stackshot/snapshot"
+	"stackshot/symtab"
+)
+
+// captureFile is the saved form of `stackshot capture`: gzipped JSON of the
+// raw captures (registers, stack bytes, maps, build ids, vdso), enough to
+// unwind and symbolize later or on another machine with the same files.
+type captureFile struct {
+	Format    string            `json:"format"` // "stackshot-capture"
+	Version   int               `json:"version"`
+	Host      string            `json:"host"`
+	Kernel    bool              `json:"kernel_frames"`
+	Processes []*ptrace.Process `json:"processes"`
+}
+
+const captureFormat = "stackshot-capture"
+
+func cmdCapture(args []string) error {
+	c := newCommon("capture")
+	if err := c.parse(args, true); err != nil {
+		return err
+	}
+	if c.output == "" {
+		return usageError{"capture needs -o FILE"}
+	}
+	s := newSession(c)
+	stop := s.catchSignals()
+	defer stop()
+	deadline := time.Now().Add(c.timeout)
+	host, _ := os.Hostname()
+	cf := captureFile{Format: captureFormat, Version: 1, Host: host, Kernel: c.kernel}
+	failed := 0
+	for _, pid := range c.pids {
+		p, err := s.capture(pid, deadline)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
+			failed++
+			continue
+		}
+		cf.Processes = append(cf.Processes, p)
+	}
+	if s.interrupted() {
+		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")
+		return exitError{exitTarget}
+	}
+	if len(cf.Processes) > 0 {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		if err := json.NewEncoder(zw).Encode(&cf); err != nil {
+			return err
+		}
+		if err := zw.Close(); err != nil {
+			return err
+		}
+		if err := writeOutput(expandOutput(c.output, c.pids, time.Now()), buf.Bytes()); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return exitError{exitTarget}
+	}
+	return nil
+}
+
+// maxCaptureFile bounds what report reads (decompressed).
+const maxCaptureFile = 1 << 30
+
+func readCaptureFile(path string) (*captureFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s (%v)", path, errors.Unwrap(err))
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s (not a stackshot capture: %v; make one with 'stackshot capture PID -o FILE')", path, err)
+	}
+	var cf captureFile
+	dec := json.NewDecoder(io.LimitReader(zr, maxCaptureFile))
+	if err := dec.Decode(&cf); err != nil {
+		return nil, fmt.Errorf("cannot read %s (corrupt capture: %v)", path, err)
+	}
+	if cf.Format != captureFormat || cf.Version != 1 {
+		return nil, fmt.Errorf("cannot read %s (format %q version %d; this stackshot reads %s version 1)", path, cf.Format, cf.Version, captureFormat)
+	}
+	for _, p := range cf.Processes {
+		if p == nil || p.Arch != "amd64" {
+			return nil, fmt.Errorf("cannot read %s (a capture of another architecture)", path)
+		}
+	}
+	return &cf, nil
+}
+
+func cmdReport(args []string) error {
+	c := newCommon("report")
+	c.files = true
+	if err := c.parse(args, false); err != nil {
+		return err
+	}
+	files := c.fs.Args()
+	if len(files) == 0 {
+		return usageError{"report needs a capture FILE"}
+	}
+	switch c.format {
+	case "", "text", "json":
+	default:
+		return usageError{fmt.Sprintf("report writes text or json, not %q", c.format)}
+	}
+	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle})
+	var procs []*snapshot.Process
+	for _, path := range files {
+		cf, err := readCaptureFile(path)
+		if err != nil {
+			return err
+		}
+		res := snapshot.NewResolver(sym, snapshot.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && cf.Kernel})
+		for _, p := range cf.Processes {
+			procs = append(procs, res.Process(p, nil))
+		}
+	}
+	var buf bytes.Buffer
+	var err error
+	if c.format == "json" {
+		err = output.JSON(&buf, procs)
+	} else {
+		err = output.Text(&buf, procs, output.TextOptions{Source: c.source, Inline: c.inline, Verbose: c.verbose})
+	}
+	if err != nil {
+		return err
+	}
+	return writeOutput(c.output, buf.Bytes())
+}
+
+func cmdSymbolize(args []string) error {
+	c := newCommon("symbolize")
+	var exe string
+	var showAddr bool
+	c.fs.StringVarP(&exe, "exe", "e", "", "resolve addresses in this ELF file (addresses are its virtual addresses)")
+	c.fs.BoolVarP(&showAddr, "addresses", "a", false, "print each address before its lines")
+	if err := c.fs.Parse(args); err != nil {
+		if err.Error() == "pflag: help requested" {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if exe == "" && len(c.pids) == 0 {
+		return usageError{"symbolize needs -e FILE or -p PID"}
+	}
+	if exe != "" && len(c.pids) > 0 {
+		return usageError{"symbolize takes -e FILE or -p PID, not both"}
+	}
+	if len(c.pids) > 1 {
+		return usageError{"symbolize takes one -p PID"}
+	}
+	var addrs []string
+	addrs = append(addrs, c.fs.Args()...)
+	fromStdin := len(addrs) == 0
+	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle})
+	var resolve func(addr uint64) []snapshot.Frame
+	if exe != "" {
+		mod, err := sym.Module(symtab.ModuleRef{Path: exe})
+		if err != nil {
+			return fmt.Errorf("cannot read %s (%v)", exe, err)
+		}
+		var syms []symtab.Sym
+		resolve = func(addr uint64) []snapshot.Frame {
+			syms = mod.Lookup(addr, syms[:0])
+			var out []snapshot.Frame
+			for _, s := range syms {
+				out = append(out, snapshot.Frame{Function: s.Function, File: s.File, Line: s.Line, Inlined: s.Inlined})
+			}
+			return out
+		}
+	} else {
+		pid := c.pids[0]
+		maps, err := procmaps.ReadMaps(pid)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("cannot read process %d (no such process; check the pid with ps)", pid)
+			}
+			return fmt.Errorf("cannot read process %d (%v; %s)", pid, err, permissionHelp(pid))
+		}
+		p := &ptrace.Process{Arch: "amd64", PID: pid, Maps: maps}
+		mem := ptrace.MemReader{PID: pid}
+		snapshot.CollectImages(p, mem)
+		res := snapshot.NewResolver(sym, snapshot.Options{Live: true})
+		space := res.Space(p, mem)
+		resolve = func(addr uint64) []snapshot.Frame { return res.Symbolize(space, addr, true) }
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	one := func(word string) {
+		word = strings.TrimSpace(word)
+		if word == "" {
+			return
+		}
+		addr, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(word, "0x"), "0X"), 16, 64)
+		if showAddr {
+			fmt.Fprintf(w, "0x%016x\n", addr)
+		}
+		if err != nil {
+			fmt.Fprintf(w, "??\n??:0\n")
+			return
+		}
+		frames := resolve(addr)
+		if len(frames) == 0 {
+			fmt.Fprintf(w, "??\n??:0\n")
+			return
+		}
+		for _, f := range frames {
+			name := f.Function
+			if name == "" {
+				name = "??"
+			}
+			file := f.File
+			if file == "" {
+				file = "??"
+			}
+			fmt.Fprintf(w, "%s\n%s:%d\n", name, file, f.Line)
+		}
+	}
+	if fromStdin {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			for _, word := range strings.Fields(sc.Text()) {
+				one(word)
+			}
+			w.Flush() // answer each line as it comes, as addr2line does
+		}
+		return nil
+	}
+	for _, a := range addrs {
+		one(a)
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// expandOutput replaces %p (pids), %t (UTC timestamp) and %h (hostname).
+func expandOutput(path string, pids []int, start time.Time) string {
+	if !strings.Contains(path, "%") {
+		return path
+	}
+	var ps []string
+	for _, p := range pids {
+		ps = append(ps, strconv.Itoa(p))
+	}
+	host, _ := os.Hostname()
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		if path[i] != '%' || i+1 == len(path) {
+			b.WriteByte(path[i])
+			continue
+		}
+		i++
+		switch path[i] {
+		case 'p':
+			b.WriteString(strings.Join(ps, "+"))
+		case 't':
+			b.WriteString(start.UTC().Format("20060102T150405Z"))
+		case 'h':
+			b.WriteString(host)
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(path[i])
+		}
+	}
+	return b.String()
+}
+
