@@ -11,15 +11,16 @@ func BenchmarkLoadTableLibc(b *testing.B) {
 	f, err := os.Open(libcPath)
 	skipUnless(b, err == nil, libcPath+" is missing")
 	defer f.Close()
-	var rows int
+	var rows, size int
 	for b.Loop() {
 		tab, err := LoadTable(f, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		rows = tab.Len()
+		rows, size = tab.Len(), tab.Size()
 	}
 	b.ReportMetric(float64(rows), "rows")
+	b.ReportMetric(float64(size), "table-bytes")
 }
 
 // BenchmarkTableFind measures one row lookup in libc's table.

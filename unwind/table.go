@@ -1,5 +1,7 @@
 package unwind
 
+import "unsafe"
+
 // Table is a module's compiled call-frame information: rows sorted by
 // address, each pointing at a deduplicated rule set, found by binary search.
 // Addresses are the ELF file's virtual addresses; add ModuleInfo.Bias to get
@@ -80,4 +82,17 @@ func (t *Table) expr(i int32) []byte {
 		return nil
 	}
 	return t.exprs[i]
+}
+
+// Size returns the approximate memory the table holds, in bytes (for
+// cache accounting).
+func (t *Table) Size() int {
+	if t == nil {
+		return 0
+	}
+	n := len(t.addrs)*8 + len(t.sets)*4 + len(t.rules)*int(unsafe.Sizeof(ruleSet{}))
+	for _, e := range t.exprs {
+		n += len(e) + 24
+	}
+	return n
 }
