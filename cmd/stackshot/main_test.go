@@ -217,8 +217,8 @@ func checkBlocked(t *testing.T, p jProc, pid int) {
 	if p.Schema != 1 || p.PID != pid {
 		t.Fatalf("schema %d pid %d", p.Schema, p.PID)
 	}
-	if len(p.Threads) != 5 {
-		t.Fatalf("want 5 threads, got %d", len(p.Threads))
+	if len(p.Threads) != 7 {
+		t.Fatalf("want 7 threads, got %d", len(p.Threads))
 	}
 	if p.Threads[0].TID != pid {
 		t.Errorf("first thread is %d, want the main thread %d", p.Threads[0].TID, pid)
@@ -227,10 +227,12 @@ func checkBlocked(t *testing.T, p jProc, pid int) {
 		chain   []string
 		syscall string
 	}{
-		"reader":   {[]string{"reader_c", "reader_b", "reader_a", "start"}, "read"},
-		"condwait": {[]string{"cond_c", "cond_b", "cond_a", "start"}, "futex"},
-		"sleeper":  {[]string{"sleep_c", "sleep_b", "sleep_a", "start"}, "clock_nanosleep"},
-		"epoller":  {[]string{"epoll_c", "epoll_b", "epoll_a", "start"}, "epoll_wait"},
+		"reader":    {[]string{"reader_c", "reader_b", "reader_a", "start"}, "read"},
+		"condwait":  {[]string{"cond_c", "cond_b", "cond_a", "start"}, "futex"},
+		"sleeper":   {[]string{"sleep_c", "sleep_b", "sleep_a", "start"}, "clock_nanosleep"},
+		"epoller":   {[]string{"epoll_c", "epoll_b", "epoll_a", "start"}, "epoll_wait"},
+		"recver":    {[]string{"recv_c", "recv_b", "recv_a", "start"}, "recvfrom"},
+		"sigwaiter": {[]string{"sigw_c", "sigw_b", "sigw_a", "start"}, "rt_sigtimedwait"},
 	}
 	for name, w := range want {
 		th := threadByName(t, p, name)
@@ -434,8 +436,8 @@ func TestDumpStoppedTargetStaysStopped(t *testing.T) {
 	}
 	for _, mode := range []string{"auto", "stop"} {
 		p := dumpJSON(t, "--mode", mode, fmt.Sprint(tg.PID))
-		if len(p.Threads) != 5 {
-			t.Errorf("want 5 threads, got %d", len(p.Threads))
+		if len(p.Threads) != 7 {
+			t.Errorf("want 7 threads, got %d", len(p.Threads))
 		}
 		assertThreadChain(t, threadByName(t, p, "reader"), "reader_c", "reader_b", "reader_a")
 		time.Sleep(20 * time.Millisecond)
@@ -462,11 +464,8 @@ func TestDumpNoEINTR(t *testing.T) {
 		}
 	}
 	ans := tg.Ask("s")
-	var r, c, s, e int
-	if _, err := fmt.Sscanf(ans, "eintr read=%d cond=%d sleep=%d epoll=%d", &r, &c, &s, &e); err != nil {
-		t.Fatalf("answer %q: %v", ans, err)
-	}
-	if r != 0 || c != 0 || s != 0 {
+	e := parseEINTR(t, ans)
+	if e.read != 0 || e.cond != 0 || e.sleep != 0 {
 		t.Errorf("after 50 dumps the target saw EINTR: %s", ans)
 	}
 	t.Logf("after 50 default-mode dumps: %s", ans)
@@ -656,8 +655,8 @@ func TestDumpAlreadyTraced(t *testing.T) {
 	if len(p.Warnings) == 0 || !strings.Contains(p.Warnings[0], "already traced by pid") {
 		t.Errorf("warnings %v, want 'already traced by pid'", p.Warnings)
 	}
-	if len(p.Threads) != 5 {
-		t.Errorf("want the 5 threads from /proc, got %d", len(p.Threads))
+	if len(p.Threads) != 7 {
+		t.Errorf("want the 7 threads from /proc, got %d", len(p.Threads))
 	}
 }
 
@@ -709,4 +708,16 @@ func TestDumpVforkParentDoesNotHang(t *testing.T) {
 			}
 		})
 	}
+}
+
+type eintrCounts struct{ read, cond, sleep, epoll, recv, sigwait int }
+
+func parseEINTR(t testing.TB, ans string) eintrCounts {
+	t.Helper()
+	var e eintrCounts
+	if _, err := fmt.Sscanf(ans, "eintr read=%d cond=%d sleep=%d epoll=%d recv=%d sigwait=%d",
+		&e.read, &e.cond, &e.sleep, &e.epoll, &e.recv, &e.sigwait); err != nil {
+		t.Fatalf("answer %q: %v", ans, err)
+	}
+	return e
 }

@@ -5,11 +5,15 @@
  *   condwait  cond_a -> cond_b -> cond_c -> pthread_cond_wait
  *   sleeper   sleep_a -> sleep_b -> sleep_c -> nanosleep
  *   epoller   epoll_a -> epoll_b -> epoll_c -> epoll_wait
+ *   recver    recv_a -> recv_b -> recv_c -> recv (SO_RCVTIMEO set)
+ *   sigwaiter sigw_a -> sigw_b -> sigw_c -> sigtimedwait
+ *   jitter    jit_a -> jit_b -> nanosleep(random < 500us), then
+ *             jit_b -> jit_work -> jit_leaf (busy)   only with "jitter"
  *   spinner   spin_a -> spin_b -> spin_c (busy loop)   only with argv[1] == "spin"
  *   main      main -> main_wait -> read(stdin)
  *
  * Protocol on stdin/stdout: prints "ready" once every thread is in place;
- * "s" prints "eintr read=N cond=N sleep=N epoll=N"; "q" exits.
+ * "s" prints "eintr read=N cond=N sleep=N epoll=N recv=N sigwait=N"; "q" exits.
  *
  * Build: gcc -O0 -g -fno-omit-frame-pointer -pthread blocked.c -o blocked
  *    or: gcc -O2 -g -fomit-frame-pointer -pthread blocked.c -o blocked
@@ -21,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,7 +35,7 @@
 /* Keep a call from becoming a tail call, so every function keeps its frame. */
 #define KEEP() __asm__ volatile("" ::: "memory")
 
-static atomic_int eintr_read, eintr_cond, eintr_sleep, eintr_epoll, started;
+static atomic_int eintr_read, eintr_cond, eintr_sleep, eintr_epoll, eintr_recv, eintr_sigwait, started;
 static int pipefd[2];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -86,6 +92,51 @@ NOINLINE static void epoll_c(void) {
 NOINLINE static void epoll_b(void) { epoll_c(); KEEP(); }
 NOINLINE static void epoll_a(void) { epoll_b(); KEEP(); }
 
+NOINLINE static void recv_c(void) {
+	int sv[2];
+	char b;
+	struct timeval tv = {1000, 0};
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) { perror("socketpair"); exit(1); }
+	setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	atomic_fetch_add(&started, 1);
+	for (;;) {
+		ssize_t n = recv(sv[0], &b, 1, 0);
+		if (n < 0 && errno == EINTR) atomic_fetch_add(&eintr_recv, 1);
+	}
+	KEEP();
+}
+NOINLINE static void recv_b(void) { recv_c(); KEEP(); }
+NOINLINE static void recv_a(void) { recv_b(); KEEP(); }
+
+NOINLINE static void sigw_c(void) {
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR2);
+	atomic_fetch_add(&started, 1);
+	for (;;) {
+		struct timespec ts = {1000, 0};
+		if (sigtimedwait(&set, NULL, &ts) < 0 && errno == EINTR) atomic_fetch_add(&eintr_sigwait, 1);
+	}
+	KEEP();
+}
+NOINLINE static void sigw_b(void) { sigw_c(); KEEP(); }
+NOINLINE static void sigw_a(void) { sigw_b(); KEEP(); }
+
+volatile unsigned long jit_sink;
+NOINLINE static void jit_leaf(void) { for (int i = 0; i < 20000; i++) jit_sink += i; KEEP(); }
+NOINLINE static void jit_work(void) { jit_leaf(); KEEP(); }
+NOINLINE static void jit_b(void) {
+	unsigned seed = 12345;
+	atomic_fetch_add(&started, 1);
+	for (;;) {
+		struct timespec ts = {0, (long)(rand_r(&seed) % 500) * 1000};
+		nanosleep(&ts, NULL);
+		jit_work();
+	}
+	KEEP();
+}
+NOINLINE static void jit_a(void) { jit_b(); KEEP(); }
+
 NOINLINE static void spin_c(void) {
 	atomic_fetch_add(&started, 1);
 	for (;;) spin_counter++;
@@ -114,7 +165,8 @@ NOINLINE static void main_wait(void) {
 		line[n] = 0;
 		if (line[0] == 'q') exit(0);
 		if (line[0] == 's') {
-			printf("eintr read=%d cond=%d sleep=%d epoll=%d\n", eintr_read, eintr_cond, eintr_sleep, eintr_epoll);
+			printf("eintr read=%d cond=%d sleep=%d epoll=%d recv=%d sigwait=%d\n", eintr_read, eintr_cond,
+			       eintr_sleep, eintr_epoll, eintr_recv, eintr_sigwait);
 			fflush(stdout);
 		}
 	}
@@ -122,13 +174,23 @@ NOINLINE static void main_wait(void) {
 }
 
 int main(int argc, char **argv) {
-	int want = 4;
+	int want = 6;
+	sigset_t set;
+	/* SIGUSR2 stays blocked in every thread: sigtimedwait takes it. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	if (pipe(pipefd) != 0) { perror("pipe"); return 1; }
 	spawn("reader", reader_a);
 	spawn("condwait", cond_a);
 	spawn("sleeper", sleep_a);
 	spawn("epoller", epoll_a);
-	if (argc > 1 && strcmp(argv[1], "spin") == 0) { spawn("spinner", spin_a); want++; }
+	spawn("recver", recv_a);
+	spawn("sigwaiter", sigw_a);
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "spin") == 0) { spawn("spinner", spin_a); want++; }
+		if (strcmp(argv[i], "jitter") == 0) { spawn("jitter", jit_a); want++; }
+	}
 	while (atomic_load(&started) < want) usleep(1000);
 	usleep(20000); /* let every thread reach its blocking call */
 	printf("ready\n");
