@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +55,7 @@ type cuInfo struct {
 // inlined subroutines.
 type cuDecoded struct {
 	rows  []lineRow // sorted by address; see lookupRow
+	raddr []uint64  // rows[i].addr, for a cache-friendly search
 	files []string  // line table files, by DWARF file index
 	funcs []fnRange // ranges of functions, sorted by lo
 	nodes []fnNode
@@ -608,13 +610,25 @@ func (x *dwarfIndex) decodeLines(cu *dwarf.Entry, dec *cuDecoded, fileIdx map[*d
 	for _, s := range seqs {
 		dec.rows = append(dec.rows, s...)
 	}
+	dec.raddr = make([]uint64, len(dec.rows))
+	for i, r := range dec.rows {
+		dec.raddr[i] = r.addr
+	}
 	return nil
 }
 
 // lookupRow returns the line row covering pc.
 func (dec *cuDecoded) lookupRow(pc uint64) (lineRow, bool) {
 	rows := dec.rows
-	i := sort.Search(len(rows), func(i int) bool { return rows[i].addr > pc }) - 1
+	i, found := slices.BinarySearch(dec.raddr, pc)
+	if found {
+		// The last row at pc (sequences may meet at one address).
+		for i+1 < len(rows) && rows[i+1].addr == pc {
+			i++
+		}
+	} else {
+		i--
+	}
 	if i < 0 || rows[i].end {
 		return lineRow{}, false
 	}

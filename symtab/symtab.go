@@ -344,3 +344,11 @@ func (c *resultCache) put(pc uint64, r []Sym) {
 	c.m[pc] = cp
 	c.mu.Unlock()
 }
+
+// lookupUncached is Lookup without the result cache (benchmarks).
+func (m *Module) lookupUncached(vaddr uint64, out []Sym) []Sym {
+	if m.mismatch {
+		return out
+	}
+	return m.sources().lookup(vaddr, out, !m.sym.opts.NoDemangle)
+}

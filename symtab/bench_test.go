@@ -1,0 +1,129 @@
+package symtab
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+)
+
+// The benchmarks symbolize 10 000 distinct pcs of a large binary, cold (a
+// new Symbolizer each time: open, index, decode) and warm, and time
+// `addr2line -f -i -e` (binutils) on the same pcs for comparison:
+//
+//	go test -run XXX -bench . -benchtime 3x ./symtab/
+//
+// Targets: the Go toolchain's own go binary (no DWARF: .gopclntab and
+// .symtab) and cmd/go rebuilt with DWARF (compressed, with inlined
+// subroutines; the first build takes minutes, later ones hit the cache).
+const benchPCCount = 10000
+
+type benchTarget struct{ name, path string }
+
+func benchTargets(b *testing.B) []benchTarget {
+	skipWithout(b, "go", "nm", "addr2line")
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	release := filepath.Join(string(bytes.TrimSpace(goroot)), "bin", "go")
+	dw := artifact(b, "go-dwarf", sh("go build -o $OUT cmd/go"))
+	return []benchTarget{{"go-release", release}, {"go-dwarf", dw}}
+}
+
+var benchPCCache = map[string][]uint64{}
+
+// benchPCs spreads n distinct pcs over the sized functions nm lists.
+func benchPCs(b *testing.B, file string) []uint64 {
+	if pcs := benchPCCache[file]; pcs != nil {
+		return pcs
+	}
+	var fns []nmSym
+	for _, s := range runNM(b, file, false) {
+		if isFuncType(s.typ) && s.hasSize && s.size > 0 {
+			fns = append(fns, s)
+		}
+	}
+	sort.Slice(fns, func(i, j int) bool { return fns[i].addr < fns[j].addr })
+	if len(fns) < 1000 {
+		b.Fatalf("%s: only %d functions", file, len(fns))
+	}
+	seen := map[uint64]bool{}
+	var pcs []uint64
+	for i := 0; len(pcs) < benchPCCount && i < 100*benchPCCount; i++ {
+		f := fns[(i*7919)%len(fns)]
+		pc := f.addr + uint64(i*31)%f.size
+		if !seen[pc] {
+			seen[pc] = true
+			pcs = append(pcs, pc)
+		}
+	}
+	benchPCCache[file] = pcs
+	return pcs
+}
+
+func BenchmarkSymbolize(b *testing.B) {
+	for _, tg := range benchTargets(b) {
+		pcs := benchPCs(b, tg.path)
+		b.Run(tg.name+"/cold", func(b *testing.B) {
+			buf := make([]Sym, 0, 16)
+			for b.Loop() {
+				s := New(Options{})
+				m, err := s.Module(ModuleRef{Path: tg.path})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, pc := range pcs {
+					buf = m.Lookup(pc, buf[:0])
+				}
+				s.Close()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(pcs)), "ns/pc")
+		})
+		s := New(Options{})
+		m, err := s.Module(ModuleRef{Path: tg.path})
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]Sym, 0, 16)
+		for _, pc := range pcs {
+			buf = m.Lookup(pc, buf[:0])
+		}
+		b.Run(tg.name+"/warm", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				buf = m.Lookup(pcs[i%len(pcs)], buf[:0])
+				i++
+			}
+		})
+		b.Run(tg.name+"/warm-no-result-cache", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				buf = m.lookupUncached(pcs[i%len(pcs)], buf[:0])
+				i++
+			}
+		})
+		s.Close()
+		b.Run(tg.name+"/addr2line", func(b *testing.B) {
+			var in bytes.Buffer
+			for _, pc := range pcs {
+				fmt.Fprintf(&in, "%#x\n", pc)
+			}
+			for b.Loop() {
+				cmd := exec.Command("addr2line", "-f", "-i", "-e", tg.path)
+				cmd.Stdin = bytes.NewReader(in.Bytes())
+				cmd.Stderr = os.Stderr
+				start := time.Now()
+				if _, err := cmd.Output(); err != nil {
+					b.Fatal(err)
+				}
+				_ = start
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(pcs)), "ns/pc")
+		})
+	}
+}
