@@ -164,10 +164,11 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 	if rs != nil {
 		return w.cfiStep(rs, mi.CFI)
 	}
-	if (!inMap || !mi.Exec) && !frame0 {
+	wild := !inMap || !mi.Exec
+	if wild && !frame0 {
 		return Frame{}, StopNotExec
 	}
-	return w.fallbackStep()
+	return w.fallbackStep(wild)
 }
 
 // isTrampoline reports whether pc is the start of the sigreturn trampoline
@@ -385,13 +386,17 @@ func (w *walker) acceptSwitch(nr *Regs, m Method, lo, hi uint64) (Frame, StopRea
 
 // fallbackStep unwinds a frame without CFI: frame pointer, then the
 // frame-pointer heuristic if RBP is unknown, then stack scanning.
-func (w *walker) fallbackStep() (Frame, StopReason) {
+//
+// wild is set when frame 0's PC is outside executable code (a call through
+// a bad pointer): then the word at SP is taken if it follows any call.
+func (w *walker) fallbackStep(wild bool) (Frame, StopReason) {
 	sp := w.regs.V[RegRSP]
 	// An interrupted frameless leaf (Go's assembly syscall stubs): the word
 	// at SP is a return address whose direct call entered this function.
 	// Its caller keeps every callee-saved register, RBP included.
 	if w.exact {
-		if v, ok := w.read64(sp); ok && w.returnAddress(v, w.calleePC()) == raVerified {
+		if v, ok := w.read64(sp); ok && (w.returnAddress(v, w.calleePC()) == raVerified ||
+			wild && w.returnAddress(v, 0) != raNone) {
 			nr := w.regs
 			nr.Known &= calleeSavedMask
 			nr.Set(RegRIP, v)

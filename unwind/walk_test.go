@@ -154,3 +154,24 @@ func TestKnownRegisterTracking(t *testing.T) {
 		t.Errorf("frames %+v stop %v", frames, stop)
 	}
 }
+
+// A call through a bad pointer: frame 0's PC is unmapped, the word at SP
+// is the return address after `call *%rax`; the frame pointer (pointing at
+// an older frame) must not be preferred.
+func TestWildPC(t *testing.T) {
+	code := make([]byte, 0x40)
+	code[0x0e], code[0x0f] = 0xff, 0xd0 // 0x200e: call *%rax
+	code[0x2b] = 0xe8                   // 0x202b: call rel32 (target irrelevant)
+	data := make([]byte, 64)
+	binary.LittleEndian.PutUint64(data[0:], 0x2010)
+	binary.LittleEndian.PutUint64(data[32:], synthStack+48) // the frame record RBP points at
+	binary.LittleEndian.PutUint64(data[40:], 0x2030)
+	s := &synthSpace{code: code, stackLo: synthStack - 0x1000, stackHi: synthStack + 0x1000}
+	r := regsPCSP(0x10, synthStack)
+	r.Set(RegRBP, synthStack+32)
+	in := &Input{Regs: r, Stack: Stack{Addr: synthStack, Data: data}, StackLo: s.stackLo, StackHi: s.stackHi, Space: s, MaxFrames: 2}
+	frames, stop := Unwind(in, nil)
+	if len(frames) != 2 || frames[1].PC != 0x2010 || frames[1].SP != synthStack+8 || stop != StopMaxFrames {
+		t.Errorf("frames %+v stop %v", frames, stop)
+	}
+}
