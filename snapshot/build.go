@@ -119,7 +119,7 @@ func (r *Resolver) kallsyms() *symtab.Kallsyms {
 func (r *Resolver) userFrame(s *Space, out []Frame, f unwind.Frame) []Frame {
 	base := Frame{PC: f.PC, Kind: "user", Method: f.Method.String(), SignalFrame: f.SignalFrame}
 	lookup := f.PC
-	if !f.Exact && lookup > 0 {
+	if !f.Exact && !f.SignalFrame && lookup > 0 {
 		lookup-- // a return address: the call is the instruction before
 	}
 	m, ok := s.maps.Find(lookup)
@@ -164,7 +164,7 @@ func (r *Resolver) userFrame(s *Space, out []Frame, f unwind.Frame) []Frame {
 		fr.Function, fr.File, fr.Line, fr.Inlined = sy.Function, sy.File, sy.Line, sy.Inlined
 		if !sy.Inlined {
 			fr.Offset, fr.HasOffset = sy.Offset, sy.Function != ""
-			if !f.Exact && fr.HasOffset {
+			if !f.Exact && !f.SignalFrame && fr.HasOffset {
 				fr.Offset++ // the offset of the return address, as gdb prints it
 			}
 		}

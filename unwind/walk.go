@@ -254,7 +254,9 @@ func (w *walker) cfiStep(rs *ruleSet, t *Table) (Frame, StopReason) {
 	if err != nil {
 		return Frame{}, exprStop(err)
 	}
-	if cfa <= w.regs.V[RegRSP] {
+	// The CFA lies above SP, except where the return address was moved
+	// into a register and popped (glibc's __vfork: CFA = rsp, ra = rdi).
+	if sp := w.regs.V[RegRSP]; cfa < sp || (cfa == sp && rs.Regs[RegRIP].Kind != RuleRegister) {
 		return w.cfiFailed(StopNoProgress)
 	}
 	if w.hi != 0 && (cfa < w.lo || cfa > w.hi) {
@@ -367,7 +369,9 @@ func (w *walker) acceptSwitch(nr *Regs, m Method, lo, hi uint64) (Frame, StopRea
 			return Frame{}, StopLeftStack
 		}
 	} else {
-		if sp <= w.regs.V[RegRSP] {
+		// The caller's SP is above ours; equal only when the return
+		// address was kept in a register (then the PC must differ).
+		if cur := w.regs.V[RegRSP]; sp < cur || (sp == cur && pc == w.regs.V[RegRIP]) {
 			return Frame{}, StopNoProgress
 		}
 		if w.hi != 0 && (sp < w.lo || sp > w.hi) {
