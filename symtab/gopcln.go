@@ -39,6 +39,9 @@ func loadGoTable(f *openFile) (*goTable, error) {
 	}
 	text, ok := moduledataText(f, addr, int(data[7]))
 	if !ok {
+		text, ok = moduledataTextRela(f, addr, int(data[7]))
+	}
+	if !ok {
 		text = textStart(ef)
 	}
 	var tab *gosym.Table
@@ -50,6 +53,13 @@ func loadGoTable(f *openFile) (*goTable, error) {
 		}
 		if len(t.Funcs) == 0 {
 			return ErrNoSymbols
+		}
+		// A wrong text base would name every pc wrongly: the functions
+		// must lie in executable segments.
+		for _, fn := range []gosym.Func{t.Funcs[0], t.Funcs[len(t.Funcs)/2], t.Funcs[len(t.Funcs)-1]} {
+			if !inExec(ef, fn.Entry) {
+				return &FormatError{Section: ".gopclntab", Msg: fmt.Sprintf("function %s at %#x is outside the code", fn.Name, fn.Entry)}
+			}
 		}
 		tab = t
 		return nil
@@ -89,6 +99,53 @@ func checkPclntabHeader(data []byte, order interface {
 		return &FormatError{Section: ".gopclntab", Msg: fmt.Sprintf("counts (%d functions, %d files) exceed the table", nfunc, nfiles)}
 	}
 	return nil
+}
+
+func inExec(ef *elf.File, addr uint64) bool {
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && addr >= p.Vaddr && addr-p.Vaddr < p.Memsz {
+			return true
+		}
+	}
+	return false
+}
+
+// maxRelas bounds the dynamic relocations read.
+const maxRelas = 1 << 22
+
+// moduledataTextRela does what moduledataText does for a PIE, whose
+// moduledata pointers are R_*_RELATIVE relocations: the relocation whose
+// addend is the pclntab's address is at &moduledata.pcHeader, and the one
+// at the text field's address holds runtime.text.
+func moduledataTextRela(f *openFile, pcln uint64, ptrSize int) (uint64, bool) {
+	if pcln == 0 || ptrSize != 8 || f.ef.Class != elf.ELFCLASS64 {
+		return 0, false
+	}
+	s := f.ef.Section(".rela.dyn")
+	if s == nil || s.Type != elf.SHT_RELA || s.Size/24 > maxRelas {
+		return 0, false
+	}
+	b, err := sectionData(s, f.size)
+	if err != nil {
+		return 0, false
+	}
+	order := f.ef.ByteOrder
+	addends := make(map[uint64]uint64)
+	var md []uint64
+	for i := 0; i+24 <= len(b); i += 24 {
+		off, add := order.Uint64(b[i:]), order.Uint64(b[i+16:])
+		addends[off] = add
+		if add == pcln {
+			md = append(md, off)
+		}
+	}
+	textOff := uint64(ptrSize) * (1 + 6*3 + 3)
+	for _, at := range md {
+		if text, ok := addends[at+textOff]; ok && inExec(f.ef, text) {
+			return text, true
+		}
+	}
+	return 0, false
 }
 
 // textStart is runtime.text: the start of .text, else of the first
