@@ -31,9 +31,6 @@ func (s *Symbolizer) debugDirs() []string {
 // the file, in its .debug/ directory, and under DEBUGDIR/<dir of file>.
 // Each path is tried on the host and then inside the target's root.
 func (m *Module) findDebugFile() *openFile {
-	if m.image {
-		return nil
-	}
 	roots := []string{""}
 	if m.root != "" && m.root != "/" {
 		roots = append(roots, m.root)
@@ -53,6 +50,9 @@ func (m *Module) findDebugFile() *openFile {
 				f.close()
 			}
 		}
+	}
+	if m.image {
+		return nil // from memory (the vdso): no path to link from
 	}
 	name, crc, ok := debugLink(m.file)
 	if !ok || !strings.HasPrefix(m.path, "/") {

@@ -34,9 +34,7 @@ type dwarfIndex struct {
 	cus   []*cuInfo
 	rng   []cuRange // sorted by lo
 
-	originMu sync.Mutex
-	origins  map[dwarf.Offset]string // names read across units
-	syms     *symTable               // the module's symbols, for functions without linkage names
+	syms *symTable // the module's symbols, for functions without linkage names
 }
 
 type cuRange struct {
@@ -117,7 +115,7 @@ func loadDWARF(ef *elf.File, size int64) (*dwarfIndex, error) {
 		}
 		get[n] = b
 	}
-	x := &dwarfIndex{order: ef.ByteOrder, origins: map[dwarf.Offset]string{}}
+	x := &dwarfIndex{order: ef.ByteOrder}
 	err = safely("dwarf", func() error {
 		d, err := dwarf.New(get["abbrev"], nil, nil, info, get["line"], nil, get["ranges"], get["str"])
 		if err != nil {

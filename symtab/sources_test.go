@@ -393,6 +393,27 @@ func TestKallsyms(t *testing.T) {
 		if k.Len() < 1000 {
 			t.Errorf("/proc/kallsyms: only %d text symbols", k.Len())
 		}
+		raw, err := os.ReadFile("/proc/kallsyms")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The names at schedule's address, as the file lists them.
+		var addr string
+		names := map[string]bool{}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if f := strings.Fields(line); len(f) == 3 && f[2] == "schedule" {
+				addr = f[0]
+			}
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == addr && strings.ContainsAny(f[1], "tTwW") {
+				names[f[2]] = true
+			}
+		}
+		a, _ := strconv.ParseUint(addr, 16, 64)
+		if name, off, ok := k.Lookup(a + 3); !ok || !names[name] || off != 3 {
+			t.Errorf("/proc/kallsyms: Lookup(schedule+3 = %#x) = %q, %d, %v; want one of %v", a+3, name, off, ok, keys(names))
+		}
 	}
 }
 

@@ -222,7 +222,7 @@ type Module struct {
 	root     string
 	buildID  string
 	mismatch bool
-	image    bool // from memory (vdso): no separate debug file search
+	image    bool // from memory (vdso): debug files by build id only
 
 	file  *openFile
 	loads []loadSeg
