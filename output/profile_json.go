@@ -1,0 +1,159 @@
+package output
+
+import (
+	"encoding/json"
+	"io"
+	"sort"
+	"time"
+
+	"stackshot/snapshot"
+)
+
+// The JSON of `record --format json` (schema 1, kind "profile"):
+//
+//	{
+//	  "schema": 1,
+//	  "kind": "profile",
+//	  "start": "2026-11-30T12:00:00Z",        // RFC 3339, UTC, when sampling began
+//	  "duration_ns": 10000000000,             // how long sampling ran
+//	  "freq_hz": 99,                          // requested samples per second
+//	  "per_thread": false,
+//	  "processes": [{"pid": 1234, "comm": "myserver", "exe": "/usr/sbin/myserver"}],
+//	  "stats": {
+//	    "ticks": 990,                         // sampling instants
+//	    "samples": 3960,                      // thread stacks taken (sum of counts)
+//	    "achieved_hz": 98.9,                  // ticks per second achieved
+//	    "threads": 4,                         // distinct threads seen
+//	    "truncated": 3,                       // stacks that did not reach their root
+//	    "truncated_by_reason": {"depth": 2, "no-cfi": 1},
+//	    "pause_us": {"median": 12.5, "p99": 40.1, "max": 88},  // per-thread ptrace pause
+//	    "no_stop": 3000, "stopped": 950, "proc_only": 10,      // how thread samples were taken
+//	    "exited": false                       // every target exited before the end
+//	  },
+//	  "stacks": [
+//	    {"pid": 1234, "tid": 1236, "thread": "worker-1", "count": 742,
+//	     "frames": [ ...innermost first, each as in `dump --json`... ]}
+//	  ]
+//	}
+//
+// Stacks are ordered by count, largest first, then pid, thread, tid. A
+// stack's tid is a representative: threads with the same name and stack
+// share one entry.
+
+type jsonProfile struct {
+	Schema     int                  `json:"schema"`
+	Kind       string               `json:"kind"`
+	Start      string               `json:"start"`
+	DurationNS int64                `json:"duration_ns"`
+	FreqHz     int                  `json:"freq_hz"`
+	PerThread  bool                 `json:"per_thread"`
+	Processes  []jsonProfileProcess `json:"processes"`
+	Stats      jsonProfileStats     `json:"stats"`
+	Stacks     []jsonStack          `json:"stacks"`
+}
+
+type jsonProfileProcess struct {
+	PID  int    `json:"pid"`
+	Comm string `json:"comm"`
+	Exe  string `json:"exe"`
+}
+
+type jsonPause struct {
+	Median float64 `json:"median"`
+	P99    float64 `json:"p99"`
+	Max    float64 `json:"max"`
+}
+
+type jsonProfileStats struct {
+	Ticks       int64            `json:"ticks"`
+	Samples     int64            `json:"samples"`
+	AchievedHz  float64          `json:"achieved_hz"`
+	Threads     int              `json:"threads"`
+	Truncated   int64            `json:"truncated"`
+	TruncatedBy map[string]int64 `json:"truncated_by_reason"`
+	PauseUS     jsonPause        `json:"pause_us"`
+	NoStop      int64            `json:"no_stop"`
+	Stopped     int64            `json:"stopped"`
+	ProcOnly    int64            `json:"proc_only"`
+	Exited      bool             `json:"exited"`
+}
+
+type jsonStack struct {
+	PID    int         `json:"pid"`
+	TID    int         `json:"tid"`
+	Thread string      `json:"thread"`
+	Count  int64       `json:"count"`
+	Frames []jsonFrame `json:"frames"`
+}
+
+// frameJSON renders a frame exactly as `dump --json` does.
+func frameJSON(f *snapshot.Frame) jsonFrame {
+	jf := jsonFrame{PC: hex(f.PC), Kind: f.Kind, Inlined: f.Inlined, Method: f.Method,
+		BuildIDMismatch: f.BuildIDMismatch, SignalFrame: f.SignalFrame,
+		File: f.File, Line: f.Line, BuildID: f.BuildID, Module: f.Module}
+	if f.Function != "" {
+		fn := f.Function
+		jf.Function = &fn
+		if f.HasOffset {
+			off := f.Offset
+			jf.Offset = &off
+		}
+	}
+	if f.HasModule {
+		jf.ModuleOffset = hex(f.ModuleOffset)
+	}
+	return jf
+}
+
+// WriteProfileJSON writes p as the JSON object documented above.
+func WriteProfileJSON(w io.Writer, p *Profile) error {
+	jp := jsonProfile{
+		Schema:     Schema,
+		Kind:       "profile",
+		DurationNS: p.Duration.Nanoseconds(),
+		FreqHz:     p.FreqHz,
+		PerThread:  p.PerThread,
+		Processes:  make([]jsonProfileProcess, 0, len(p.Processes)),
+		Stacks:     make([]jsonStack, 0, len(p.Samples)),
+	}
+	if !p.Start.IsZero() {
+		jp.Start = p.Start.UTC().Format(time.RFC3339Nano)
+	}
+	for _, pr := range p.Processes {
+		jp.Processes = append(jp.Processes, jsonProfileProcess{PID: pr.PID, Comm: pr.Comm, Exe: pr.Exe})
+	}
+	st := &p.Stats
+	jp.Stats = jsonProfileStats{
+		Ticks: st.Ticks, Samples: st.Samples, AchievedHz: st.AchievedHz, Threads: st.Threads,
+		Truncated: st.Truncated, TruncatedBy: map[string]int64{},
+		PauseUS: jsonPause{Median: st.PauseMedUS, P99: st.PauseP99US, Max: st.PauseMaxUS},
+		NoStop:  st.NoStop, Stopped: st.Stopped, ProcOnly: st.ProcOnly, Exited: st.Exited,
+	}
+	for k, v := range st.TruncatedWhy {
+		jp.Stats.TruncatedBy[k] = v
+	}
+	for i := range p.Samples {
+		s := &p.Samples[i]
+		js := jsonStack{PID: s.PID, TID: s.TID, Thread: s.Thread, Count: s.Count,
+			Frames: make([]jsonFrame, 0, len(s.Frames))}
+		for j := range s.Frames {
+			js.Frames = append(js.Frames, frameJSON(&s.Frames[j]))
+		}
+		jp.Stacks = append(jp.Stacks, js)
+	}
+	sort.SliceStable(jp.Stacks, func(i, j int) bool {
+		a, b := &jp.Stacks[i], &jp.Stacks[j]
+		switch {
+		case a.Count != b.Count:
+			return a.Count > b.Count
+		case a.PID != b.PID:
+			return a.PID < b.PID
+		case a.Thread != b.Thread:
+			return a.Thread < b.Thread
+		}
+		return a.TID < b.TID
+	})
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(jp)
+}

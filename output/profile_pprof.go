@@ -1,0 +1,337 @@
+package output
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/pprof/profile"
+
+	"stackshot/snapshot"
+)
+
+// kernelMapping is the file name of the one mapping all kernel frames share.
+const kernelMapping = "[kernel]"
+
+// unknownMapping is the file name of the per-process mapping for user frames
+// outside any known module (anonymous or JIT code).
+const unknownMapping = "[unknown]"
+
+// errNoFreq is returned when a profile has no sampling frequency, from which
+// the pprof period and cpu values are derived.
+var errNoFreq = errors.New("profile has no sampling frequency")
+
+// WritePprof writes p as a gzipped pprof protobuf (what `go tool pprof`
+// reads).
+//
+// Sample values are samples/count and cpu/nanoseconds (count * 1e9/FreqHz);
+// the period is cpu/nanoseconds, 1e9/FreqHz. Each sample carries the labels
+// thread (name), tid and pid (numeric).
+//
+// Mappings: one per module as loaded (same file, build id and load bias; a
+// library loaded at different addresses in two processes gets two), with
+// Start and Limit the smallest and largest PC seen in it (Limit exclusive)
+// and Offset the module address of Start (the ELF virtual address, equal
+// to the file offset for the usual layout of executable segments). Kernel
+// frames share one "[kernel]" mapping; user frames outside any module get a
+// per-process "[unknown]" mapping. The main executables come first.
+// HasFunctions, HasFilenames, HasLineNumbers and HasInlineFrames are true
+// when some frame in the mapping has a name, a file, a line, or inlined
+// frames: a mapping without any of them is left for pprof to symbolize
+// from the binary, if it can find it.
+//
+// Locations: Address is the frame's PC; a frame and the frames inlined into
+// it (the ones with Inlined set that precede it, sharing its PC) make one
+// location whose Line entries are innermost first. A frame without a
+// function name gets a placeholder function named as in folded stacks
+// ("module+0xoffset") with no file, so every location has a name.
+func WritePprof(w io.Writer, p *Profile) error {
+	pp, err := toPprof(p)
+	if err != nil {
+		return err
+	}
+	if err := pp.CheckValid(); err != nil {
+		return fmt.Errorf("building pprof profile: %w", err)
+	}
+	if err := pp.Write(w); err != nil {
+		return fmt.Errorf("writing pprof profile: %w", err)
+	}
+	return nil
+}
+
+type mappingKey struct {
+	file    string
+	buildID string
+	bias    uint64 // PC - module offset; for kernel/unknown mappings 0
+	pid     int    // only for unknown mappings (addresses are per process)
+}
+
+type functionKey struct {
+	name, file string
+}
+
+type pprofBuilder struct {
+	p         *Profile
+	out       *profile.Profile
+	mappings  map[mappingKey]*pprofMapping
+	mapOrder  []*pprofMapping
+	functions map[functionKey]*profile.Function
+	locations map[string]*profile.Location
+	key       []byte // reused location key
+}
+
+// pprofMapping is a mapping being assembled, with what its frames showed.
+type pprofMapping struct {
+	m       *profile.Mapping
+	havePC  bool
+	minPC   uint64
+	maxPC   uint64
+	minOff  uint64 // module offset of minPC
+	hasOff  bool
+	main    bool // some process's executable
+	anyName bool
+	order   int // first appearance
+}
+
+func toPprof(p *Profile) (*profile.Profile, error) {
+	if p.FreqHz <= 0 {
+		return nil, errNoFreq
+	}
+	period := int64(1e9) / int64(p.FreqHz)
+	out := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "samples", Unit: "count"},
+			{Type: "cpu", Unit: "nanoseconds"},
+		},
+		DefaultSampleType: "cpu",
+		PeriodType:        &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period:            period,
+		DurationNanos:     p.Duration.Nanoseconds(),
+	}
+	if !p.Start.IsZero() {
+		out.TimeNanos = p.Start.UnixNano()
+	}
+	out.Comments = pprofComments(p)
+	b := &pprofBuilder{
+		p:         p,
+		out:       out,
+		mappings:  map[mappingKey]*pprofMapping{},
+		functions: map[functionKey]*profile.Function{},
+		locations: map[string]*profile.Location{},
+	}
+	exes := map[string]bool{}
+	for _, pr := range p.Processes {
+		if pr.Exe != "" {
+			exes[pr.Exe] = true
+		}
+	}
+	for i := range p.Samples {
+		s := &p.Samples[i]
+		if s.Count <= 0 {
+			continue
+		}
+		ps := &profile.Sample{
+			Value:    []int64{s.Count, cpuNanos(s.Count, p.FreqHz)},
+			Label:    map[string][]string{"thread": {cleanText(s.Thread, false)}},
+			NumLabel: map[string][]int64{"tid": {int64(s.TID)}, "pid": {int64(s.PID)}},
+		}
+		ps.Location = b.locationsFor(s, exes)
+		out.Sample = append(out.Sample, ps)
+	}
+	b.finishMappings()
+	return out, nil
+}
+
+// cpuNanos is count * 1e9/hz without overflow for any realistic count.
+func cpuNanos(count int64, hz int) int64 {
+	h := int64(hz)
+	return count*(1e9/h) + count*(1e9%h)/h
+}
+
+func pprofComments(p *Profile) []string {
+	st := &p.Stats
+	c := []string{fmt.Sprintf("stackshot record: %d Hz requested, %.1f Hz achieved, %d samples of %d threads",
+		p.FreqHz, st.AchievedHz, st.Samples, st.Threads)}
+	if st.Truncated > 0 {
+		c = append(c, fmt.Sprintf("truncated stacks: %d (%s)", st.Truncated, reasonList(st.TruncatedWhy)))
+	}
+	if st.PauseMaxUS > 0 {
+		c = append(c, fmt.Sprintf("per-thread pause: median %.1fus, p99 %.1fus, max %.1fus",
+			st.PauseMedUS, st.PauseP99US, st.PauseMaxUS))
+	}
+	return c
+}
+
+// reasonList renders counts by reason, largest first.
+func reasonList(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var sb strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		fmt.Fprintf(&sb, "%s %d", k, m[k])
+	}
+	return sb.String()
+}
+
+// locationsFor returns the sample's locations, leaf first.
+func (b *pprofBuilder) locationsFor(s *Sample, exes map[string]bool) []*profile.Location {
+	locs := make([]*profile.Location, 0, len(s.Frames))
+	fr := s.Frames
+	for i := 0; i < len(fr); {
+		// A location is a run of inlined frames closed by the frame they
+		// were inlined into (same PC, same module); a run that is not closed
+		// that way ends where it stops matching.
+		j := i
+		for j+1 < len(fr) && fr[j].Inlined && sameSite(&fr[j], &fr[j+1]) {
+			j++
+		}
+		locs = append(locs, b.location(s.PID, fr[i:j+1], exes))
+		i = j + 1
+	}
+	return locs
+}
+
+func sameSite(a, b *snapshot.Frame) bool {
+	return a.PC == b.PC && a.Kind == b.Kind && a.Module == b.Module
+}
+
+func (b *pprofBuilder) location(pid int, group []snapshot.Frame, exes map[string]bool) *profile.Location {
+	outer := &group[len(group)-1]
+	pm := b.mapping(pid, outer, exes)
+	// The key: mapping, PC, and the names and lines of the group, so frames
+	// at the same address that were named differently stay apart.
+	k := b.key[:0]
+	k = strconv.AppendUint(k, pm.m.ID, 10)
+	k = append(k, ':')
+	k = strconv.AppendUint(k, outer.PC, 16)
+	lines := make([]profile.Line, 0, len(group))
+	for gi := range group {
+		f := &group[gi]
+		fn := b.function(f, pm)
+		lines = append(lines, profile.Line{Function: fn, Line: int64(f.Line)})
+		k = append(k, ';')
+		k = strconv.AppendUint(k, fn.ID, 10)
+		k = append(k, ':')
+		k = strconv.AppendInt(k, int64(f.Line), 10)
+	}
+	b.key = k
+	if l, ok := b.locations[string(k)]; ok {
+		return l
+	}
+	if len(group) > 1 {
+		pm.m.HasInlineFrames = true
+	}
+	l := &profile.Location{ID: uint64(len(b.out.Location) + 1), Mapping: pm.m, Address: outer.PC, Line: lines}
+	b.out.Location = append(b.out.Location, l)
+	b.locations[string(k)] = l
+	return l
+}
+
+func (b *pprofBuilder) mapping(pid int, f *snapshot.Frame, exes map[string]bool) *pprofMapping {
+	var key mappingKey
+	switch {
+	case f.Kind == "kernel":
+		key = mappingKey{file: kernelMapping}
+	case f.Module != "" && f.HasModule:
+		key = mappingKey{file: f.Module, buildID: f.BuildID, bias: f.PC - f.ModuleOffset}
+	case f.Module != "":
+		key = mappingKey{file: f.Module, buildID: f.BuildID, pid: pid}
+	default:
+		key = mappingKey{file: unknownMapping, pid: pid}
+	}
+	pm := b.mappings[key]
+	if pm == nil {
+		pm = &pprofMapping{
+			m: &profile.Mapping{ID: uint64(len(b.mapOrder) + 1),
+				File: cleanText(key.file, false), BuildID: cleanText(key.buildID, false)},
+			main:  f.Kind != "kernel" && exes[f.Module],
+			order: len(b.mapOrder),
+		}
+		b.mappings[key] = pm
+		b.mapOrder = append(b.mapOrder, pm)
+	}
+	if f.PC != 0 && (!pm.havePC || f.PC < pm.minPC) {
+		pm.minPC = f.PC
+		pm.hasOff = f.HasModule && f.Kind != "kernel"
+		pm.minOff = f.ModuleOffset
+	}
+	if f.PC != 0 && (!pm.havePC || f.PC > pm.maxPC) {
+		pm.maxPC = f.PC
+	}
+	if f.PC != 0 {
+		pm.havePC = true
+	}
+	return pm
+}
+
+func (b *pprofBuilder) function(f *snapshot.Frame, pm *pprofMapping) *profile.Function {
+	var name string
+	known := f.Function != "" || f.SignalFrame
+	if known {
+		if f.SignalFrame {
+			name = "<signal handler called>"
+		} else {
+			name = cleanText(f.Function, false)
+		}
+		pm.anyName = true
+		if f.File != "" {
+			pm.m.HasFilenames = true
+		}
+		if f.Line > 0 {
+			pm.m.HasLineNumbers = true
+		}
+	} else {
+		// Placeholder named as in folded stacks, so pprof shows something
+		// more useful than an address even when it cannot symbolize.
+		// Kernel ones go without the folded "_[k]": their mapping says it.
+		name, _ = frameName(f)
+		name = strings.TrimSuffix(name, kernelSuffix)
+	}
+	file := ""
+	if known {
+		file = cleanText(f.File, false)
+	}
+	k := functionKey{name: name, file: file}
+	if fn, ok := b.functions[k]; ok {
+		return fn
+	}
+	fn := &profile.Function{ID: uint64(len(b.out.Function) + 1), Name: name, SystemName: name, Filename: file}
+	b.out.Function = append(b.out.Function, fn)
+	b.functions[k] = fn
+	return fn
+}
+
+// finishMappings sets ranges and flags and puts the main executables first
+// (pprof takes the first mapping as the main binary), then the rest in
+// order of first appearance, and numbers them.
+func (b *pprofBuilder) finishMappings() {
+	ms := append([]*pprofMapping(nil), b.mapOrder...)
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].main && !ms[j].main })
+	for i, pm := range ms {
+		m := pm.m
+		m.ID = uint64(i + 1)
+		if pm.havePC {
+			m.Start = pm.minPC
+			m.Limit = pm.maxPC + 1
+			if pm.hasOff {
+				m.Offset = pm.minOff
+			}
+		}
+		m.HasFunctions = pm.anyName
+		b.out.Mapping = append(b.out.Mapping, m)
+	}
+}

@@ -1,0 +1,181 @@
+package output
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// WriteProfileText writes a human summary of p: a header (duration, samples,
+// achieved rate, threads, truncation, pauses), the top stacks with counts
+// and percentages, and the top functions by self samples (where the thread
+// was) and by total samples (on the stack at all, counted once per stack
+// even under recursion). top <= 0 means 10. Functions are named as in
+// folded stacks; percentages are of all samples.
+func WriteProfileText(w io.Writer, p *Profile, top int) error {
+	if top <= 0 {
+		top = 10
+	}
+	bw := bufio.NewWriter(w)
+	var total int64
+	for i := range p.Samples {
+		if p.Samples[i].Count > 0 {
+			total += p.Samples[i].Count
+		}
+	}
+	textProfileHeader(bw, p, total)
+	textTopStacks(bw, p, total, top)
+	textTopFunctions(bw, p, total, top)
+	return bw.Flush()
+}
+
+func pct(n, total int64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(total)
+}
+
+func textProfileHeader(w *bufio.Writer, p *Profile, total int64) {
+	st := &p.Stats
+	fmt.Fprintf(w, "Profile: %s", p.Duration.Round(time.Millisecond))
+	if !p.Start.IsZero() {
+		fmt.Fprintf(w, " from %s", p.Start.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, ", %d Hz requested, %.1f Hz achieved (%d ticks)\n", p.FreqHz, st.AchievedHz, st.Ticks)
+	fmt.Fprintf(w, "Samples: %d thread stacks from %d thread%s in %d process%s\n",
+		total, st.Threads, plural(st.Threads), len(p.Processes), pluralES(len(p.Processes)))
+	for _, pr := range p.Processes {
+		exe := pr.Exe
+		if exe == "" {
+			exe = "?"
+		}
+		fmt.Fprintf(w, "  %d %s (%s)\n", pr.PID, pr.Comm, exe)
+	}
+	if st.Truncated > 0 {
+		fmt.Fprintf(w, "Truncated stacks: %d (%.1f%%): %s\n", st.Truncated, pct(st.Truncated, total), reasonList(st.TruncatedWhy))
+	}
+	if st.Stopped+st.NoStop+st.ProcOnly > 0 {
+		fmt.Fprintf(w, "Capture: %d without stopping, %d stopped, %d from /proc only\n", st.NoStop, st.Stopped, st.ProcOnly)
+	}
+	if st.PauseMaxUS > 0 {
+		fmt.Fprintf(w, "Per-thread pause: median %.1fus, p99 %.1fus, max %.1fus\n", st.PauseMedUS, st.PauseP99US, st.PauseMaxUS)
+	}
+	if st.Exited {
+		fmt.Fprintf(w, "Every target exited before the end.\n")
+	}
+}
+
+func pluralES(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "es"
+}
+
+// textStack is a unique (process, thread, stack) with its count.
+type textStack struct {
+	s     *Sample
+	names []string // innermost first
+	count int64
+}
+
+func textTopStacks(w *bufio.Writer, p *Profile, total int64, top int) {
+	ix := indexProcesses(p)
+	byKey := map[string]int{}
+	var stacks []textStack
+	for i := range p.Samples {
+		s := &p.Samples[i]
+		if s.Count <= 0 {
+			continue
+		}
+		names := make([]string, len(s.Frames))
+		for j := range s.Frames {
+			names[j], _ = frameName(&s.Frames[j])
+		}
+		key := fmt.Sprintf("%d\x00%s\x00%s", s.PID, s.Thread, strings.Join(names, "\x00"))
+		if k, ok := byKey[key]; ok {
+			stacks[k].count += s.Count
+			continue
+		}
+		byKey[key] = len(stacks)
+		stacks = append(stacks, textStack{s: s, names: names, count: s.Count})
+	}
+	sort.SliceStable(stacks, func(i, j int) bool { return stacks[i].count > stacks[j].count })
+	n := min(top, len(stacks))
+	fmt.Fprintf(w, "\nTop %d stack%s of %d:\n", n, plural(n), len(stacks))
+	for _, st := range stacks[:n] {
+		s := st.s
+		fmt.Fprintf(w, "\n%8d %6.2f%%  %s (pid %d) thread %q (tid %d)\n",
+			st.count, pct(st.count, total), ix.comm(s.PID), s.PID, s.Thread, s.TID)
+		if len(st.names) == 0 {
+			fmt.Fprintf(w, "                   (no frames)\n")
+		}
+		for _, name := range st.names {
+			fmt.Fprintf(w, "                   %s\n", name)
+		}
+	}
+}
+
+type funcCount struct {
+	name        string
+	self, total int64
+}
+
+func textTopFunctions(w *bufio.Writer, p *Profile, total int64, top int) {
+	byName := map[string]*funcCount{}
+	get := func(name string) *funcCount {
+		fc := byName[name]
+		if fc == nil {
+			fc = &funcCount{name: name}
+			byName[name] = fc
+		}
+		return fc
+	}
+	seen := map[string]bool{}
+	for i := range p.Samples {
+		s := &p.Samples[i]
+		if s.Count <= 0 || len(s.Frames) == 0 {
+			continue
+		}
+		clear(seen)
+		for j := range s.Frames {
+			name, _ := frameName(&s.Frames[j])
+			fc := get(name)
+			if j == 0 {
+				fc.self += s.Count
+			}
+			if !seen[name] {
+				seen[name] = true
+				fc.total += s.Count
+			}
+		}
+	}
+	funcs := make([]*funcCount, 0, len(byName))
+	for _, fc := range byName {
+		funcs = append(funcs, fc)
+	}
+	list := func(title string, key func(*funcCount) int64) {
+		sort.Slice(funcs, func(i, j int) bool {
+			a, b := key(funcs[i]), key(funcs[j])
+			if a != b {
+				return a > b
+			}
+			return funcs[i].name < funcs[j].name
+		})
+		n := 0
+		for n < len(funcs) && n < top && key(funcs[n]) > 0 {
+			n++
+		}
+		fmt.Fprintf(w, "\nTop %d function%s by %s samples:\n", n, plural(n), title)
+		fmt.Fprintf(w, "%8s %7s %8s %7s  %s\n", "self", "self%", "total", "total%", "function")
+		for _, fc := range funcs[:n] {
+			fmt.Fprintf(w, "%8d %6.2f%% %8d %6.2f%%  %s\n", fc.self, pct(fc.self, total), fc.total, pct(fc.total, total), fc.name)
+		}
+	}
+	list("self", func(fc *funcCount) int64 { return fc.self })
+	list("total", func(fc *funcCount) int64 { return fc.total })
+}
