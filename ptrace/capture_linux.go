@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,6 +116,7 @@ type capturer struct {
 	t       *tracer
 	seen    map[int]bool
 	noTrace bool
+	mapsMu  sync.Mutex // guards p.Maps and mapsAt: observers run in parallel
 	mapsAt  time.Time
 }
 
@@ -165,6 +167,12 @@ func (c *capturer) wanted(tid int) bool {
 }
 
 // run captures threads until the task list is stable.
+//
+// In the auto and nostop modes, threads are first observed through /proc
+// without any stop, several at a time (a /proc read costs tens of
+// microseconds here; a 512-thread process needs thousands); the threads that
+// need a stop — running ones, torn copies, and those whose no-stop capture
+// the check rejects — are then stopped one at a time on the tracer thread.
 func (c *capturer) run() {
 	if c.opt.Consistent && c.opt.Mode != ModeNoStop && !c.noTrace && !c.p.Kernel {
 		c.runConsistent()
@@ -175,24 +183,103 @@ func (c *capturer) run() {
 		if err != nil {
 			return
 		}
-		fresh := 0
+		var fresh []int
 		for _, tid := range tids {
 			if c.seen[tid] || !c.wanted(tid) {
 				continue
 			}
 			c.seen[tid] = true
-			fresh++
-			if c.cancelled() {
-				return
-			}
-			if th, ok := c.one(tid); ok {
-				c.p.Threads = append(c.p.Threads, th)
-			}
+			fresh = append(fresh, tid)
 		}
-		if fresh == 0 {
+		if len(fresh) == 0 {
+			return
+		}
+		if c.opt.Mode == ModeStop && !c.noTrace {
+			for _, tid := range fresh {
+				if c.cancelled() {
+					return
+				}
+				th, ok, done := c.observe(tid)
+				if ok && !done {
+					th, ok = c.finishStop(th)
+				}
+				if ok {
+					c.p.Threads = append(c.p.Threads, th)
+				}
+			}
+			continue
+		}
+		obs := c.observeAll(fresh)
+		for i := range obs {
+			o := &obs[i]
+			if !o.ok {
+				continue
+			}
+			if !o.done || (o.th.Method == MethodNoStop && !o.th.Torn && c.needsStop(&o.th)) {
+				if c.cancelled() {
+					return
+				}
+				o.th, o.ok = c.finishStop(o.th)
+				if !o.ok {
+					continue
+				}
+			}
+			c.p.Threads = append(c.p.Threads, o.th)
+		}
+		if c.cancelled() {
 			return
 		}
 	}
+}
+
+// needsStop asks the check whether a no-stop capture must be redone with a
+// stop (auto mode only).
+func (c *capturer) needsStop(th *Thread) bool {
+	if c.opt.Mode != ModeAuto || c.noTrace || c.check == nil {
+		return false
+	}
+	return !c.check(c.p, th)
+}
+
+type observation struct {
+	th       Thread
+	ok, done bool
+}
+
+// observeAll observes threads through /proc, in parallel when there are
+// many, keeping the task order.
+func (c *capturer) observeAll(tids []int) []observation {
+	out := make([]observation, len(tids))
+	workers := runtime.GOMAXPROCS(0)
+	if workers > 4 {
+		workers = 4
+	}
+	if len(tids) < 16 || workers < 2 {
+		for i, tid := range tids {
+			if c.cancelled() {
+				return out[:i]
+			}
+			out[i].th, out[i].ok, out[i].done = c.observe(tid)
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(tids) || c.cancelled() {
+					return
+				}
+				out[i].th, out[i].ok, out[i].done = c.observe(tids[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // pre reads what /proc shows about a thread before it is stopped: a stopped
@@ -225,10 +312,12 @@ func isBlocked(th *Thread) bool {
 		(th.State == "S" || th.State == "D" || th.State == "I")
 }
 
-func (c *capturer) one(tid int) (Thread, bool) {
+// observe reads a thread through /proc only. done is false when the thread
+// needs a ptrace stop (running, or its copy kept tearing); ok is false when
+// it is gone.
+func (c *capturer) observe(tid int) (th Thread, ok, done bool) {
 	pid := c.p.PID
 	tryNoStop := c.opt.Mode != ModeStop || c.noTrace
-	var th Thread
 	for try := 0; ; try++ {
 		// A thread that did not run between the two schedstat reads was in
 		// one blocked state throughout: its stat, syscall, kernel stack and
@@ -238,20 +327,19 @@ func (c *capturer) one(tid int) (Thread, bool) {
 		if tryNoStop {
 			ss1, errSS = procmaps.ReadSchedStat(pid, tid)
 		}
-		var ok bool
 		th, ok = c.pre(tid)
 		if !ok {
-			return th, false
+			return th, false, true
 		}
 		switch {
 		case th.Kernel:
 			th.Method = MethodProcOnly
 			th.Err = "kernel thread: kernel stack only"
-			return th, true
+			return th, true, true
 		case th.State == "Z" || th.State == "X":
 			th.Method = MethodProcOnly
 			th.Err = "thread has exited (zombie)"
-			return th, true
+			return th, true, true
 		}
 		if !tryNoStop || errSS != nil || !isBlocked(&th) {
 			break
@@ -261,16 +349,13 @@ func (c *capturer) one(tid int) (Thread, bool) {
 		stk := readStack(pid, sc.SP, hi, c.opt.StackBytes)
 		ss2, err := procmaps.ReadSchedStat(pid, tid)
 		if err != nil {
-			return th, false // gone
+			return th, false, true // gone
 		}
 		th.Method = MethodNoStop
 		th.StackAddr, th.Stack, th.StackLo, th.StackHi = sc.SP, stk, lo, hi
 		th.Torn = ss1 != ss2
 		if !th.Torn {
-			if c.opt.Mode == ModeNoStop || c.noTrace || c.check == nil || c.check(c.p, &th) {
-				return th, true
-			}
-			break // unwinding needs the full register set: stop it
+			return th, true, true
 		}
 		if try == 2 {
 			break
@@ -278,7 +363,7 @@ func (c *capturer) one(tid int) (Thread, bool) {
 	}
 	if c.opt.Mode == ModeNoStop || c.noTrace {
 		if th.Method == MethodNoStop {
-			return th, true // torn: kept, and marked
+			return th, true, true // torn: kept, and marked
 		}
 		th.Method = MethodProcOnly
 		if c.noTrace {
@@ -286,8 +371,14 @@ func (c *capturer) one(tid int) (Thread, bool) {
 		} else {
 			th.Err = "running; not stopped in nostop mode"
 		}
-		return th, true
+		return th, true, true
 	}
+	return th, true, false
+}
+
+// finishStop captures a thread with a ptrace stop; if it will not stop but
+// a consistent no-stop copy exists, that copy is kept.
+func (c *capturer) finishStop(th Thread) (Thread, bool) {
 	var fallback *Thread
 	if th.Method == MethodNoStop && !th.Torn {
 		keep := th
@@ -305,6 +396,8 @@ func (c *capturer) one(tid int) (Thread, bool) {
 }
 
 func (c *capturer) stackBounds(sp uint64) (lo, hi uint64) {
+	c.mapsMu.Lock()
+	defer c.mapsMu.Unlock()
 	ms := procmaps.Maps(c.p.Maps)
 	if m, ok := ms.Find(sp); ok {
 		return m.Start, m.End
@@ -336,35 +429,33 @@ func (c *capturer) stop(th Thread) (Thread, bool) {
 	var state atomic.Int32
 	sent := t.do(func() {
 		var r stopResult
+		// The watchdog is armed before the stop, so nothing but the
+		// capture itself runs inside the pause.
+		wd := time.AfterFunc(c.opt.StopWait, func() {
+			if state.CompareAndSwap(0, 2) {
+				t.abandoned.Store(true)
+				done <- stopResult{timeout: true, err: errTimeout}
+			}
+		})
+		defer wd.Stop()
 		if err := unix.PtraceSeize(th.TID); err != nil {
 			r.gone = errors.Is(err, unix.ESRCH)
 			r.err = err
-			done <- r
+			if state.CompareAndSwap(0, 1) {
+				done <- r
+			}
 			return
 		}
 		r.t0 = time.Now()
 		if err := unix.PtraceInterrupt(th.TID); err != nil {
 			r.gone = errors.Is(err, unix.ESRCH)
 			r.err = err
-			done <- r
+			if state.CompareAndSwap(0, 1) {
+				done <- r
+			}
 			return
 		}
-		// The watchdog runs while this thread blocks in wait4.
-		waited := make(chan struct{})
-		go func() {
-			timer := time.NewTimer(c.opt.StopWait)
-			defer timer.Stop()
-			select {
-			case <-timer.C:
-				if state.CompareAndSwap(0, 2) {
-					t.abandoned.Store(true)
-					done <- stopResult{timeout: true, err: errTimeout}
-				}
-			case <-waited:
-			}
-		}()
 		sig, gone, ok := waitStopBlocking(th.TID)
-		close(waited)
 		if !state.CompareAndSwap(0, 1) {
 			// Too late: the capture went on without this thread.
 			if ok {
@@ -380,15 +471,21 @@ func (c *capturer) stop(th Thread) (Thread, bool) {
 			detach(th.TID, 0)
 		default:
 			r.sig = sig
+			var n int
 			r.regs, r.err = getRegs(th.TID)
 			if r.err == nil {
 				sp := r.regs[userRSP]
 				lo, hi := c.stackBounds(sp)
-				r.stack = readStack(pid, sp, hi, c.opt.StackBytes)
+				// Into the tracer's pre-faulted scratch buffer: page faults
+				// on a fresh buffer would cost more than the copy.
+				n = ReadMemory(pid, t.scratchFor(stackLen(sp, hi, c.opt.StackBytes)), sp)
 				r.sp, r.lo, r.hi = sp, lo, hi
 			}
 			r.detachErr = detach(th.TID, sig)
 			r.pause = time.Since(r.t0)
+			if n > 0 {
+				r.stack = append([]byte(nil), t.scratch[:n]...)
+			}
 		}
 		done <- r
 	}, done)
@@ -570,12 +667,11 @@ func detach(tid, sig int) error {
 	return nil
 }
 
-// readStack copies the stack from sp up to hi (the end of its mapping),
-// at most max bytes. Reads are split at page boundaries, so an unreadable
-// page ends the copy instead of failing it.
-func readStack(pid int, sp, hi uint64, max int) []byte {
+// stackLen is how many bytes to copy from sp: up to hi (the end of its
+// mapping), at most max.
+func stackLen(sp, hi uint64, max int) int {
 	if sp == 0 {
-		return nil
+		return 0
 	}
 	n := uint64(max)
 	if hi > sp && hi-sp < n {
@@ -585,6 +681,17 @@ func readStack(pid int, sp, hi uint64, max int) []byte {
 		if n > uint64(max) {
 			n = uint64(max)
 		}
+	}
+	return int(n)
+}
+
+// readStack copies the stack from sp up to hi (the end of its mapping),
+// at most max bytes. Reads are split at page boundaries, so an unreadable
+// page ends the copy instead of failing it.
+func readStack(pid int, sp, hi uint64, max int) []byte {
+	n := stackLen(sp, hi, max)
+	if n == 0 {
+		return nil
 	}
 	buf := make([]byte, n)
 	got := ReadMemory(pid, buf, sp)

@@ -18,6 +18,23 @@ type tracer struct {
 	jobs      chan func()
 	abandoned atomic.Bool
 	done      chan struct{}
+	scratch   []byte // stack copies land here during a stop (tracer thread only)
+}
+
+// scratchFor returns n bytes of the scratch buffer, grown and pre-faulted
+// as needed (touching every page once, outside any stop).
+func (t *tracer) scratchFor(n int) []byte {
+	if n > len(t.scratch) {
+		size := 64 << 10
+		for size < n {
+			size *= 2
+		}
+		t.scratch = make([]byte, size)
+		for i := 0; i < size; i += 4096 {
+			t.scratch[i] = 0xff
+		}
+	}
+	return t.scratch[:n]
 }
 
 func newTracer() *tracer {

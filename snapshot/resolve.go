@@ -150,7 +150,17 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 			if bin == nil {
 				return nil, fmt.Errorf("no binary")
 			}
-			return unwind.LoadTable(bin, mod.DebugELF())
+			// .eh_frame (or .debug_frame in the binary) first: opening the
+			// separate debug file costs far more, and is needed only when
+			// the binary carries no CFI at all.
+			t, err := unwind.LoadTable(bin, nil)
+			if err == nil && t.Len() > 0 {
+				return t, nil
+			}
+			if dbg := mod.DebugELF(); dbg != nil {
+				return unwind.LoadTable(bin, dbg)
+			}
+			return t, err
 		})
 	}
 	return e

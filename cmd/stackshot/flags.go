@@ -36,7 +36,7 @@ type common struct {
 	noDemangle bool
 	verbose    bool
 	quiet      bool
-	files bool // positional arguments are files (report), not pids
+	files      bool // positional arguments are files (report), not pids
 	// record
 	freq      int
 	duration  time.Duration

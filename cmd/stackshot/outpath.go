@@ -42,4 +42,3 @@ func expandOutput(path string, pids []int, start time.Time) string {
 	}
 	return b.String()
 }
-
