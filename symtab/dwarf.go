@@ -35,6 +35,8 @@ type dwarfIndex struct {
 	rng   []cuRange // sorted by lo
 
 	syms *symTable // the module's symbols, for functions without linkage names
+
+	line, str, lineStr []byte // raw sections, for file names as binutils forms them
 }
 
 type cuRange struct {
@@ -129,6 +131,7 @@ func loadDWARF(ef *elf.File, size int64) (*dwarfIndex, error) {
 			}
 		}
 		x.d = d
+		x.line, x.str, x.lineStr = get["line"], get["str"], get["line_str"]
 		return x.buildIndex(info, get["aranges"])
 	})
 	if err != nil {
@@ -564,6 +567,16 @@ func (x *dwarfIndex) decodeLines(cu *dwarf.Entry, dec *cuDecoded, fileIdx map[*d
 		if f != nil {
 			dec.files[i] = f.Name
 			fileIdx[f] = int32(i)
+		}
+	}
+	if off, ok := cu.Val(dwarf.AttrStmtList).(int64); ok && off >= 0 {
+		compDir, _ := cu.Val(dwarf.AttrCompDir).(string)
+		if names, ok := lineFileNames(x.line, uint64(off), x.order, compDir, x.str, x.lineStr); ok {
+			for i := range dec.files {
+				if i < len(names) && names[i] != "" {
+					dec.files[i] = names[i]
+				}
+			}
 		}
 	}
 	var seqs [][]lineRow

@@ -231,3 +231,30 @@ func sectionData(s *elf.Section, fileSize int64) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// mappingBias returns the load bias of a mapping of the file: the loader
+// maps each PT_LOAD at the page-aligned start of its file bytes, so the
+// segment whose aligned offset equals the mapping's offset (and, among
+// several such, whose aligned extent has the mapping's length) is the one
+// mapped; bias = start - aligned vaddr.
+func mappingBias(loads []loadSeg, start, end, offset uint64) (uint64, bool) {
+	best, bestExact := -1, false
+	for i, l := range loads {
+		if l.off&^(pageSize-1) != offset {
+			continue
+		}
+		vlo := l.vaddr &^ (pageSize - 1)
+		vhi := (l.vaddr + l.memsz + pageSize - 1) &^ (pageSize - 1)
+		exact := vhi-vlo == end-start
+		if best < 0 || (exact && !bestExact) {
+			best, bestExact = i, exact
+		}
+	}
+	if best >= 0 {
+		return start - loads[best].vaddr&^(pageSize-1), true
+	}
+	if v, ok := offsetToVaddr(loads, offset); ok {
+		return start - v, true
+	}
+	return 0, false
+}

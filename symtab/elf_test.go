@@ -227,6 +227,37 @@ func TestFileOffsetToVaddrTable(t *testing.T) {
 	}
 }
 
+// TestMappingBias: segments sharing a file page (the RW segment starts in
+// the last page of the R segment, binutils' default layout): the mapping
+// at offset 0x2000 is the RW one when its length says so.
+func TestMappingBias(t *testing.T) {
+	loads := []loadSeg{
+		{off: 0, filesz: 0x5e0, vaddr: 0x400000, memsz: 0x5e0},
+		{off: 0x1000, filesz: 0x1d5, vaddr: 0x401000, memsz: 0x1d5},
+		{off: 0x2000, filesz: 0x104, vaddr: 0x402000, memsz: 0x104},
+		{off: 0x2df8, filesz: 0x240, vaddr: 0x403df8, memsz: 0x248},
+	}
+	for _, c := range []struct {
+		start, end, off, bias uint64
+	}{
+		{0x400000, 0x401000, 0, 0},                               // non-PIE: no bias
+		{0x7f0000001000, 0x7f0000002000, 0x1000, 0x7effffc00000}, // text
+		{0x7f0000002000, 0x7f0000003000, 0x2000, 0x7effffc00000}, // rodata
+		{0x7f0000003000, 0x7f0000005000, 0x2000, 0x7effffc00000}, // data: same offset page, its own length
+	} {
+		b, ok := mappingBias(loads, c.start, c.end, c.off)
+		if !ok || b != c.bias {
+			t.Errorf("mappingBias(%#x-%#x @%#x) = %#x, %v; want %#x", c.start, c.end, c.off, b, ok, c.bias)
+		}
+	}
+	// Where the difference shows: data mapped at 0x7f0000013000 (a gap
+	// after rodata, as with -z separate-code and large alignment).
+	b, _ := mappingBias(loads, 0x7f0000013000, 0x7f0000015000, 0x2000)
+	if v := uint64(0x7f0000013e00) - b; v != 0x403e00 {
+		t.Errorf("data pc maps to %#x, want 0x403e00", v)
+	}
+}
+
 // procMapping is one line of /proc/PID/maps, parsed here independently of
 // the procmaps package.
 type procMapping struct {
@@ -384,6 +415,9 @@ func TestLiveOffsetsAndBuildIDs(t *testing.T) {
 				want := nmFind(t, runNM(t, c.file, false), c.name).addr
 				if !ok || vaddr != want {
 					t.Errorf("%s: FileOffsetToVaddr = %#x, %v; want %#x (nm)", c.name, vaddr, ok, want)
+				}
+				if bias, ok := m.MappingBias(mp.start, mp.end, mp.off); !ok || c.pc-bias != want {
+					t.Errorf("%s: MappingBias = %#x, %v: pc-bias = %#x, want %#x (nm)", c.name, bias, ok, c.pc-bias, want)
 				}
 				if got := lookupName(m, vaddr); got != c.name {
 					t.Errorf("Lookup(%#x) = %q, want %q", vaddr, got, c.name)

@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 )
 
@@ -75,6 +76,15 @@ func collectSyms(ef *elf.File, dynamic bool, baseRank int, out []rawSym) ([]rawS
 			continue
 		}
 		rank := baseRank
+		name := s.Name
+		if !dynamic {
+			// A versioned definition ("fdopen@@GLIBC_2.2.5") in .symtab:
+			// show the plain name, prefer an unversioned alias.
+			if i := strings.IndexByte(name, '@'); i > 0 {
+				name = name[:i]
+				rank += 2
+			}
+		}
 		switch elf.ST_BIND(s.Info) {
 		case elf.STB_GLOBAL:
 		case elf.STB_WEAK:
@@ -89,7 +99,7 @@ func collectSyms(ef *elf.File, dynamic bool, baseRank int, out []rawSym) ([]rawS
 		if secEnd < sec.Addr {
 			secEnd = ^uint64(0)
 		}
-		out = append(out, rawSym{addr: s.Value, size: s.Size, secEnd: secEnd, name: s.Name, rank: rank})
+		out = append(out, rawSym{addr: s.Value, size: s.Size, secEnd: secEnd, name: name, rank: rank})
 	}
 	return out, nil
 }
@@ -100,7 +110,8 @@ func buildSymTable(raw []rawSym) *symTable {
 	if len(raw) == 0 {
 		return nil
 	}
-	sort.Slice(raw, func(i, j int) bool {
+	// Stable: of equally ranked aliases the first in table order wins.
+	sort.SliceStable(raw, func(i, j int) bool {
 		if raw[i].addr != raw[j].addr {
 			return raw[i].addr < raw[j].addr
 		}

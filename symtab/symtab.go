@@ -252,6 +252,19 @@ func (m *Module) FileOffsetToVaddr(off uint64) (uint64, bool) {
 	return offsetToVaddr(m.loads, off)
 }
 
+// MappingBias returns the load bias of a mapping [start, end) of the
+// module's file at file offset offset (as /proc/PID/maps gives them): an
+// address pc in it is the ELF virtual address pc - bias. Unlike
+// FileOffsetToVaddr(offset), it picks the PT_LOAD the loader mapped there
+// even when the mapping's first page also holds the end of the previous
+// segment.
+func (m *Module) MappingBias(start, end, offset uint64) (uint64, bool) {
+	if m.mismatch {
+		return 0, false
+	}
+	return mappingBias(m.loads, start, end, offset)
+}
+
 // ELF returns the module's binary (for its .eh_frame), or nil (mismatch).
 func (m *Module) ELF() io.ReaderAt {
 	if m.mismatch || m.file == nil {
