@@ -37,6 +37,8 @@ type dwarfIndex struct {
 	syms *symTable // the module's symbols, for functions without linkage names
 
 	line, str, lineStr []byte // raw sections, for file names as binutils forms them
+
+	alt *altDWARF // the dwz file, or nil
 }
 
 type cuRange struct {
@@ -87,8 +89,10 @@ type fnNode struct {
 	plain    bool // no linkage name: a symbol at entry names it better
 }
 
-// loadDWARF builds the index of the DWARF sections of ef.
-func loadDWARF(ef *elf.File, size int64) (*dwarfIndex, error) {
+// loadDWARF builds the index of the DWARF sections of f; alt is the dwz
+// file it refers to, or nil.
+func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
+	ef, size := f.ef, f.size
 	sec := func(name string) ([]byte, error) {
 		s := ef.Section(".debug_" + name)
 		if s == nil {
@@ -117,7 +121,7 @@ func loadDWARF(ef *elf.File, size int64) (*dwarfIndex, error) {
 		}
 		get[n] = b
 	}
-	x := &dwarfIndex{order: ef.ByteOrder}
+	x := &dwarfIndex{order: ef.ByteOrder, alt: alt}
 	err = safely("dwarf", func() error {
 		d, err := dwarf.New(get["abbrev"], nil, nil, info, get["line"], nil, get["ranges"], get["str"])
 		if err != nil {
@@ -381,19 +385,43 @@ func (x *dwarfIndex) unit(cu *cuInfo) *cuDecoded {
 type nameInfo struct {
 	name, linkage string
 	ref           dwarf.Offset // abstract_origin or specification, 0 none
+	refAlt        bool         // ref is in the dwz file
 }
 
-func dieNameInfo(e *dwarf.Entry) nameInfo {
+// dieNameInfo reads a DIE's names and reference; strings and references
+// into the dwz file (DW_FORM_GNU_strp_alt, DW_FORM_GNU_ref_alt) are
+// followed through alt when there is one.
+func dieNameInfo(e *dwarf.Entry, alt *altDWARF) nameInfo {
 	var ni nameInfo
-	for _, f := range e.Field {
+	str := func(f *dwarf.Field) string {
+		switch v := f.Val.(type) {
+		case string:
+			return v
+		case int64:
+			if f.Class == dwarf.ClassStringAlt && alt != nil && v >= 0 {
+				return cstrAt(alt.str, uint64(v))
+			}
+		}
+		return ""
+	}
+	for i := range e.Field {
+		f := &e.Field[i]
 		switch f.Attr {
 		case dwarf.AttrName:
-			ni.name, _ = f.Val.(string)
+			ni.name = str(f)
 		case dwarf.AttrLinkageName, attrMIPSLinkageName:
-			ni.linkage, _ = f.Val.(string)
+			ni.linkage = str(f)
 		case dwarf.AttrAbstractOrigin, dwarf.AttrSpecification:
-			if o, ok := f.Val.(dwarf.Offset); ok && ni.ref == 0 {
-				ni.ref = o
+			if ni.ref != 0 {
+				break
+			}
+			switch v := f.Val.(type) {
+			case dwarf.Offset:
+				ni.ref = v
+			case int64:
+				if f.Class == dwarf.ClassReferenceAlt && alt != nil && v > 0 {
+					ni.ref, ni.refAlt = dwarf.Offset(v), true
+				}
 			}
 		}
 	}
@@ -456,7 +484,7 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 				nextScope = prefix + n + "::"
 			}
 		case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
-			ni := dieNameInfo(e)
+			ni := dieNameInfo(e, x.alt)
 			if e.Tag == dwarf.TagSubprogram {
 				if ni.name != "" {
 					ni.name = prefix + ni.name
@@ -533,27 +561,41 @@ func (x *dwarfIndex) resolveName(ni nameInfo, names map[dwarf.Offset]nameInfo) (
 		if ni.ref == 0 || hop >= maxOriginHops {
 			return name, true
 		}
-		next, ok := names[ni.ref]
+		var next nameInfo
+		ok := false
+		if ni.refAlt {
+			next, ok = readNameInfo(x.alt.d, ni.ref, nil)
+			// References inside the dwz file are its own offsets.
+			next.refAlt = next.ref != 0
+		} else if next, ok = names[ni.ref]; !ok {
+			next, ok = readNameInfo(x.d, ni.ref, x.alt)
+		}
 		if !ok {
-			next, ok = x.readNameInfo(ni.ref)
-			if !ok {
-				return name, true
-			}
+			return name, true
 		}
 		ni = next
 	}
 }
 
-// readNameInfo reads the DIE at off (another unit's, through
-// DW_FORM_ref_addr).
-func (x *dwarfIndex) readNameInfo(off dwarf.Offset) (nameInfo, bool) {
-	r := x.d.Reader()
-	r.Seek(off)
-	e, err := r.Next()
-	if err != nil || e == nil || e.Offset != off {
+// readNameInfo reads the DIE at off of d (another unit's, through
+// DW_FORM_ref_addr, or the dwz file's).
+func readNameInfo(d *dwarf.Data, off dwarf.Offset, alt *altDWARF) (nameInfo, bool) {
+	if d == nil {
 		return nameInfo{}, false
 	}
-	return dieNameInfo(e), true
+	var ni nameInfo
+	ok := false
+	safely("dwarf reference", func() error {
+		r := d.Reader()
+		r.Seek(off)
+		e, err := r.Next()
+		if err != nil || e == nil || e.Offset != off {
+			return err
+		}
+		ni, ok = dieNameInfo(e, alt), true
+		return nil
+	})
+	return ni, ok
 }
 
 func (x *dwarfIndex) decodeLines(cu *dwarf.Entry, dec *cuDecoded, fileIdx map[*dwarf.LineFile]int32) error {

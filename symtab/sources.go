@@ -14,6 +14,7 @@ import (
 type sources struct {
 	names []string    // what was found, best first
 	debug *openFile   // separate debug file
+	alt   *openFile   // dwz file of the DWARF used
 	dw    *dwarfIndex // DWARF of the debug file or the binary
 	gotab *goTable    // Go pclntab
 	syms  *symTable   // .symtab + .gnu_debugdata + .dynsym, merged
@@ -36,7 +37,15 @@ func (m *Module) loadSources() *sources {
 		if f == nil {
 			continue
 		}
-		dw, err := loadDWARF(f.ef, f.size)
+		var alt *altDWARF
+		if af := m.findAltFile(f); af != nil {
+			if alt = loadAlt(af); alt != nil {
+				src.alt = af
+			} else {
+				af.close()
+			}
+		}
+		dw, err := loadDWARF(f, alt)
 		if err == nil {
 			src.dw = dw
 			src.names = append(src.names, "dwarf")

@@ -329,6 +329,9 @@ func (m *Module) close() error {
 	if m.src != nil && m.src.debug != nil {
 		m.src.debug.close()
 	}
+	if m.src != nil && m.src.alt != nil {
+		m.src.alt.close()
+	}
 	return nil
 }
 
