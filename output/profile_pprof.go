@@ -38,10 +38,14 @@ var errNoFreq = errors.New("profile has no sampling frequency")
 // to the file offset for the usual layout of executable segments). Kernel
 // frames share one "[kernel]" mapping; user frames outside any module get a
 // per-process "[unknown]" mapping. The main executables come first.
-// HasFunctions, HasFilenames, HasLineNumbers and HasInlineFrames are true
-// when some frame in the mapping has a name, a file, a line, or inlined
-// frames: a mapping without any of them is left for pprof to symbolize
-// from the binary, if it can find it.
+//
+// HasFilenames, HasLineNumbers and HasInlineFrames say whether some frame
+// in the mapping has a file, a line, or inlined frames. HasFunctions is set
+// on every mapping: stackshot symbolized every frame (a frame it could not
+// name gets a placeholder, below), and pprof must not redo it: ranges taken
+// from sampled PCs do not tell it where a module's segments were mapped, so
+// its guesses would name the wrong functions (worse when the binary on disk
+// was replaced). `pprof -symbolize=force` still can.
 //
 // Locations: Address is the frame's PC; a frame and the frames inlined into
 // it (the ones with Inlined set that precede it, sharing its PC) make one
@@ -85,15 +89,14 @@ type pprofBuilder struct {
 
 // pprofMapping is a mapping being assembled, with what its frames showed.
 type pprofMapping struct {
-	m       *profile.Mapping
-	havePC  bool
-	minPC   uint64
-	maxPC   uint64
-	minOff  uint64 // module offset of minPC
-	hasOff  bool
-	main    bool // some process's executable
-	anyName bool
-	order   int // first appearance
+	m      *profile.Mapping
+	havePC bool
+	minPC  uint64
+	maxPC  uint64
+	minOff uint64 // module offset of minPC
+	hasOff bool
+	main   bool // some process's executable
+	order  int  // first appearance
 }
 
 func toPprof(p *Profile) (*profile.Profile, error) {
@@ -287,7 +290,6 @@ func (b *pprofBuilder) function(f *snapshot.Frame, pm *pprofMapping) *profile.Fu
 		} else {
 			name = cleanText(f.Function, false)
 		}
-		pm.anyName = true
 		if f.File != "" {
 			pm.m.HasFilenames = true
 		}
@@ -295,8 +297,8 @@ func (b *pprofBuilder) function(f *snapshot.Frame, pm *pprofMapping) *profile.Fu
 			pm.m.HasLineNumbers = true
 		}
 	} else {
-		// Placeholder named as in folded stacks, so pprof shows something
-		// more useful than an address even when it cannot symbolize.
+		// A placeholder named as in folded stacks, so pprof shows the
+		// module and offset rather than a bare address.
 		// Kernel ones go without the folded "_[k]": their mapping says it.
 		name, _ = frameName(f)
 		name = strings.TrimSuffix(name, kernelSuffix)
@@ -331,7 +333,7 @@ func (b *pprofBuilder) finishMappings() {
 				m.Offset = pm.minOff
 			}
 		}
-		m.HasFunctions = pm.anyName
+		m.HasFunctions = true
 		b.out.Mapping = append(b.out.Mapping, m)
 	}
 }
