@@ -13,6 +13,7 @@ import (
 type goTable struct {
 	mu  sync.Mutex // debug/gosym keeps caches
 	tab *gosym.Table
+	inl *goInline // inline trees (Go 1.20+), or nil
 }
 
 // maxPclntabScan bounds the bytes searched for a pclntab header when the
@@ -37,12 +38,12 @@ func loadGoTable(f *openFile) (*goTable, error) {
 	if err := checkPclntabHeader(data, ef.ByteOrder); err != nil {
 		return nil, err
 	}
-	text, ok := moduledataText(f, addr, int(data[7]))
+	text, gofunc, ok := moduledataText(f, addr, int(data[7]))
 	if !ok {
-		text, ok = moduledataTextRela(f, addr, int(data[7]))
+		text, gofunc, ok = moduledataTextRela(f, addr, int(data[7]))
 	}
 	if !ok {
-		text = textStart(ef)
+		text, gofunc = textStart(ef), 0
 	}
 	var tab *gosym.Table
 	err := safely("gopclntab", func() error {
@@ -67,7 +68,11 @@ func loadGoTable(f *openFile) (*goTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &goTable{tab: tab}, nil
+	g := &goTable{tab: tab}
+	if gofunc != 0 && !inExec(ef, gofunc) {
+		g.inl = newGoInline(data, ef.ByteOrder, text, gofunc, f)
+	}
+	return g, nil
 }
 
 // checkPclntabHeader bounds the counts in a pclntab header by the table's
@@ -117,17 +122,17 @@ const maxRelas = 1 << 22
 // moduledata pointers are R_*_RELATIVE relocations: the relocation whose
 // addend is the pclntab's address is at &moduledata.pcHeader, and the one
 // at the text field's address holds runtime.text.
-func moduledataTextRela(f *openFile, pcln uint64, ptrSize int) (uint64, bool) {
+func moduledataTextRela(f *openFile, pcln uint64, ptrSize int) (text, gofunc uint64, ok bool) {
 	if pcln == 0 || ptrSize != 8 || f.ef.Class != elf.ELFCLASS64 {
-		return 0, false
+		return 0, 0, false
 	}
 	s := f.ef.Section(".rela.dyn")
 	if s == nil || s.Type != elf.SHT_RELA || s.Size/24 > maxRelas {
-		return 0, false
+		return 0, 0, false
 	}
 	b, err := sectionData(s, f.size)
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	order := f.ef.ByteOrder
 	addends := make(map[uint64]uint64)
@@ -142,10 +147,10 @@ func moduledataTextRela(f *openFile, pcln uint64, ptrSize int) (uint64, bool) {
 	textOff := uint64(ptrSize) * (1 + 6*3 + 3)
 	for _, at := range md {
 		if text, ok := addends[at+textOff]; ok && inExec(f.ef, text) {
-			return text, true
+			return text, addends[at+textOff+goFuncFieldIndex*uint64(ptrSize)], true
 		}
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // textStart is runtime.text: the start of .text, else of the first
@@ -209,9 +214,9 @@ func scanPclntab(f *openFile) ([]byte, uint64) {
 // the pclntab at pcln, and returns its text field (runtime.text: the base
 // of the function entries of Go 1.18+ tables). In a PIE the pointer is a
 // relocation's addend instead.
-func moduledataText(f *openFile, pcln uint64, ptrSize int) (uint64, bool) {
+func moduledataText(f *openFile, pcln uint64, ptrSize int) (text, gofunc uint64, ok bool) {
 	if pcln == 0 || (ptrSize != 4 && ptrSize != 8) {
-		return 0, false
+		return 0, 0, false
 	}
 	order := f.ef.ByteOrder
 	// moduledata: pcHeader pointer, six slices, findfunctab, minpc, maxpc,
@@ -262,11 +267,44 @@ func moduledataText(f *openFile, pcln uint64, ptrSize int) (uint64, bool) {
 			text := word(seg[at+textOff:])
 			minpc, maxpc := word(seg[at+textOff-2*uint64(ptrSize):]), word(seg[at+textOff-uint64(ptrSize):])
 			if valid(text, minpc, maxpc) {
-				return text, true
+				gofunc := uint64(0)
+				if g := at + textOff + goFuncFieldIndex*uint64(ptrSize); g+uint64(ptrSize) <= uint64(len(seg)) {
+					gofunc = word(seg[g:])
+				}
+				return text, gofunc, true
 			}
 		}
 	}
-	return 0, false
+	return 0, 0, false
+}
+
+// goFuncFieldIndex is the position of moduledata.gofunc counted in words
+// from moduledata.text (text, etext, noptrdata, enoptrdata, data, edata,
+// bss, ebss, noptrbss, enoptrbss, covctrs, ecovctrs, end, gcdata, gcbss,
+// types, etypes, rodata, gofunc: Go 1.20+).
+const goFuncFieldIndex = 18
+
+// lookupSyms appends the frames at pc: through the inline tree when the
+// table has one (and agrees with debug/gosym on the function), else one
+// frame from debug/gosym.
+func (g *goTable) lookupSyms(pc uint64, out []Sym) ([]Sym, bool) {
+	name, entry, file, line, ok := g.lookup(pc)
+	if !ok {
+		return out, false
+	}
+	if g.inl != nil {
+		n := len(out)
+		var found bool
+		err := safely("go inline tree", func() error {
+			out, found = g.inl.lookup(pc, out)
+			return nil
+		})
+		if err == nil && found && out[len(out)-1].Function == name && out[len(out)-1].Offset == pc-entry {
+			return out, true
+		}
+		out = out[:n]
+	}
+	return append(out, Sym{Function: name, Offset: pc - entry, File: file, Line: line}), true
 }
 
 // lookup returns the function, file and line at pc.

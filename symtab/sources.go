@@ -156,12 +156,12 @@ func (s *sources) lookup(pc uint64, out []Sym, demangle bool) []Sym {
 		}
 	}
 	if s.gotab != nil {
-		if name, entry, file, line, ok := s.gotab.lookup(pc); ok {
-			sym := Sym{Function: name, Offset: pc - entry, File: file, Line: line}
-			if lineOnly != nil {
-				sym.File, sym.Line = lineOnly.File, lineOnly.Line
+		n := len(out)
+		if out, ok := s.gotab.lookupSyms(pc, out); ok {
+			if lineOnly != nil && len(out) == n+1 {
+				out[n].File, out[n].Line = lineOnly.File, lineOnly.Line
 			}
-			return append(out, sym)
+			return out
 		}
 	}
 	if i, ok := s.syms.lookup(pc); ok {

@@ -114,6 +114,9 @@ func testGoStripped(t *testing.T, prog, mode string) {
 		t.Errorf("sources = %v, want gopclntab and no symtab", src)
 	}
 	checkGo(t, m, full)
+	if prog == "goprog" {
+		checkGoInlineChain(t, m, full)
+	}
 
 	if mode != "" {
 		return
@@ -134,6 +137,7 @@ func testGoStripped(t *testing.T, prog, mode string) {
 	}
 	m2 := openFileModule(t, New(Options{}), noSec)
 	checkGo(t, m2, full)
+	checkGoInlineChain(t, m2, full)
 }
 
 func checkGo(t *testing.T, m *Module, reference string) {
@@ -145,7 +149,7 @@ func checkGo(t *testing.T, m *Module, reference string) {
 	}
 	nm := runNM(t, reference, false)
 	want := gdbLines(t, reference, pcs)
-	bad := 0
+	bad, inlined := 0, 0
 	for i, pc := range pcs {
 		got := m.Lookup(pc, nil)
 		var fn string
@@ -156,17 +160,60 @@ func checkGo(t *testing.T, m *Module, reference string) {
 				fn = strings.TrimSuffix(s.name, ".abi0")
 			}
 		}
-		// The functions of goprog inline nothing: one frame each.
+		// The physical function is nm's; the innermost position is
+		// gdb's; frames above the last are inlined calls.
 		w := want[i]
-		if len(got) != 1 || got[0].Function != fn || filepath.Clean(got[0].File) != filepath.Clean(w.file) || got[0].Line != w.line {
+		ok := len(got) > 0 && got[len(got)-1].Function == fn && !got[len(got)-1].Inlined &&
+			filepath.Clean(got[0].File) == filepath.Clean(w.file) && got[0].Line == w.line
+		for k := 0; ok && k < len(got)-1; k++ {
+			ok = got[k].Inlined && got[k].Function != ""
+		}
+		if len(got) > 1 {
+			inlined++
+		}
+		if !ok {
 			bad++
 			if bad < 10 {
-				t.Errorf("%#x: got %+v, want %s at %s:%d (nm, gdb)", pc, got, fn, w.file, w.line)
+				t.Errorf("%#x: got %+v, want %s with innermost %s:%d (nm, gdb)", pc, got, fn, w.file, w.line)
 			}
 		}
 	}
 	if bad > 0 {
 		t.Errorf("%d of %d pcs differ", bad, len(pcs))
+	}
+	if inlined == 0 {
+		t.Error("no pc of main.* resolved to inlined frames")
+	}
+}
+
+// checkGoInlineChain: in goprog, mix is inlined into (*walker).step; some
+// pc of step must resolve to mix at its loop body's line, called from
+// step's line that calls it (lines found in the source).
+func checkGoInlineChain(t *testing.T, m *Module, reference string) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(srcDir(t), "goprog", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodyLine, callLine := 0, 0
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.Contains(l, "// mix body") {
+			bodyLine = i + 1
+		}
+		if strings.Contains(l, "// step calls mix") {
+			callLine = i + 1
+		}
+	}
+	step := nmFind(t, runNM(t, reference, false), "main.(*walker).step")
+	found := false
+	for pc := step.addr; pc < step.addr+step.size && !found; pc++ {
+		f := m.Lookup(pc, nil)
+		found = len(f) == 2 && f[0].Function == "main.mix" && f[0].Line == bodyLine && f[0].Inlined &&
+			f[1].Function == "main.(*walker).step" && f[1].Line == callLine && !f[1].Inlined &&
+			strings.HasSuffix(f[1].File, "goprog/main.go") && f[1].Offset == pc-step.addr
+	}
+	if !found {
+		t.Errorf("no pc of main.(*walker).step resolves to main.mix:%d inlined at step:%d", bodyLine, callLine)
 	}
 }
 

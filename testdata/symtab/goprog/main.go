@@ -20,9 +20,18 @@ func leafWork(n int) int {
 
 type walker struct{ depth int }
 
+// mix is small enough for the compiler to inline into step.
+func mix(n int) int {
+	s := 0
+	for i := 0; i < n; i++ {
+		s += i ^ n // mix body
+	}
+	return s
+}
+
 //go:noinline
 func (w *walker) step(n int) int {
-	return leafWork(n+w.depth) + 1
+	return leafWork(n+w.depth) + mix(n) // step calls mix
 }
 
 //go:noinline
