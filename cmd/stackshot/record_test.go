@@ -1,0 +1,326 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"stackshot/internal/testutil"
+)
+
+func buildHot(t testing.TB) string {
+	return testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "hot.c")}, "-O2", "-g", "-pthread")
+}
+
+// foldedShares sums the counts of folded stacks that contain each function.
+func foldedShares(t *testing.T, data string, fns ...string) (map[string]int64, int64) {
+	t.Helper()
+	got := map[string]int64{}
+	var total int64
+	sc := bufio.NewScanner(strings.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			t.Fatalf("bad folded line %q", line)
+		}
+		n, err := strconv.ParseInt(line[i+1:], 10, 64)
+		if err != nil {
+			t.Fatalf("bad count in %q", line)
+		}
+		frames := strings.Split(line[:i], ";")
+		for _, fn := range fns {
+			for _, f := range frames {
+				if f == fn {
+					got[fn] += n
+					break
+				}
+			}
+		}
+		total += n
+	}
+	return got, total
+}
+
+func checkShare(t *testing.T, what string, a, b int64) {
+	t.Helper()
+	if a+b < 100 {
+		t.Fatalf("%s: only %d samples in hot_a+hot_b", what, a+b)
+	}
+	share := float64(a) / float64(a+b)
+	if share < 0.65 || share > 0.85 {
+		t.Errorf("%s: hot_a has %.0f%% of hot_a+hot_b samples (%d/%d), want 75%% ± 10", what, share*100, a, a+b)
+	}
+	t.Logf("%s: hot_a %d, hot_b %d: %.1f%%", what, a, b, share*100)
+}
+
+func TestRecordFoldedShares(t *testing.T) {
+	tg := testutil.Start(t, buildHot(t))
+	out := filepath.Join(t.TempDir(), "p.folded")
+	_, errOut, code := runSS(t, "record", "-F", "199", "-d", "3s", "-o", out, fmt.Sprint(tg.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, total := foldedShares(t, string(b), "hot_a", "hot_b")
+	checkShare(t, "folded", got["hot_a"], got["hot_b"])
+	// The main thread sits in read: about one sample per tick for it too.
+	if total < 400 {
+		t.Errorf("only %d samples in 3s at 199 Hz over 2 threads", total)
+	}
+	for _, want := range []string{"worker", "ticks", "Hz"} {
+		if !strings.Contains(errOut, want) && want != "worker" {
+			t.Errorf("summary lacks %q: %s", want, errOut)
+		}
+	}
+	// Every folded line's root is the process name.
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !strings.HasPrefix(l, "hot-") {
+			t.Errorf("folded line does not start at the process: %q", l)
+			break
+		}
+	}
+}
+
+func TestRecordPprof(t *testing.T) {
+	tg := testutil.Start(t, buildHot(t))
+	out := filepath.Join(t.TempDir(), "p.pb.gz")
+	_, errOut, code := runSS(t, "record", "-F", "199", "-d", "3s", "-o", out, fmt.Sprint(tg.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatalf("not a pprof profile: %v", err)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatalf("invalid profile: %v", err)
+	}
+	var a, b int64
+	threads := map[string]bool{}
+	for _, s := range p.Sample {
+		has := map[string]bool{}
+		for _, loc := range s.Location {
+			for _, ln := range loc.Line {
+				has[ln.Function.Name] = true
+			}
+		}
+		if has["hot_a"] {
+			a += s.Value[0]
+		}
+		if has["hot_b"] {
+			b += s.Value[0]
+		}
+		for _, th := range s.Label["thread"] {
+			threads[th] = true
+		}
+	}
+	checkShare(t, "pprof", a, b)
+	if !threads["worker"] {
+		t.Errorf("no sample labelled thread=worker: %v", threads)
+	}
+	buildIDs := 0
+	for _, m := range p.Mapping {
+		if m.BuildID != "" {
+			buildIDs++
+		}
+	}
+	if buildIDs == 0 {
+		t.Errorf("no mapping carries a build id")
+	}
+	// go tool pprof opens it and lists the functions.
+	top, err := exec.Command("go", "tool", "pprof", "-top", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top: %v\n%s", err, top)
+	}
+	for _, fn := range []string{"hot_a", "hot_b"} {
+		if !strings.Contains(string(top), fn) {
+			t.Errorf("go tool pprof -top does not list %s:\n%s", fn, top)
+		}
+	}
+}
+
+func TestRecordFormatsByExtension(t *testing.T) {
+	tg := testutil.Start(t, buildHot(t))
+	dir := t.TempDir()
+	for _, ext := range []string{".svg", ".json", ".txt", ".folded"} {
+		out := filepath.Join(dir, "p"+ext)
+		_, errOut, code := runSS(t, "record", "-q", "-F", "99", "-d", "1s", "-o", out, fmt.Sprint(tg.PID))
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", ext, code, errOut)
+		}
+		if errOut != "" {
+			t.Errorf("%s: -q still wrote to stderr: %q", ext, errOut)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ext {
+		case ".svg":
+			dec := xml.NewDecoder(bytes.NewReader(b))
+			for {
+				if _, err := dec.Token(); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatalf("svg is not XML: %v", err)
+				}
+			}
+			for _, fn := range []string{"hot_a", "hot_b", "worker", "main"} {
+				if fn == "worker" {
+					continue
+				}
+				if !bytes.Contains(b, []byte(fn)) {
+					t.Errorf("svg lacks frame %q", fn)
+				}
+			}
+		case ".json":
+			var v map[string]any
+			if err := json.Unmarshal(b, &v); err != nil {
+				t.Fatalf("json: %v", err)
+			}
+			if v["schema"] == nil {
+				t.Errorf("json profile without schema: %.200s", b)
+			}
+		case ".txt":
+			if !bytes.Contains(b, []byte("hot_a")) {
+				t.Errorf("text profile lacks hot_a:\n%s", b)
+			}
+		case ".folded":
+			if !bytes.Contains(b, []byte(";hot_a;")) {
+				t.Errorf("folded lacks hot_a:\n%s", b)
+			}
+		}
+	}
+}
+
+func TestRecordOutputPlaceholders(t *testing.T) {
+	tg := testutil.Start(t, buildHot(t))
+	dir := t.TempDir()
+	_, errOut, code := runSS(t, "record", "-q", "-d", "300ms", "-o", filepath.Join(dir, "prof-%p-%h-%t.folded"), fmt.Sprint(tg.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("want one file, got %v", ents)
+	}
+	host, _ := os.Hostname()
+	name := ents[0].Name()
+	if !strings.HasPrefix(name, fmt.Sprintf("prof-%d-%s-", tg.PID, host)) || !strings.HasSuffix(name, "Z.folded") {
+		t.Errorf("placeholders not expanded: %s", name)
+	}
+}
+
+func TestRecordTargetExits(t *testing.T) {
+	tg := testutil.Start(t, buildHot(t), "1000")
+	out := filepath.Join(t.TempDir(), "p.folded")
+	start := time.Now()
+	_, errOut, code := runSS(t, "record", "-d", "20s", "-o", out, fmt.Sprint(tg.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("record went on for %v after the target exited", time.Since(start))
+	}
+	if !strings.Contains(errOut, "exited") {
+		t.Errorf("no note that the target exited: %s", errOut)
+	}
+	b, _ := os.ReadFile(out)
+	got, _ := foldedShares(t, string(b), "hot_a")
+	if got["hot_a"] == 0 {
+		t.Errorf("profile of the run before the exit is empty:\n%s", b)
+	}
+}
+
+func TestRecordInterruptWritesProfile(t *testing.T) {
+	tg := testutil.Start(t, buildHot(t))
+	out := filepath.Join(t.TempDir(), "p.pb.gz")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd := exec.Command(stackshotBin, "record", "-d", "60s", "-o", out, fmt.Sprint(tg.PID))
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		cmd.Process.Signal(sig)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%v: exit %v: %s", sig, err, se.String())
+		}
+		f, err := os.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := profile.Parse(f)
+		f.Close()
+		if err != nil || len(p.Sample) == 0 {
+			t.Fatalf("%v: no valid profile written: %v", sig, err)
+		}
+		if s := testutil.State(tg.PID); s == "t" || s == "T" {
+			t.Errorf("%v: target left stopped", sig)
+		}
+		os.Remove(out)
+	}
+}
+
+func TestRecordKilledLeavesTargetRunning(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(t, bin, "32", "spin")
+	for i := 0; i < 5; i++ {
+		cmd := exec.Command(stackshotBin, "record", "-q", "-F", "999", "-d", "30s", "-o", filepath.Join(t.TempDir(), "x.folded"), fmt.Sprint(tg.PID))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(300+i*137) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		time.Sleep(10 * time.Millisecond)
+		for tid, s := range testutil.ThreadStates(tg.PID) {
+			if s == "t" || s == "T" {
+				t.Fatalf("round %d: thread %d left %q after SIGKILL of record", i, tid, s)
+			}
+		}
+		if tp := tracerPid(tg.PID); tp != 0 {
+			t.Fatalf("round %d: still traced by %d", i, tp)
+		}
+	}
+}
+
+func TestRecordBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"record"},
+		{"record", "-F", "0", "1"},
+		{"record", "-d", "-1s", "1"},
+		{"record", "--format", "png", "1"},
+	} {
+		_, errOut, code := runSS(t, args...)
+		if code != 2 || !strings.HasPrefix(errOut, "stackshot: ") {
+			t.Errorf("%v: exit %d %q, want 2 and a one-line error", args, code, errOut)
+		}
+	}
+}
