@@ -2,6 +2,7 @@ package symtab
 
 import (
 	"bytes"
+	"debug/gosym"
 	"encoding/binary"
 	"io"
 	"sort"
@@ -191,7 +192,7 @@ func cstrOf(b []byte, off uint64) string {
 // position returns the file and line of fn at pc.
 func (g *goInline) position(fn goFunc, pc uint64) (string, int) {
 	line, ok := g.pcvalue(fn.pcln, fn, pc)
-	if !ok {
+	if !ok || line < 0 {
 		return "", 0
 	}
 	fileno, ok := g.pcvalue(fn.pcfile, fn, pc)
@@ -250,4 +251,42 @@ func (g *goInline) lookup(pc uint64, out []Sym) ([]Sym, bool) {
 	file, line := g.position(fn, cur)
 	out = append(out, Sym{Function: cstrOf(g.funcnametab, uint64(fn.nameOff)), Offset: pc - fn.entry, File: file, Line: line})
 	return out, true
+}
+
+// agrees checks the direct reader against debug/gosym on functions spread
+// over the table (entry, name, first line): a layout this reader does not
+// know must not name anything.
+func (g *goInline) agrees(tab *gosym.Table) bool {
+	n := len(tab.Funcs)
+	if n == 0 {
+		return false
+	}
+	checked := 0
+	err := safely("go inline check", func() error {
+		for k := 0; k < 64; k++ {
+			fn := &tab.Funcs[k*(n-1)/63]
+			if fn.End <= fn.Entry {
+				continue
+			}
+			var out [maxGoInlineDepth + 1]Sym
+			got, ok := g.lookup(fn.Entry, out[:0])
+			if !ok || len(got) == 0 {
+				return ErrNoSymbols
+			}
+			phys := got[len(got)-1]
+			if phys.Function != fn.Name || phys.Offset != 0 {
+				return ErrNoSymbols
+			}
+			file, line, _ := tab.PCToLine(fn.Entry)
+			if line <= 0 { // no line table (assembly markers)
+				file, line = "", 0
+			}
+			if file != got[0].File || line != got[0].Line {
+				return ErrNoSymbols
+			}
+			checked++
+		}
+		return nil
+	})
+	return err == nil && checked > 0
 }

@@ -70,7 +70,9 @@ func loadGoTable(f *openFile) (*goTable, error) {
 	}
 	g := &goTable{tab: tab}
 	if gofunc != 0 && !inExec(ef, gofunc) {
-		g.inl = newGoInline(data, ef.ByteOrder, text, gofunc, f)
+		if inl := newGoInline(data, ef.ByteOrder, text, gofunc, f); inl != nil && inl.agrees(tab) {
+			g.inl = inl
+		}
 	}
 	return g, nil
 }
@@ -284,14 +286,10 @@ func moduledataText(f *openFile, pcln uint64, ptrSize int) (text, gofunc uint64,
 // types, etypes, rodata, gofunc: Go 1.20+).
 const goFuncFieldIndex = 18
 
-// lookupSyms appends the frames at pc: through the inline tree when the
-// table has one (and agrees with debug/gosym on the function), else one
-// frame from debug/gosym.
+// lookupSyms appends the frames at pc: through the direct reader with its
+// inline trees when the table has them (checked against debug/gosym at
+// load), else one frame from debug/gosym.
 func (g *goTable) lookupSyms(pc uint64, out []Sym) ([]Sym, bool) {
-	name, entry, file, line, ok := g.lookup(pc)
-	if !ok {
-		return out, false
-	}
 	if g.inl != nil {
 		n := len(out)
 		var found bool
@@ -299,10 +297,14 @@ func (g *goTable) lookupSyms(pc uint64, out []Sym) ([]Sym, bool) {
 			out, found = g.inl.lookup(pc, out)
 			return nil
 		})
-		if err == nil && found && out[len(out)-1].Function == name && out[len(out)-1].Offset == pc-entry {
+		if err == nil && found {
 			return out, true
 		}
 		out = out[:n]
+	}
+	name, entry, file, line, ok := g.lookup(pc)
+	if !ok {
+		return out, false
 	}
 	return append(out, Sym{Function: name, Offset: pc - entry, File: file, Line: line}), true
 }
