@@ -1,7 +1,10 @@
 package output
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"sort"
 	"time"
@@ -36,7 +39,8 @@ import (
 //	  ]
 //	}
 //
-// Stacks are ordered by count, largest first, then pid, thread, tid. A
+// Stacks are ordered by count, largest first, then pid, thread, tid;
+// samples without a count are left out, as in every profile format. A
 // stack's tid is a representative: threads with the same name and stack
 // share one entry.
 
@@ -134,6 +138,9 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 	}
 	for i := range p.Samples {
 		s := &p.Samples[i]
+		if s.Count <= 0 {
+			continue
+		}
 		js := jsonStack{PID: s.PID, TID: s.TID, Thread: s.Thread, Count: s.Count,
 			Frames: make([]jsonFrame, 0, len(s.Frames))}
 		for j := range s.Frames {
@@ -153,7 +160,44 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 		}
 		return a.TID < b.TID
 	})
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(jp)
+	return writeProfileJSON(w, &jp)
+}
+
+// writeProfileJSON writes the object indented, except that each stack is
+// one line: a long recording has many stacks, and a line per stack keeps
+// the file small, streamable and easy to grep.
+func writeProfileJSON(w io.Writer, jp *jsonProfile) error {
+	stacks := jp.Stacks
+	jp.Stacks = nil
+	head, err := json.MarshalIndent(jp, "", "  ")
+	jp.Stacks = stacks
+	if err != nil {
+		return fmt.Errorf("encoding profile json: %w", err)
+	}
+	// head ends with `"stacks": null` and the closing brace.
+	const tail = `"stacks": null` + "\n}"
+	if !bytes.HasSuffix(head, []byte(tail)) {
+		return fmt.Errorf("encoding profile json: unexpected layout")
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(head[:len(head)-len(tail)])
+	if len(stacks) == 0 {
+		bw.WriteString("\"stacks\": []\n}\n")
+		return bw.Flush()
+	}
+	bw.WriteString("\"stacks\": [\n")
+	for i := range stacks {
+		bw.WriteString("    ")
+		b, err := json.Marshal(&stacks[i])
+		if err != nil {
+			return fmt.Errorf("encoding profile json: %w", err)
+		}
+		bw.Write(b)
+		if i < len(stacks)-1 {
+			bw.WriteByte(',')
+		}
+		bw.WriteByte('\n')
+	}
+	bw.WriteString("  ]\n}\n")
+	return bw.Flush()
 }

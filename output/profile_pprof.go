@@ -215,17 +215,18 @@ func sameSite(a, b *snapshot.Frame) bool {
 func (b *pprofBuilder) location(pid int, group []snapshot.Frame, exes map[string]bool) *profile.Location {
 	outer := &group[len(group)-1]
 	pm := b.mapping(pid, outer, exes)
-	// The key: mapping, PC, and the names and lines of the group, so frames
-	// at the same address that were named differently stay apart.
+	// The key: mapping, PC, and the functions and lines of the group, so
+	// frames at one address that were named differently stay apart.
+	var fns [8]*profile.Function
+	fnl := fns[:0]
 	k := b.key[:0]
 	k = strconv.AppendUint(k, pm.m.ID, 10)
 	k = append(k, ':')
 	k = strconv.AppendUint(k, outer.PC, 16)
-	lines := make([]profile.Line, 0, len(group))
 	for gi := range group {
 		f := &group[gi]
 		fn := b.function(f, pm)
-		lines = append(lines, profile.Line{Function: fn, Line: int64(f.Line)})
+		fnl = append(fnl, fn)
 		k = append(k, ';')
 		k = strconv.AppendUint(k, fn.ID, 10)
 		k = append(k, ':')
@@ -234,6 +235,10 @@ func (b *pprofBuilder) location(pid int, group []snapshot.Frame, exes map[string
 	b.key = k
 	if l, ok := b.locations[string(k)]; ok {
 		return l
+	}
+	lines := make([]profile.Line, len(group))
+	for gi := range group {
+		lines[gi] = profile.Line{Function: fnl[gi], Line: int64(group[gi].Line)}
 	}
 	if len(group) > 1 {
 		pm.m.HasInlineFrames = true

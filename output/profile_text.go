@@ -53,7 +53,7 @@ func textProfileHeader(w *bufio.Writer, p *Profile, total int64) {
 		if exe == "" {
 			exe = "?"
 		}
-		fmt.Fprintf(w, "  %d %s (%s)\n", pr.PID, pr.Comm, exe)
+		fmt.Fprintf(w, "  %d %s (%s)\n", pr.PID, cleanText(pr.Comm, false), cleanText(exe, false))
 	}
 	if st.Truncated > 0 {
 		fmt.Fprintf(w, "Truncated stacks: %d (%.1f%%): %s\n", st.Truncated, pct(st.Truncated, total), reasonList(st.TruncatedWhy))
@@ -84,7 +84,10 @@ type textStack struct {
 }
 
 func textTopStacks(w *bufio.Writer, p *Profile, total int64, top int) {
-	ix := indexProcesses(p)
+	comms := map[int]string{}
+	for _, pr := range p.Processes {
+		comms[pr.PID] = cleanText(pr.Comm, false)
+	}
 	byKey := map[string]int{}
 	var stacks []textStack
 	for i := range p.Samples {
@@ -109,8 +112,12 @@ func textTopStacks(w *bufio.Writer, p *Profile, total int64, top int) {
 	fmt.Fprintf(w, "\nTop %d stack%s of %d:\n", n, plural(n), len(stacks))
 	for _, st := range stacks[:n] {
 		s := st.s
+		comm := comms[s.PID]
+		if comm == "" {
+			comm = "?"
+		}
 		fmt.Fprintf(w, "\n%8d %6.2f%%  %s (pid %d) thread %q (tid %d)\n",
-			st.count, pct(st.count, total), ix.comm(s.PID), s.PID, s.Thread, s.TID)
+			st.count, pct(st.count, total), comm, s.PID, s.Thread, s.TID)
 		if len(st.names) == 0 {
 			fmt.Fprintf(w, "                   (no frames)\n")
 		}
