@@ -278,11 +278,15 @@ type SchedStat struct {
 
 // ReadSchedStat reads /proc/PID/task/TID/schedstat.
 func ReadSchedStat(pid, tid int) (SchedStat, error) {
-	var s SchedStat
 	b, err := readSmall(taskPath(pid, tid, "schedstat"))
 	if err != nil {
-		return s, err
+		return SchedStat{}, err
 	}
+	return parseSchedStat(b)
+}
+
+func parseSchedStat(b []byte) (SchedStat, error) {
+	var s SchedStat
 	f := strings.Fields(string(b))
 	if len(f) < 3 {
 		return s, fmt.Errorf("schedstat: %w", ErrFormat)

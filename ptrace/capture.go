@@ -61,6 +61,11 @@ type Thread struct {
 	// Signal is a signal that arrived while the thread was stopped and was
 	// handed back to it at detach.
 	Signal int `json:"signal,omitempty"`
+	// Sched is the schedstat that bracketed a consistent no-stop copy.
+	Sched *procmaps.SchedStat `json:"sched,omitempty"`
+	// Reused means the thread had not run since the previous capture
+	// (Options.Reuse): this is that capture's copy, read again for free.
+	Reused bool `json:"reused,omitempty"`
 }
 
 // Process is a whole process's capture.
@@ -101,6 +106,9 @@ type Options struct {
 	// RefreshMaps asks to read the maps again.
 	Reuse       *Process
 	RefreshMaps bool
+	// Cache keeps the threads' /proc files open across captures (nil:
+	// open them each time).
+	Cache *procmaps.TaskCache
 }
 
 // DefaultStackBytes caps the stack copy of one thread.

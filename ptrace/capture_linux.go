@@ -96,6 +96,12 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	}
 	sharedMu.Lock()
 	c := &capturer{p: p, opt: opt, check: check, seen: map[int]bool{}}
+	if r := opt.Reuse; r != nil && r.PID == pid {
+		c.prev = make(map[int]*Thread, len(r.Threads))
+		for i := range r.Threads {
+			c.prev[r.Threads[i].TID] = &r.Threads[i]
+		}
+	}
 	if p.TracerPid != 0 && opt.Mode != ModeNoStop {
 		who := procmaps.Exe(p.TracerPid)
 		p.Warnings = append(p.Warnings, fmt.Sprintf("already traced by pid %d (%s): threads are shown from /proc only", p.TracerPid, who))
@@ -103,6 +109,13 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	}
 	defer c.finish()
 	c.run()
+	if opt.Cache != nil {
+		live := make(map[int]bool, len(p.Threads))
+		for _, th := range p.Threads {
+			live[th.TID] = true
+		}
+		opt.Cache.Retain(pid, live)
+	}
 	p.WallNS = time.Since(start).Nanoseconds()
 	return p, nil
 }
@@ -116,6 +129,7 @@ type capturer struct {
 	t       *tracer
 	seen    map[int]bool
 	noTrace bool
+	prev    map[int]*Thread // the previous capture's threads (Options.Reuse)
 	mapsMu  sync.Mutex // guards p.Maps and mapsAt: observers run in parallel
 	mapsAt  time.Time
 }
@@ -215,7 +229,7 @@ func (c *capturer) run() {
 			if !o.ok {
 				continue
 			}
-			if !o.done || (o.th.Method == MethodNoStop && !o.th.Torn && c.needsStop(&o.th)) {
+			if !o.done || (o.th.Method == MethodNoStop && !o.th.Torn && !o.th.Reused && c.needsStop(&o.th)) {
 				if c.cancelled() {
 					return
 				}
@@ -286,18 +300,20 @@ func (c *capturer) observeAll(tids []int) []observation {
 // thread's kernel stack only shows ptrace_stop.
 func (c *capturer) pre(tid int) (Thread, bool) {
 	th := Thread{TID: tid}
-	st, err := procmaps.ReadStat(c.p.PID, tid)
+	fc := c.opt.Cache
+	st, err := fc.ReadStat(c.p.PID, tid)
 	if err != nil {
 		return th, false // gone
 	}
 	th.State = string(st.State)
 	th.Name = st.Comm // the same TASK_COMM_LEN name as .../comm
 	th.Kernel = st.Flags&procmaps.PF_KTHREAD != 0
-	if sc, err := procmaps.ReadSyscall(c.p.PID, tid); err == nil {
+	if sc, err := fc.ReadSyscall(c.p.PID, tid); err == nil {
 		th.Syscall = &sc
 	}
-	if c.opt.Kernel || th.Kernel {
-		ks, err := procmaps.ReadKernelStack(c.p.PID, tid)
+	// A thread running in user space has no kernel stack worth reading.
+	if (c.opt.Kernel || th.Kernel) && (th.Syscall == nil || !th.Syscall.Running) {
+		ks, err := fc.ReadKernelStack(c.p.PID, tid)
 		if err != nil {
 			th.KernelErr = err.Error()
 		} else {
@@ -325,7 +341,14 @@ func (c *capturer) observe(tid int) (th Thread, ok, done bool) {
 		var ss1 procmaps.SchedStat
 		var errSS error
 		if tryNoStop {
-			ss1, errSS = procmaps.ReadSchedStat(pid, tid)
+			ss1, errSS = c.opt.Cache.ReadSchedStat(pid, tid)
+			// A sampler's thread that has not run since its last
+			// consistent no-stop capture still has that same stack.
+			if prev := c.prev[tid]; errSS == nil && try == 0 && prev != nil && prev.Sched != nil && *prev.Sched == ss1 {
+				th = *prev
+				th.Reused = true
+				return th, true, true
+			}
 		}
 		th, ok = c.pre(tid)
 		if !ok {
@@ -347,13 +370,17 @@ func (c *capturer) observe(tid int) (th Thread, ok, done bool) {
 		sc := th.Syscall
 		lo, hi := c.stackBounds(sc.SP)
 		stk := readStack(pid, sc.SP, hi, c.opt.StackBytes)
-		ss2, err := procmaps.ReadSchedStat(pid, tid)
+		ss2, err := c.opt.Cache.ReadSchedStat(pid, tid)
 		if err != nil {
 			return th, false, true // gone
 		}
 		th.Method = MethodNoStop
 		th.StackAddr, th.Stack, th.StackLo, th.StackHi = sc.SP, stk, lo, hi
 		th.Torn = ss1 != ss2
+		if !th.Torn {
+			ss := ss2
+			th.Sched = &ss
+		}
 		if !th.Torn {
 			return th, true, true
 		}

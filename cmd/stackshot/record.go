@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"stackshot/output"
+	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/snapshot"
 	"stackshot/unwind"
@@ -148,6 +149,8 @@ func cmdRecord(args []string) error {
 		targets = append(targets, t)
 	}
 	mode, _ := c.captureMode()
+	cache := procmaps.NewTaskCache()
+	defer cache.Close()
 	agg := &aggregator{idx: map[string]int{}}
 	var (
 		hist     pauseHist
@@ -196,6 +199,7 @@ loop:
 			opt := s.captureOptions(time.Now().Add(c.timeout))
 			opt.Mode = mode
 			opt.Reuse = t.last
+			opt.Cache = cache
 			opt.RefreshMaps = t.stale || time.Since(t.mapsAt) > time.Second
 			if opt.RefreshMaps {
 				t.mapsAt, t.stale = time.Now(), false
