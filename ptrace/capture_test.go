@@ -1,0 +1,204 @@
+//go:build linux
+
+package ptrace
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"stackshot/internal/testutil"
+	"stackshot/procmaps"
+)
+
+func startBlocked(t *testing.T, args ...string) *testutil.Target {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O2", "-g", "-pthread")
+	return testutil.Start(t, bin, args...)
+}
+
+func byName(p *Process) map[string]*Thread {
+	m := map[string]*Thread{}
+	for i := range p.Threads {
+		m[p.Threads[i].Name] = &p.Threads[i]
+	}
+	return m
+}
+
+func TestCaptureModes(t *testing.T) {
+	tg := startBlocked(t, "spin")
+	for _, mode := range []Mode{ModeAuto, ModeStop, ModeNoStop} {
+		p, err := Capture(tg.PID, Options{Mode: mode, Kernel: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Threads) != 8 || p.Threads[0].TID != tg.PID {
+			t.Fatalf("mode %d: %d threads, first %d", mode, len(p.Threads), p.Threads[0].TID)
+		}
+		for _, th := range p.Threads {
+			spinner := th.Name == "spinner"
+			switch {
+			case mode == ModeStop || (mode == ModeAuto && spinner):
+				if th.Method != MethodPtrace || len(th.Regs) != 27 || len(th.Stack) == 0 || th.PauseNS <= 0 {
+					t.Errorf("mode %d %s: method %s regs %d stack %d pause %d", mode, th.Name, th.Method, len(th.Regs), len(th.Stack), th.PauseNS)
+				}
+				if sp := th.Regs[userRSP]; sp != th.StackAddr || sp < th.StackLo || sp >= th.StackHi {
+					t.Errorf("%s: sp %#x, stack at %#x in [%#x,%#x)", th.Name, sp, th.StackAddr, th.StackLo, th.StackHi)
+				}
+			case mode == ModeNoStop && spinner:
+				if th.Method != MethodProcOnly || th.Err == "" {
+					t.Errorf("nostop spinner: %s %q", th.Method, th.Err)
+				}
+			default:
+				if th.Method != MethodNoStop || th.Regs != nil || th.PauseNS != 0 || th.Torn || th.Sched == nil {
+					t.Errorf("mode %d %s: method %s regs %v pause %d torn %v", mode, th.Name, th.Method, th.Regs != nil, th.PauseNS, th.Torn)
+				}
+				if th.Syscall == nil || th.StackAddr != th.Syscall.SP || len(th.Stack) == 0 {
+					t.Errorf("%s: stack copy not from the syscall SP", th.Name)
+				}
+				if len(th.KernelStack) == 0 {
+					t.Errorf("%s: no kernel stack", th.Name)
+				}
+			}
+		}
+	}
+	if s := testutil.State(tg.PID); s == "t" || s == "T" {
+		t.Fatalf("target left stopped")
+	}
+}
+
+func TestCaptureConsistent(t *testing.T) {
+	tg := startBlocked(t, "spin")
+	p, err := Capture(tg.PID, Options{Mode: ModeStop, Consistent: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Threads) != 8 {
+		t.Fatalf("%d threads", len(p.Threads))
+	}
+	for _, th := range p.Threads {
+		if th.Method != MethodPtrace || len(th.Regs) != 27 {
+			t.Errorf("%s: %s", th.Name, th.Method)
+		}
+	}
+	for tid, s := range testutil.ThreadStates(tg.PID) {
+		if s == "t" || s == "T" {
+			t.Errorf("thread %d left stopped", tid)
+		}
+	}
+}
+
+func TestCaptureTIDs(t *testing.T) {
+	tg := startBlocked(t)
+	all, err := Capture(tg.PID, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := byName(all)["sleeper"].TID
+	p, err := Capture(tg.PID, Options{TIDs: []int{want}}, nil)
+	if err != nil || len(p.Threads) != 1 || p.Threads[0].TID != want {
+		t.Fatalf("TIDs filter: %v %+v", err, p)
+	}
+}
+
+func TestCaptureReuseIdleThreads(t *testing.T) {
+	tg := startBlocked(t, "spin")
+	cache := procmaps.NewTaskCache()
+	defer cache.Close()
+	first, err := Capture(tg.PID, Options{Cache: cache}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := Capture(tg.PID, Options{Cache: cache, Reuse: first}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := byName(second)
+	for _, name := range []string{"reader", "condwait", "epoller", "recver"} {
+		th := m[name]
+		if !th.Reused || th.Method != MethodNoStop || len(th.Stack) == 0 {
+			t.Errorf("%s: reused %v method %s", name, th.Reused, th.Method)
+		}
+	}
+	if m["spinner"].Reused || m["spinner"].Method != MethodPtrace {
+		t.Errorf("spinner reused (%v) or not stopped (%s)", m["spinner"].Reused, m["spinner"].Method)
+	}
+	// The reader wakes up when a byte arrives: it is then read afresh.
+	// (It is blocked on its own pipe, which only the target writes to, so
+	// use the main thread instead: "s" makes it run.)
+	if ans := tg.Ask("s"); !strings.HasPrefix(ans, "eintr") {
+		t.Fatalf("target: %q", ans)
+	}
+	third, err := Capture(tg.PID, Options{Cache: cache, Reuse: second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Threads[0].Reused {
+		t.Errorf("main thread ran (answered 's') but its old copy was reused")
+	}
+}
+
+func TestCaptureStoppedProcess(t *testing.T) {
+	tg := startBlocked(t)
+	syscall.Kill(tg.PID, syscall.SIGSTOP)
+	defer syscall.Kill(tg.PID, syscall.SIGCONT)
+	for end := time.Now().Add(5 * time.Second); testutil.State(tg.PID) != "T" && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, mode := range []Mode{ModeAuto, ModeStop} {
+		for _, cons := range []bool{false, true} {
+			p, err := Capture(tg.PID, Options{Mode: mode, Consistent: cons}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, th := range p.Threads {
+				if th.Method == MethodProcOnly {
+					t.Errorf("mode %d consistent %v: %s proc-only: %s", mode, cons, th.Name, th.Err)
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+			for tid, s := range testutil.ThreadStates(tg.PID) {
+				if s != "T" {
+					t.Errorf("mode %d consistent %v: thread %d is %q, want T", mode, cons, tid, s)
+				}
+			}
+		}
+	}
+}
+
+func TestCaptureErrors(t *testing.T) {
+	if _, err := Capture(1<<22+12345, Options{}, nil); err != ErrNoProcess {
+		t.Errorf("missing pid: %v", err)
+	}
+	// A thread id is not a process id.
+	tg := startBlocked(t)
+	tids, _ := procmaps.Tasks(tg.PID)
+	if _, err := Capture(tids[1], Options{}, nil); err == nil || !strings.Contains(err.Error(), "is a thread of") {
+		t.Errorf("tid as pid: %v", err)
+	}
+}
+
+func TestReadMemoryShortAtGuard(t *testing.T) {
+	// Reading across the end of a mapping gives a short read, not nothing.
+	maps, err := procmaps.ReadMaps(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *procmaps.Mapping
+	for i := range maps {
+		if maps[i].Kind == procmaps.KindStack {
+			m = &maps[i]
+		}
+	}
+	if m == nil {
+		t.Skip("skipped: no [stack] mapping in this process")
+	}
+	buf := make([]byte, 3*4096)
+	n := ReadMemory(os.Getpid(), buf, m.End-4096)
+	if n != 4096 {
+		t.Errorf("read %d bytes across the end of [stack], want 4096", n)
+	}
+	_ = fmt.Sprint
+}
