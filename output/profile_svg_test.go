@@ -2,13 +2,19 @@ package output
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"io"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"stackshot/internal/testutil"
 )
 
 type svgBox struct {
@@ -242,5 +248,198 @@ func TestSVGPrunesNarrowBoxes(t *testing.T) {
 	}
 	if !strings.Contains(joined, "hot_a_inner (1000060 samples") {
 		t.Errorf("wide box missing:\n%s", joined)
+	}
+}
+
+// xmlTree is an SVG element as the script harness reads it.
+type xmlTree struct {
+	T string            `json:"t"`
+	A map[string]string `json:"a,omitempty"`
+	C []any             `json:"c,omitempty"`
+}
+
+func svgTree(t *testing.T, data []byte) *xmlTree {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	var stack []*xmlTree
+	var root *xmlTree
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			n := &xmlTree{T: el.Name.Local, A: map[string]string{}}
+			for _, a := range el.Attr {
+				n.A[a.Name.Local] = a.Value
+			}
+			if len(stack) > 0 {
+				p := stack[len(stack)-1]
+				p.C = append(p.C, n)
+			} else {
+				root = n
+			}
+			stack = append(stack, n)
+		case xml.EndElement:
+			stack = stack[:len(stack)-1]
+		case xml.CharData:
+			if len(stack) > 0 {
+				p := stack[len(stack)-1]
+				p.C = append(p.C, string(el))
+			}
+		}
+	}
+	return root
+}
+
+type harnessBox struct {
+	Title, Fill, Label string
+	X, W               float64
+	Hide, Parent       bool
+}
+
+type harnessStep struct {
+	Step         string
+	Boxes        []harnessBox
+	Matched      string
+	Details      string
+	UnzoomHidden bool
+	SearchLabel  string
+}
+
+// The script's behaviour, run by node against a minimal DOM built from the
+// SVG: zoom into hot_a, reset, search, reset, Escape, a bad search.
+func TestSVGScript(t *testing.T) {
+	node := testutil.Need(t, "node")
+	data := svgBytes(t, fixtureProfile())
+	tree, err := json.Marshal(svgTree(t, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tree.json")
+	if err := os.WriteFile(path, tree, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, filepath.Join("testdata", "svg_harness.js"), path, "hot_a", "^hot_a", "myserver")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Steps  []harnessStep
+		Alerts []string
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("harness output: %v\n%s", err, out)
+	}
+	steps := map[string]*harnessStep{}
+	for i := range res.Steps {
+		steps[res.Steps[i].Step] = &res.Steps[i]
+	}
+	box := func(st *harnessStep, prefix string) harnessBox {
+		t.Helper()
+		var found []harnessBox
+		for _, b := range st.Boxes {
+			if strings.HasPrefix(b.Title, prefix+" (") {
+				found = append(found, b)
+			}
+		}
+		if len(found) != 1 {
+			t.Fatalf("%s: %d boxes named %q", st.Step, len(found), prefix)
+		}
+		return found[0]
+	}
+	const full = svgWidth - 2*svgPad
+	init := steps["initial"]
+	if init.Details != " " || !init.UnzoomHidden || init.SearchLabel != "Search" || init.Matched != " " {
+		t.Errorf("initial state %+v", init)
+	}
+	if d := steps["hover"].Details; d != "hot_a (100 samples, 60.98%)" {
+		t.Errorf("details on hover %q", d)
+	}
+
+	// Zoom: hot_a fills the width; its child too (same samples); the
+	// kernel frames above it get 60 of its 100 samples; what it sits on is
+	// shown faded at full width; everything else is hidden.
+	z := steps["zoom"]
+	if z.UnzoomHidden {
+		t.Errorf("reset zoom button hidden after zoom")
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 0.05 }
+	hot0 := box(init, "hot_a")
+	for _, n := range []string{"hot_a", "hot_a_inner"} {
+		if b := box(z, n); b.Hide || b.Parent || !near(b.X, svgPad) || !near(b.W, full) || b.Label != n {
+			t.Errorf("zoomed %s: %+v", n, b)
+		}
+	}
+	pf := box(z, "asm_exc_page_fault_[k]")
+	pf0 := box(init, "asm_exc_page_fault_[k]")
+	scale := full / hot0.W
+	if pf.Hide || !near(pf.W, 0.6*full) || !near(pf.X, svgPad+(pf0.X-hot0.X)*scale) || pf.Label != "asm_exc_page_fault_[k]" {
+		t.Errorf("zoomed child %+v (was %+v)", pf, pf0)
+	}
+	if pf0.Label == pf.Label && pf0.W < 100 {
+		t.Errorf("label did not grow with its box")
+	}
+	for _, n := range []string{"all", "myserver", fxOperator} {
+		if b := box(z, n); b.Hide || !b.Parent || !near(b.X, svgPad) || !near(b.W, full) {
+			t.Errorf("zoomed ancestor %s: %+v", n, b)
+		}
+	}
+	for _, n := range []string{"batch:job", "crunch", "hot_b", "weird:name with newline", "do_futex_[k]"} {
+		if b := box(z, n); !b.Hide {
+			t.Errorf("zoomed: %s not hidden: %+v", n, b)
+		}
+	}
+	// Zoom into myserver (142 samples): hot_b (27) comes after
+	// __futex_abstimed_wait_common (10), scaled by 164/142.
+	z2 := steps["zoom2"]
+	if hb := box(z2, "hot_b"); hb.Hide || !near(hb.X, svgPad+10.0/142*full) || !near(hb.W, 27.0/142*full) {
+		t.Errorf("zoom into myserver: hot_b %+v", hb)
+	}
+	if bj := box(z2, "batch:job"); !bj.Hide {
+		t.Errorf("zoom into myserver: batch:job shown")
+	}
+	// Reset: everything back where it was.
+	for _, step := range []string{"unzoom", "escape"} {
+		st := steps[step]
+		if !st.UnzoomHidden {
+			t.Errorf("%s: reset button still shown", step)
+		}
+		for i, b := range st.Boxes {
+			if b != init.Boxes[i] {
+				t.Errorf("%s: box %q is %+v, was %+v", step, b.Title, b, init.Boxes[i])
+			}
+		}
+	}
+	// Search ^hot_a: hot_a and hot_a_inner (nested: their 100 samples
+	// count once) of 164: 61.0%.
+	s := steps["search"]
+	if s.Matched != "Matched: 61.0% (^hot_a)" || s.SearchLabel != "Reset Search" {
+		t.Errorf("search: matched %q, label %q", s.Matched, s.SearchLabel)
+	}
+	for i, b := range s.Boxes {
+		hit := strings.HasPrefix(b.Title, "hot_a")
+		if hit != (b.Fill == "rgb(230,0,230)") || (!hit && b.Fill != init.Boxes[i].Fill) {
+			t.Errorf("search: box %q fill %s", b.Title, b.Fill)
+		}
+	}
+	r := steps["reset search"]
+	if r.Matched != " " || r.SearchLabel != "Search" {
+		t.Errorf("reset search: %q %q", r.Matched, r.SearchLabel)
+	}
+	for i, b := range r.Boxes {
+		if b.Fill != init.Boxes[i].Fill {
+			t.Errorf("reset search: %q fill %s", b.Title, b.Fill)
+		}
+	}
+	if len(res.Alerts) != 1 || !strings.Contains(res.Alerts[0], "Bad regular expression") || steps["bad search"].Matched != " " {
+		t.Errorf("bad search: alerts %q, matched %q", res.Alerts, steps["bad search"].Matched)
 	}
 }
