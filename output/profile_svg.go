@@ -3,12 +3,12 @@ package output
 import (
 	"bufio"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Flame-graph geometry, in SVG user units (pixels).
@@ -35,15 +35,28 @@ type flameNode struct {
 }
 
 func (n *flameNode) child(name string, kind frameKind) *flameNode {
-	if c := n.byName[name]; c != nil {
-		return c
-	}
-	if n.byName == nil {
-		n.byName = map[string]*flameNode{}
+	// Most nodes have a few children: scan them; index the rest.
+	if n.byName != nil {
+		if c := n.byName[name]; c != nil {
+			return c
+		}
+	} else {
+		for _, c := range n.children {
+			if c.name == name {
+				return c
+			}
+		}
 	}
 	c := &flameNode{name: name, kind: kind}
-	n.byName[name] = c
 	n.children = append(n.children, c)
+	if n.byName != nil {
+		n.byName[name] = c
+	} else if len(n.children) > 8 {
+		n.byName = make(map[string]*flameNode, 2*len(n.children))
+		for _, cc := range n.children {
+			n.byName[cc.name] = cc
+		}
+	}
 	return c
 }
 
@@ -162,9 +175,9 @@ func (fw *flameWriter) node(n *flameNode, x float64, d int) {
 	}
 	y := fw.height - svgBottom - float64(d+1)*svgFrameH
 	w := fw.w
-	name := xmlEscape(n.name)
+	name := sanitizeName(n.name)
 	w.WriteString("<g><title>")
-	w.WriteString(name)
+	xmlReplacer.WriteString(w, name)
 	w.WriteString(" (")
 	fw.num = strconv.AppendInt(fw.num[:0], n.count, 10)
 	w.Write(fw.num)
@@ -176,21 +189,21 @@ func (fw *flameWriter) node(n *flameNode, x float64, d int) {
 	fw.num = strconv.AppendFloat(fw.num[:0], pct(n.count, fw.total), 'f', 2, 64)
 	w.Write(fw.num)
 	w.WriteString("%)</title><rect x=\"")
-	w.WriteString(svgNum(x))
+	fw.writeNum(x)
 	w.WriteString("\" y=\"")
-	w.WriteString(svgNum(y))
+	fw.writeNum(y)
 	w.WriteString("\" width=\"")
-	w.WriteString(svgNum(width))
+	fw.writeNum(width)
 	w.WriteString("\" height=\"")
-	w.WriteString(svgNum(svgFrameH - 1))
+	fw.writeNum(svgFrameH - 1)
 	w.WriteString("\" fill=\"")
 	w.WriteString(flameColor(n.name, n.kind))
 	w.WriteString("\" rx=\"2\"/><text x=\"")
-	w.WriteString(svgNum(x + 3))
+	fw.writeNum(x + 3)
 	w.WriteString("\" y=\"")
-	w.WriteString(svgNum(y + svgFrameH - 4.5))
+	fw.writeNum(y + svgFrameH - 4.5)
 	w.WriteString("\">")
-	w.WriteString(xmlEscape(fitLabel(n.name, width)))
+	xmlReplacer.WriteString(w, fitLabel(name, width))
 	w.WriteString("</text></g>\n")
 	for _, c := range n.children {
 		fw.node(c, x, d+1)
@@ -205,11 +218,24 @@ func fitLabel(name string, width float64) string {
 	if chars < 3 {
 		return ""
 	}
-	r := []rune(name)
-	if len(r) <= chars {
+	if len(name) <= chars || utf8.RuneCountInString(name) <= chars {
 		return name
 	}
+	r := []rune(name)
 	return string(r[:chars-2]) + ".."
+}
+
+// writeNum writes v with at most two decimals, without trailing zeros.
+func (fw *flameWriter) writeNum(v float64) {
+	b := strconv.AppendFloat(fw.num[:0], v, 'f', 2, 64)
+	for len(b) > 0 && b[len(b)-1] == '0' {
+		b = b[:len(b)-1]
+	}
+	if len(b) > 0 && b[len(b)-1] == '.' {
+		b = b[:len(b)-1]
+	}
+	fw.num = b
+	fw.w.Write(b)
 }
 
 func svgNum(v float64) string {
@@ -230,9 +256,12 @@ func xmlEscape(s string) string {
 // flameColor picks a fill for a box: the kind chooses the palette, a hash
 // of the name the shade, so a function keeps its colour across graphs.
 func flameColor(name string, kind frameKind) string {
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	v := h.Sum32()
+	// FNV-1a, inline: no allocation per box.
+	v := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		v ^= uint32(name[i])
+		v *= 16777619
+	}
 	a := float64(v&0xff) / 255
 	b := float64((v>>8)&0xff) / 255
 	c := float64((v>>16)&0xff) / 255
