@@ -78,7 +78,6 @@ type functionKey struct {
 }
 
 type pprofBuilder struct {
-	p         *Profile
 	out       *profile.Profile
 	mappings  map[mappingKey]*pprofMapping
 	mapOrder  []*pprofMapping
@@ -96,7 +95,6 @@ type pprofMapping struct {
 	minOff uint64 // module offset of minPC
 	hasOff bool
 	main   bool // some process's executable
-	order  int  // first appearance
 }
 
 func toPprof(p *Profile) (*profile.Profile, error) {
@@ -119,7 +117,6 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 	}
 	out.Comments = pprofComments(p)
 	b := &pprofBuilder{
-		p:         p,
 		out:       out,
 		mappings:  map[mappingKey]*pprofMapping{},
 		functions: map[functionKey]*profile.Function{},
@@ -266,8 +263,7 @@ func (b *pprofBuilder) mapping(pid int, f *snapshot.Frame, exes map[string]bool)
 		pm = &pprofMapping{
 			m: &profile.Mapping{ID: uint64(len(b.mapOrder) + 1),
 				File: cleanText(key.file, false), BuildID: cleanText(key.buildID, false)},
-			main:  f.Kind != "kernel" && exes[f.Module],
-			order: len(b.mapOrder),
+			main: f.Kind != "kernel" && exes[f.Module],
 		}
 		b.mappings[key] = pm
 		b.mapOrder = append(b.mapOrder, pm)
