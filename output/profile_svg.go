@@ -119,7 +119,7 @@ text { font-family: monospace; font-size: 12px; fill: #000; }
 .parent rect { opacity: 0.5; }
 ]]></style>
 `)
-	fmt.Fprintf(bw, "<script type=\"text/ecmascript\"><![CDATA[\nvar fgWidth = %s, fgPad = %s, fgCharW = %s;\n%s]]></script>\n",
+	fmt.Fprintf(bw, "<script type=\"text/ecmascript\"><![CDATA[\n\"use strict\";\nvar fgWidth = %s, fgPad = %s, fgCharW = %s;\n%s]]></script>\n",
 		svgNum(svgWidth), svgNum(svgPad), svgNum(svgFontSize*svgCharW), svgScript)
 	fmt.Fprintf(bw, `<rect x="0" y="0" width="%s" height="%s" fill="#f8f8f0"/>`+"\n", svgNum(svgWidth), svgNum(height))
 	fmt.Fprintf(bw, `<text id="title" x="%s" y="24">%s</text>`+"\n", svgNum(svgWidth/2), xmlEscape(svgTitle(p, root.count)))
@@ -284,16 +284,15 @@ func flameColor(name string, kind frameKind) string {
 
 // svgScript is the flame graph's behaviour: tooltips come from <title>; this
 // adds the details line, zoom on click, reset, and search.
-const svgScript = `"use strict";
-var frames, details, matchedText, unzoomBtn, searchLabel, boxes = [];
+const svgScript = `var fgFrames, details, matchedText, unzoomBtn, searchLabel, boxes = [];
 var zoomed = null, searching = null;
 function init(evt) {
-	frames = document.getElementById("frames");
+	fgFrames = document.getElementById("frames");
 	details = document.getElementById("details").firstChild;
 	matchedText = document.getElementById("matched").firstChild;
 	unzoomBtn = document.getElementById("unzoom");
 	searchLabel = document.getElementById("searchlabel").firstChild;
-	var gs = frames.getElementsByTagName("g");
+	var gs = fgFrames.getElementsByTagName("g");
 	for (var i = 0; i < gs.length; i++) {
 		var g = gs[i], r = g.getElementsByTagName("rect")[0];
 		var t = g.getElementsByTagName("title")[0].firstChild.nodeValue;
@@ -303,15 +302,15 @@ function init(evt) {
 			rect: r, text: g.getElementsByTagName("text")[0]};
 		boxes.push(g);
 	}
-	frames.addEventListener("click", function (e) {
+	fgFrames.addEventListener("click", function (e) {
 		var g = box(e.target);
 		if (g) zoom(g);
 	});
-	frames.addEventListener("mouseover", function (e) {
+	fgFrames.addEventListener("mouseover", function (e) {
 		var g = box(e.target);
 		if (g) details.nodeValue = g.fg.info;
 	});
-	frames.addEventListener("mouseout", function (e) { details.nodeValue = " "; });
+	fgFrames.addEventListener("mouseout", function (e) { details.nodeValue = " "; });
 	unzoomBtn.addEventListener("click", unzoom);
 	document.getElementById("search").addEventListener("click", function () {
 		if (searching) resetSearch(); else askSearch();
@@ -322,7 +321,7 @@ function init(evt) {
 	});
 }
 function box(el) {
-	while (el && el.parentNode !== frames) el = el.parentNode;
+	while (el && el.parentNode !== fgFrames) el = el.parentNode;
 	return el && el.fg ? el : null;
 }
 function label(g, w) {
