@@ -125,9 +125,9 @@ func cmdRecord(args []string) error {
 	if c.duration <= 0 {
 		return usageError{"--duration must be positive"}
 	}
-	format, err := recordFormat(c.output, c.format)
+	format, err := output.FormatFor(c.output, c.format)
 	if err != nil {
-		return err
+		return usageError{err.Error()}
 	}
 	s := newSession(c)
 	stop := s.catchSignals()
@@ -294,7 +294,7 @@ loop:
 		prof.Processes = append(prof.Processes, output.ProfileProcess{PID: t.pid, Comm: t.comm, Exe: t.exe})
 	}
 	var buf bytes.Buffer
-	if err := writeProfile(&buf, prof, format); err != nil {
+	if err := output.WriteProfile(&buf, prof, format, 20); err != nil {
 		return err
 	}
 	path := expandOutput(c.output, c.pids, start)
@@ -347,46 +347,6 @@ func stackKey(b []byte, pid int, th *ptrace.Thread, fr []unwind.Frame, kernel bo
 		b = binary.LittleEndian.AppendUint64(b, pc)
 	}
 	return b
-}
-
-// recordFormat picks the profile format from --format, else from the -o
-// extension, else folded.
-func recordFormat(path, format string) (string, error) {
-	if format != "" {
-		if _, ok := output.ProfileFormats[format]; !ok {
-			return "", usageError{fmt.Sprintf("--format %q: record writes folded, pprof, svg, json or text", format)}
-		}
-		return format, nil
-	}
-	lower := strings.ToLower(path)
-	best, bestLen := "", 0
-	for f, exts := range output.ProfileFormats {
-		for _, e := range exts {
-			if strings.HasSuffix(lower, e) && len(e) > bestLen {
-				best, bestLen = f, len(e)
-			}
-		}
-	}
-	if best != "" {
-		return best, nil
-	}
-	return "folded", nil
-}
-
-func writeProfile(buf *bytes.Buffer, p *output.Profile, format string) error {
-	switch format {
-	case "folded":
-		return output.WriteFolded(buf, p)
-	case "pprof":
-		return output.WritePprof(buf, p)
-	case "svg":
-		return output.WriteSVG(buf, p)
-	case "json":
-		return output.WriteProfileJSON(buf, p)
-	case "text":
-		return output.WriteProfileText(buf, p, 20)
-	}
-	return fmt.Errorf("unknown format %q", format)
 }
 
 func printRecordSummary(p *output.Profile, interrupted bool, path string) {
