@@ -32,8 +32,10 @@ var errNoFreq = errors.New("profile has no sampling frequency")
 // thread (name), tid and pid (numeric).
 //
 // Mappings: one per module as loaded (same file, build id and load bias; a
-// library loaded at different addresses in two processes gets two), with
-// Start and Limit the smallest and largest PC seen in it (Limit exclusive)
+// library loaded at different addresses in two processes gets two). When
+// the frames carry the real mapping (MapStart/MapLimit/MapOffset, as live
+// captures do), Start, Limit and Offset are that mapping's; otherwise Start
+// and Limit are the smallest and largest PC seen in it (Limit exclusive)
 // and Offset the module address of Start (the ELF virtual address, equal
 // to the file offset for the usual layout of executable segments). Kernel
 // frames share one "[kernel]" mapping; user frames outside any module get a
@@ -95,6 +97,8 @@ type pprofMapping struct {
 	minOff uint64 // module offset of minPC
 	hasOff bool
 	main   bool // some process's executable
+	// The real mapping, when the frames carried it (live captures do).
+	realStart, realLimit, realOff uint64
 }
 
 func toPprof(p *Profile) (*profile.Profile, error) {
@@ -279,6 +283,14 @@ func (b *pprofBuilder) mapping(pid int, f *snapshot.Frame, exes map[string]bool)
 	if f.PC != 0 {
 		pm.havePC = true
 	}
+	if f.MapLimit > f.MapStart && f.Kind != "kernel" && (pm.realLimit == 0 || f.MapStart < pm.realStart) {
+		if pm.realLimit < f.MapLimit {
+			pm.realLimit = f.MapLimit
+		}
+		pm.realStart, pm.realOff = f.MapStart, f.MapOffset
+	} else if f.MapLimit > pm.realLimit && pm.realLimit != 0 {
+		pm.realLimit = f.MapLimit
+	}
 	return pm
 }
 
@@ -327,7 +339,12 @@ func (b *pprofBuilder) finishMappings() {
 	for i, pm := range ms {
 		m := pm.m
 		m.ID = uint64(i + 1)
-		if pm.havePC {
+		switch {
+		case pm.realLimit != 0:
+			// The real mapping: Offset is the file offset of Start, so
+			// pprof can map addresses back to the file itself.
+			m.Start, m.Limit, m.Offset = pm.realStart, pm.realLimit, pm.realOff
+		case pm.havePC:
 			m.Start = pm.minPC
 			m.Limit = pm.maxPC + 1
 			if pm.hasOff {

@@ -131,6 +131,7 @@ func (r *Resolver) userFrame(s *Space, out []Frame, f unwind.Frame) []Frame {
 	} else {
 		base.Module = m.Path
 	}
+	base.MapStart, base.MapLimit, base.MapOffset = m.Start, m.End, m.Offset
 	e := s.module(m)
 	if e.mod == nil {
 		base.ModuleOffset, base.HasModule = f.PC-m.Start+m.Offset, base.Module != ""

@@ -31,6 +31,9 @@ type Frame struct {
 	Method          string // regs, cfi, fp, fp-heuristic, scan, signal, kernel
 	BuildIDMismatch bool
 	SignalFrame     bool // the kernel's sigreturn trampoline: <signal handler called>
+	// MapStart, MapLimit and MapOffset describe the mapping that holds the
+	// PC (its file offset at MapStart); zero when unknown.
+	MapStart, MapLimit, MapOffset uint64
 }
 
 // Syscall describes the system call a thread is blocked in.
