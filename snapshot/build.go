@@ -135,7 +135,8 @@ func (r *Resolver) userFrame(s *Space, out []Frame, f unwind.Frame) []Frame {
 	e := s.module(m)
 	if e.mod == nil {
 		base.ModuleOffset, base.HasModule = f.PC-m.Start+m.Offset, base.Module != ""
-		if m.Kind == procmaps.KindAnon || m.Kind == procmaps.KindNamedAnon {
+		// JIT code: anonymous or memfd mappings named by /tmp/perf-PID.map.
+		if m.Executable() && m.Kind != procmaps.KindVsyscall {
 			if pm := r.sym.PerfMapFor(s.p.PID, rootFor(s, r.opts.Live)); pm != nil {
 				if name, off, ok := pm.Lookup(f.PC); ok {
 					base.Function, base.Offset, base.HasOffset = name, off, true

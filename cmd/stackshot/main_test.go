@@ -721,3 +721,13 @@ func parseEINTR(t testing.TB, ans string) eintrCounts {
 	}
 	return e
 }
+
+// JIT code in an anonymous mapping is named through /tmp/perf-PID.map and
+// unwound through (it keeps a frame pointer, as JITs usually do).
+func TestDumpJITPerfMap(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "jit.c")}, "-O2", "-g")
+	tg := testutil.Start(t, bin)
+	t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", tg.PID)) })
+	p := dumpJSON(t, fmt.Sprint(tg.PID))
+	assertMainChain(t, p.Threads[0], "jit_blocker", "jit_trampoline", "run_jit", "main")
+}
