@@ -38,18 +38,21 @@ func (m *Module) loadSources() *sources {
 			continue
 		}
 		var alt *altDWARF
-		if af := m.findAltFile(f); af != nil {
-			if alt = loadAlt(af); alt != nil {
-				src.alt = af
-			} else {
+		af := m.findAltFile(f)
+		if af != nil {
+			if alt = loadAlt(af); alt == nil {
 				af.close()
+				af = nil
 			}
 		}
 		dw, err := loadDWARF(f, alt)
 		if err == nil {
-			src.dw = dw
+			src.dw, src.alt = dw, af
 			src.names = append(src.names, "dwarf")
 			break
+		}
+		if af != nil {
+			af.close()
 		}
 		if !errors.Is(err, ErrNoSymbols) {
 			src.errs = append(src.errs, err)
@@ -84,11 +87,10 @@ func (m *Module) loadSources() *sources {
 	} else if err != nil {
 		src.errs = append(src.errs, err)
 	}
-	if n := len(raw); true {
-		raw, err = collectSyms(ef, true, rankDynsym, raw)
-		if err == nil && len(raw) > n {
-			src.names = append(src.names, "dynsym")
-		}
+	n := len(raw)
+	raw, err = collectSyms(ef, true, rankDynsym, raw)
+	if err == nil && len(raw) > n {
+		src.names = append(src.names, "dynsym")
 	}
 	src.syms = buildSymTable(raw)
 	if src.dw != nil {
