@@ -246,6 +246,18 @@ func (c *capturer) run() {
 	}
 }
 
+// stopWait bounds the wait for one thread's stop: StopWait, or less when
+// the whole command's deadline is nearer.
+func (c *capturer) stopWait() time.Duration {
+	w := c.opt.StopWait
+	if !c.opt.Deadline.IsZero() {
+		if left := time.Until(c.opt.Deadline); left < w {
+			w = max(left, time.Millisecond)
+		}
+	}
+	return w
+}
+
 // needsStop asks the check whether a no-stop capture must be redone with a
 // stop (auto mode only).
 func (c *capturer) needsStop(th *Thread) bool {
@@ -458,7 +470,7 @@ func (c *capturer) stop(th Thread) (Thread, bool) {
 		var r stopResult
 		// The watchdog is armed before the stop, so nothing but the
 		// capture itself runs inside the pause.
-		wd := time.AfterFunc(c.opt.StopWait, func() {
+		wd := time.AfterFunc(c.stopWait(), func() {
 			if state.CompareAndSwap(0, 2) {
 				t.abandoned.Store(true)
 				done <- stopResult{timeout: true, err: errTimeout}
@@ -527,7 +539,7 @@ func (c *capturer) stop(th Thread) (Thread, bool) {
 		return th, false
 	case res.timeout:
 		th.Method = MethodProcOnly
-		th.Err = fmt.Sprintf("thread did not stop within %v (state %s%s); shown from /proc", c.opt.StopWait, th.State, describeBlock(th))
+		th.Err = fmt.Sprintf("thread did not stop within %v (state %s%s); shown from /proc", c.stopWait().Round(time.Millisecond), th.State, describeBlock(th))
 		// The kernel stack and syscall read before the stop attempt stand.
 		return th, true
 	case errors.Is(res.err, unix.EPERM):
@@ -825,7 +837,7 @@ func (c *capturer) runConsistent() {
 				break
 			}
 		}
-		deadline := time.Now().Add(c.opt.StopWait)
+		deadline := time.Now().Add(c.stopWait())
 		for _, e := range entries {
 			if !e.stopped {
 				continue
