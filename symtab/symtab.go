@@ -11,6 +11,21 @@
 // before its symbols are used; everything loaded is cached by build id,
 // then by device+inode, and DWARF is decoded lazily per compilation unit.
 //
+// Use: for a pc in a mapping [start, end) at file offset off (from
+// /proc/PID/maps),
+//
+//	m, err := s.Module(ref)                  // cached; check m.Mismatch()
+//	bias, ok := m.MappingBias(start, end, off) // or FileOffsetToVaddr(pc-start+off)
+//	syms = m.Lookup(pc-bias, syms[:0])        // pc-1 for return addresses
+//
+// JIT code in anonymous mappings: s.PerfMapFor(pid, root).Lookup(pc);
+// kernel addresses: LoadKallsyms("/proc/kallsyms") then Lookup.
+//
+// Specs: ELF gABI and the GNU extensions (build-id notes, .gnu_debuglink,
+// .gnu_debugaltlink, .gnu_debugdata), DWARF 2-5 (line programs, DIE
+// trees, .debug_aranges, range lists), the Go 1.2-1.26 pclntab (inline
+// trees from Go 1.20).
+//
 // Robustness: every file is target-controlled input. Files are opened
 // read-only and non-blocking and only when regular; sizes from headers are
 // capped; panics of debug/elf, debug/dwarf and debug/gosym become errors.
