@@ -6,19 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/ulikunitz/xz"
 )
 
 // sources holds a module's symbol sources, loaded on first use.
 type sources struct {
-	names []string    // what was found, best first
-	debug *openFile   // separate debug file
-	alt   *openFile   // dwz file of the DWARF used
-	dw    *dwarfIndex // DWARF of the debug file or the binary
-	gotab *goTable    // Go pclntab
-	syms  *symTable   // .symtab + .gnu_debugdata + .dynsym, merged
-	errs  []error     // problems met while loading (diagnostics)
+	names  []string    // what was found, best first
+	debug  *openFile   // separate debug file
+	alt    *openFile   // dwz file of the DWARF used
+	dw     *dwarfIndex // DWARF of the debug file or the binary
+	goOnce sync.Once
+	goFile *openFile
+	gotab  *goTable  // Go pclntab, loaded on first use (see goTable)
+	syms   *symTable // .symtab + .gnu_debugdata + .dynsym, merged
+	errs   []error   // problems met while loading (diagnostics)
 }
 
 func (m *Module) sources() *sources {
@@ -58,9 +61,12 @@ func (m *Module) loadSources() *sources {
 			src.errs = append(src.errs, err)
 		}
 	}
-	if g, err := loadGoTable(m.file); err == nil {
-		src.gotab = g
-		src.names = append(src.names, "gopclntab")
+	src.goFile = m.file
+	if src.dw == nil {
+		// With DWARF the pclntab is only a fallback: loaded on first need.
+		if src.goTable() != nil {
+			src.names = append(src.names, "gopclntab")
+		}
 	}
 	if src.debug != nil && hasSymtab(src.debug.ef) {
 		raw, err = collectSyms(src.debug.ef, false, rankDebugSymtab, raw)
@@ -97,6 +103,16 @@ func (m *Module) loadSources() *sources {
 		src.dw.syms = src.syms
 	}
 	return src
+}
+
+// goTable returns the Go pclntab of the binary, loading it on first use.
+func (s *sources) goTable() *goTable {
+	s.goOnce.Do(func() {
+		if g, err := loadGoTable(s.goFile); err == nil {
+			s.gotab = g
+		}
+	})
+	return s.gotab
 }
 
 func hasSymtab(ef *elf.File) bool {
@@ -157,9 +173,9 @@ func (s *sources) lookup(pc uint64, out []Sym, demangle bool) []Sym {
 			out = out[:n]
 		}
 	}
-	if s.gotab != nil {
+	if g := s.goTable(); g != nil {
 		n := len(out)
-		if out, ok := s.gotab.lookupSyms(pc, out); ok {
+		if out, ok := g.lookupSyms(pc, out); ok {
 			if lineOnly != nil && len(out) == n+1 {
 				out[n].File, out[n].Line = lineOnly.File, lineOnly.Line
 			}
