@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // liveModule starts bin (which prints the runtime address of prog_local
@@ -234,5 +235,35 @@ func TestVDSO(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("nm -D lists no vdso functions")
+	}
+}
+
+// TestNonRegularFiles: a FIFO, a directory and a device at a module's
+// path are refused without blocking (an open of a FIFO for reading would
+// wait for a writer forever).
+func TestNonRegularFiles(t *testing.T) {
+	skipWithout(t, "mkfifo")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if o, err := exec.Command("mkfifo", fifo).CombinedOutput(); err != nil {
+		t.Fatalf("mkfifo: %v %s", err, o)
+	}
+	for _, p := range []string{fifo, dir, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := New(Options{}).Module(ModuleRef{Path: p})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: opened as a module", p)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: Module blocked", p)
+		}
+		if _, err := LoadPerfMap(p); err == nil {
+			t.Errorf("%s: loaded as a perf map", p)
+		}
 	}
 }
