@@ -132,7 +132,7 @@ func compareWithAddr2line(t *testing.T, m *Module, file string, demangle bool, p
 		got := fromSyms(m.Lookup(pc, nil))
 		if !framesEqual(got, want[i]) {
 			bad++
-			if bad <= 10 {
+			if bad <= 400 {
 				t.Errorf("%#x: got %+v\n\taddr2line %+v", pc, got, want[i])
 			}
 		}
