@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -152,7 +153,8 @@ var updateSeeds = flag.Bool("update-seeds", false, "rewrite the committed fuzz s
 
 // TestUpdateFuzzSeeds rewrites testdata/fuzz/{FuzzELF,FuzzLines}/tiny-*
 // when run with -update-seeds: tiny.c built small (-Wl,-N, no .comment) so
-// the committed seeds stay a few KiB.
+// the committed seeds stay a few KiB; and FuzzGoPclntab/synthetic, the
+// hand-laid table of TestGoInlineSynthetic.
 func TestUpdateFuzzSeeds(t *testing.T) {
 	if !*updateSeeds {
 		t.Skip("rewrites the seed corpus only with -update-seeds")
@@ -179,6 +181,7 @@ func TestUpdateFuzzSeeds(t *testing.T) {
 		}
 		writeSeed(t, "FuzzLines", "tiny-"+v.name, get(".debug_abbrev"), get(".debug_info"), get(".debug_line"), get(".debug_str"), get(".debug_aranges"), get(".debug_line_str"))
 	}
+	writeSeed(t, "FuzzGoPclntab", "synthetic", syntheticPclntab())
 }
 
 func writeSeed(t *testing.T, fuzz, name string, args ...[]byte) {
@@ -194,4 +197,38 @@ func writeSeed(t *testing.T, fuzz, name string, args ...[]byte) {
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzGoPclntab feeds arbitrary bytes as a Go 1.20+ pclntab to the direct
+// reader (function table, pc-value tables, inline trees). The inline tree
+// is read through a fake file that maps the same bytes at gofunc.
+func FuzzGoPclntab(f *testing.F) {
+	if _, err := exec.LookPath("go"); err == nil {
+		bin := artifact(f, "goprog-sw", sh(`cd $SRC/goprog && go build -ldflags="-s -w" -o $OUT .`))
+		if ef, err := elf.Open(bin); err == nil {
+			if s := ef.Section(".gopclntab"); s != nil {
+				if b, err := s.Data(); err == nil {
+					f.Add(b)
+				}
+			}
+			ef.Close()
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		const base = 0x10000
+		file := &openFile{r: bytes.NewReader(data), size: int64(len(data))}
+		g := newGoInlineLoads(data, binary.LittleEndian, 0x401000, base, file, []loadSeg{{off: 0, filesz: uint64(len(data)), vaddr: base, memsz: uint64(len(data))}})
+		if g == nil {
+			return
+		}
+		for i := 0; i < g.nfunc && i < 64; i++ {
+			e, ok := g.u32(g.pcln, uint64(i)*8)
+			if !ok {
+				break
+			}
+			for _, d := range []uint64{0, 1, 7, 64} {
+				g.lookup(g.text+uint64(e)+d, nil)
+			}
+		}
+	})
 }

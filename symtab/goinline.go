@@ -40,6 +40,11 @@ const (
 // newGoInline parses a Go 1.20+ pcHeader (magic 0xfffffff1, 64-bit); text
 // and gofunc come from moduledata.
 func newGoInline(data []byte, order binary.ByteOrder, text, gofunc uint64, f *openFile) *goInline {
+	return newGoInlineLoads(data, order, text, gofunc, f, elfLoads(f.ef))
+}
+
+// newGoInlineLoads is newGoInline with the file's PT_LOAD segments given.
+func newGoInlineLoads(data []byte, order binary.ByteOrder, text, gofunc uint64, f *openFile, loads []loadSeg) *goInline {
 	if len(data) < 8+8*8 || order.Uint32(data) != 0xfffffff1 || data[7] != 8 || gofunc == 0 || text == 0 {
 		return nil
 	}
@@ -70,7 +75,7 @@ func newGoInline(data []byte, order binary.ByteOrder, text, gofunc uint64, f *op
 		pctab:       data[offs[3]:],
 		pcln:        data[offs[4]:],
 		mem:         f.r,
-		loads:       elfLoads(f.ef),
+		loads:       loads,
 		fileSize:    f.size,
 	}
 }
