@@ -151,7 +151,9 @@ func (s *Symbolizer) Close() error {
 // ref.Root+ref.Path, ref.Path. A file other than MapFiles is used only when
 // its device+inode or its build id matches ref (or ref carries neither).
 // When the file found carries another build id than ref.BuildID the module
-// returned has Mismatch() == true and resolves nothing.
+// returned has Mismatch() == true and resolves nothing. Without a build id
+// in ref a module cached for the same device+inode is returned unchecked:
+// pass the build id read from memory whenever there is one.
 func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 	ref.BuildID = strings.ToLower(ref.BuildID)
 	s.mu.Lock()
