@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
-	"time"
 )
 
 // The benchmarks symbolize 10 000 distinct pcs of a large binary, cold (a
@@ -20,6 +19,11 @@ import (
 // Targets: the Go toolchain's own go binary (no DWARF: .gopclntab and
 // .symtab) and cmd/go rebuilt with DWARF (compressed, with inlined
 // subroutines; the first build takes minutes, later ones hit the cache).
+//
+// Measured on the 2-core dev machine (-benchtime 2s, shared with others):
+//
+//	go release  cold 46 ms (4.6 us/pc)  warm 26 ns, 1.4 us without the result cache  addr2line 695 ms
+//	go + DWARF  cold 413 ms (41 us/pc)  warm 31 ns, 0.63 us without the result cache addr2line 759 ms
 const benchPCCount = 10000
 
 type benchTarget struct{ name, path string }
@@ -117,11 +121,9 @@ func BenchmarkSymbolize(b *testing.B) {
 				cmd := exec.Command("addr2line", "-f", "-i", "-e", tg.path)
 				cmd.Stdin = bytes.NewReader(in.Bytes())
 				cmd.Stderr = os.Stderr
-				start := time.Now()
 				if _, err := cmd.Output(); err != nil {
 					b.Fatal(err)
 				}
-				_ = start
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(pcs)), "ns/pc")
 		})
