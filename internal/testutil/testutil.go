@@ -120,7 +120,29 @@ func Start(t testing.TB, bin string, args ...string) *Target {
 	if err != nil || !strings.HasPrefix(line, "ready") {
 		t.Fatalf("target %s did not get ready: %q %v", bin, line, err)
 	}
+	// Every target's main thread blocks in a system call right after
+	// saying "ready": wait until it has, so tests see a settled process.
+	WaitInSyscall(tg.PID, tg.PID, 5*time.Second)
 	return tg
+}
+
+// WaitInSyscall waits until thread tid of pid is blocked in a system call
+// (its /proc syscall line starts with a syscall number), at most d.
+func WaitInSyscall(pid, tid int, d time.Duration) bool {
+	end := time.Now().Add(d)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
+		if err != nil {
+			return false
+		}
+		if f := strings.Fields(string(b)); len(f) == 9 && f[0] != "-1" {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // ReadLine reads one line of the target's stdout within d.
