@@ -111,8 +111,8 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		e.table = s.r.table("vdso:"+mod.BuildID()+":"+strconv.Itoa(len(s.p.VDSO)), func() (*unwind.Table, error) {
 			return unwind.LoadTable(bytes.NewReader(s.p.VDSO), nil)
 		})
-		if v, ok := mod.FileOffsetToVaddr(m.Offset); ok {
-			e.bias, e.ok = m.Start-v, true
+		if b, ok := mod.MappingBias(m.Start, m.End, m.Offset); ok {
+			e.bias, e.ok = b, true
 		}
 		return e
 	case m.Kind == procmaps.KindFile || (m.Kind == procmaps.KindOther && m.Inode != 0) || m.Kind == procmaps.KindMemfd:
@@ -137,8 +137,10 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		return e
 	}
 	e.mod = mod
-	if v, ok := mod.FileOffsetToVaddr(m.Offset); ok {
-		e.bias, e.ok = m.Start-v, true
+	// The segment the loader mapped here (not merely the one holding the
+	// mapping's first file byte, which may end a previous segment).
+	if b, ok := mod.MappingBias(m.Start, m.End, m.Offset); ok {
+		e.bias, e.ok = b, true
 	}
 	if !mod.Mismatch() {
 		key := mod.BuildID()
