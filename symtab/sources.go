@@ -35,9 +35,11 @@ func (m *Module) loadSources() *sources {
 	var raw []rawSym
 	var err error
 	src.debug = m.findDebugFile()
-	// DWARF: the debug file's, else the binary's.
+	// DWARF: the debug file's, else the binary's (not at all for a
+	// names-only symbolizer: decompressing and indexing a large debug file
+	// costs far more than its symbol table).
 	for _, f := range []*openFile{src.debug, m.file} {
-		if f == nil {
+		if f == nil || m.sym.opts.NamesOnly {
 			continue
 		}
 		var alt *altDWARF

@@ -95,6 +95,12 @@ func collectSyms(ef *elf.File, dynamic bool, baseRank int, out []rawSym) ([]rawS
 		if typ == elf.STT_NOTYPE {
 			rank += 3
 		}
+		// glibc's internal aliases ("__GI___libc_read",
+		// "__libc_start_main_alias_2") name the same code worse than the
+		// public symbol beside them.
+		if strings.HasPrefix(name, "__GI_") || strings.HasPrefix(name, "__EI_") || strings.Contains(name, "_alias_") {
+			rank++
+		}
 		secEnd := sec.Addr + sec.Size
 		if secEnd < sec.Addr {
 			secEnd = ^uint64(0)

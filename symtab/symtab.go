@@ -66,6 +66,10 @@ func (e *FormatError) Error() string {
 type Options struct {
 	DebugDirs  []string // roots for separate debug files; /usr/lib/debug is always searched
 	NoDemangle bool     // keep raw symbol names
+	// NamesOnly skips DWARF: function names come from the symbol tables
+	// (and the Go pclntab), without file, line or inlined frames. For
+	// plain pstack-style text, where the debug info's cost buys nothing.
+	NamesOnly bool
 }
 
 // ModuleRef says how to find the file behind a mapping of a target process.

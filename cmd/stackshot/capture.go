@@ -126,7 +126,7 @@ func cmdReport(args []string) error {
 	default:
 		return usageError{fmt.Sprintf("report writes text or json, not %q", c.format)}
 	}
-	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle})
+	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
 	var procs []*snapshot.Process
 	for _, path := range files {
 		cf, err := readCaptureFile(path)

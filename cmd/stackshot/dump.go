@@ -31,7 +31,7 @@ type session struct {
 
 func newSession(c *common) *session {
 	s := &session{c: c, cancel: make(chan struct{}), warned: map[string]bool{}}
-	s.sym = symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle})
+	s.sym = symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
 	s.res = snapshot.NewResolver(s.sym, snapshot.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true})
 	return s
 }

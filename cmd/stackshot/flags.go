@@ -126,6 +126,13 @@ func (c *common) parse(args []string, needPID bool) error {
 	return nil
 }
 
+// namesOnly reports whether the output needs function names only: plain
+// text without -s or -i (dump and report). Then debug info is not loaded,
+// which for a large debug file is most of a dump's time.
+func (c *common) namesOnly() bool {
+	return c.fs.Name() != "record" && (c.format == "" || c.format == "text") && !c.source && !c.inline
+}
+
 func (c *common) captureMode() (ptrace.Mode, error) {
 	switch strings.ToLower(c.mode) {
 	case "auto", "":
