@@ -83,22 +83,7 @@ func toJSON(p *snapshot.Process) jsonProcess {
 			jt.Error = &e
 		}
 		for j := range t.Frames {
-			f := &t.Frames[j]
-			jf := jsonFrame{PC: hex(f.PC), Kind: f.Kind, Inlined: f.Inlined, Method: f.Method,
-				BuildIDMismatch: f.BuildIDMismatch, SignalFrame: f.SignalFrame,
-				File: f.File, Line: f.Line, BuildID: f.BuildID, Module: f.Module}
-			if f.Function != "" {
-				fn := f.Function
-				jf.Function = &fn
-				if f.HasOffset {
-					off := f.Offset
-					jf.Offset = &off
-				}
-			}
-			if f.HasModule {
-				jf.ModuleOffset = hex(f.ModuleOffset)
-			}
-			jt.Frames = append(jt.Frames, jf)
+			jt.Frames = append(jt.Frames, frameJSON(&t.Frames[j]))
 		}
 		jp.Threads = append(jp.Threads, jt)
 	}

@@ -632,18 +632,8 @@ func waitStop(tid int, deadline time.Time) (sig int, gone, ok bool) {
 			return 0, true, false // ECHILD: not ours any more
 		}
 		if wpid == tid {
-			switch {
-			case ws.Exited() || ws.Signaled():
-				return 0, true, false
-			case ws.Stopped():
-				s := ws.StopSignal()
-				if ws.TrapCause() == unix.PTRACE_EVENT_STOP || (s == unix.SIGTRAP && ws.TrapCause() > 0) {
-					// Our interrupt, or a group-stop (which detach preserves).
-					return 0, false, true
-				}
-				// A signal-delivery stop: the signal is held; give it back
-				// at detach so the target loses nothing.
-				return int(s), false, true
+			if sig, gone, ok, final := classifyStop(ws); final {
+				return sig, gone, ok
 			}
 		}
 		if time.Now().After(deadline) {
@@ -669,17 +659,30 @@ func waitStopBlocking(tid int) (sig int, gone, ok bool) {
 		if err != nil || wpid != tid {
 			return 0, true, false
 		}
-		switch {
-		case ws.Exited() || ws.Signaled():
-			return 0, true, false
-		case ws.Stopped():
-			s := ws.StopSignal()
-			if ws.TrapCause() == unix.PTRACE_EVENT_STOP || (s == unix.SIGTRAP && ws.TrapCause() > 0) {
-				return 0, false, true
-			}
-			return int(s), false, true
+		if sig, gone, ok, final := classifyStop(ws); final {
+			return sig, gone, ok
 		}
 	}
+}
+
+// classifyStop reads a wait status of a seized thread. final is false for
+// a status that is not a stop or an exit (keep waiting).
+func classifyStop(ws unix.WaitStatus) (sig int, gone, ok, final bool) {
+	switch {
+	case ws.Exited() || ws.Signaled():
+		return 0, true, false, true
+	case ws.Stopped():
+		// status>>16 is the ptrace event: PTRACE_EVENT_STOP is our
+		// interrupt (SIGTRAP) or a group-stop (SIGSTOP, SIGTSTP, ...),
+		// which detach preserves without any signal.
+		if event := (uint32(ws) >> 16) & 0xff; event != 0 {
+			return 0, false, true, true
+		}
+		// A signal-delivery stop: the signal is held; give it back at
+		// detach so the target loses nothing.
+		return int(ws.StopSignal()), false, true, true
+	}
+	return 0, false, false, false
 }
 
 func getRegs(tid int) ([]uint64, error) {

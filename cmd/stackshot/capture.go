@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"stackshot/output"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/snapshot"
@@ -138,17 +137,7 @@ func cmdReport(args []string) error {
 			procs = append(procs, res.Process(p, nil))
 		}
 	}
-	var buf bytes.Buffer
-	var err error
-	if c.format == "json" {
-		err = output.JSON(&buf, procs)
-	} else {
-		err = output.Text(&buf, procs, output.TextOptions{Source: c.source, Inline: c.inline, Verbose: c.verbose})
-	}
-	if err != nil {
-		return err
-	}
-	return writeOutput(c.output, buf.Bytes())
+	return c.writeReport(procs)
 }
 
 func cmdSymbolize(args []string) error {

@@ -147,17 +147,7 @@ func cmdDump(args []string) error {
 		return exitError{exitTarget}
 	}
 	if len(procs) > 0 {
-		var buf bytes.Buffer
-		var err error
-		if c.format == "json" {
-			err = output.JSON(&buf, procs)
-		} else {
-			err = output.Text(&buf, procs, output.TextOptions{Source: c.source, Inline: c.inline, Verbose: c.verbose})
-		}
-		if err != nil {
-			return err
-		}
-		if err := writeOutput(c.output, buf.Bytes()); err != nil {
+		if err := c.writeReport(procs); err != nil {
 			return err
 		}
 	}
@@ -165,6 +155,22 @@ func cmdDump(args []string) error {
 		return exitError{exitTarget}
 	}
 	return nil
+}
+
+// writeReport renders dump-style reports (text or JSON) and writes them
+// whole.
+func (c *common) writeReport(procs []*snapshot.Process) error {
+	var buf bytes.Buffer
+	var err error
+	if c.format == "json" {
+		err = output.JSON(&buf, procs)
+	} else {
+		err = output.Text(&buf, procs, output.TextOptions{Source: c.source, Inline: c.inline, Verbose: c.verbose})
+	}
+	if err != nil {
+		return err
+	}
+	return writeOutput(c.output, buf.Bytes())
 }
 
 // writeOutput writes the whole report at once: to stdout, or to a file

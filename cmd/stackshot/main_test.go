@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -730,4 +731,44 @@ func TestDumpJITPerfMap(t *testing.T) {
 	t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", tg.PID)) })
 	p := dumpJSON(t, fmt.Sprint(tg.PID))
 	assertMainChain(t, p.Threads[0], "jit_blocker", "jit_trampoline", "run_jit", "main")
+}
+
+// A signal that arrives while a thread is stopped is handed back at
+// detach: real-time signals queue, so the target must handle every one.
+func TestDumpLosesNoSignal(t *testing.T) {
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[1].flags), "spin")
+	p := dumpJSON(t, "--no-kernel", fmt.Sprint(tg.PID))
+	spinner := threadByName(t, p, "spinner").TID
+	var sent atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// SIGRTMIN+1; real-time signals queue (RLIMIT_SIGPENDING).
+			if syscall.Tgkill(tg.PID, spinner, syscall.Signal(34+1)) == nil {
+				sent.Add(1)
+			} else {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	dumps := 0
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); dumps++ {
+		if _, errOut, code := runSS(t, "--mode", "stop", "--no-kernel", "-t", fmt.Sprint(spinner), fmt.Sprint(tg.PID)); code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	}
+	close(stop)
+	<-done
+	n := sent.Load()
+	time.Sleep(50 * time.Millisecond)
+	if ans := tg.Ask("r"); ans != fmt.Sprintf("rt %d", n) {
+		t.Errorf("after %d dumps the target handled %q of %d signals", dumps, ans, n)
+	}
 }

@@ -13,7 +13,9 @@
  *   main      main -> main_wait -> read(stdin)
  *
  * Protocol on stdin/stdout: prints "ready" once every thread is in place;
- * "s" prints "eintr read=N cond=N sleep=N epoll=N recv=N sigwait=N"; "q" exits.
+ * "s" prints "eintr read=N cond=N sleep=N epoll=N recv=N sigwait=N";
+ * "r" prints "rt N", the number of SIGRTMIN+1 signals handled (every thread
+ * takes them, with SA_RESTART; real-time signals queue, so none may be lost);; "q" exits.
  *
  * Build: gcc -O0 -g -fno-omit-frame-pointer -pthread blocked.c -o blocked
  *    or: gcc -O2 -g -fomit-frame-pointer -pthread blocked.c -o blocked
@@ -37,6 +39,8 @@
 
 static atomic_int eintr_read, eintr_cond, eintr_sleep, eintr_epoll, eintr_recv, eintr_sigwait, started;
 static int pipefd[2];
+static atomic_long rt_count;
+static void on_rt(int sig) { (void)sig; atomic_fetch_add(&rt_count, 1); }
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static volatile int never;
@@ -164,6 +168,10 @@ NOINLINE static void main_wait(void) {
 		if (n <= 0) exit(0);
 		line[n] = 0;
 		if (line[0] == 'q') exit(0);
+		if (line[0] == 'r') {
+			printf("rt %ld\n", atomic_load(&rt_count));
+			fflush(stdout);
+		}
 		if (line[0] == 's') {
 			printf("eintr read=%d cond=%d sleep=%d epoll=%d recv=%d sigwait=%d\n", eintr_read, eintr_cond,
 			       eintr_sleep, eintr_epoll, eintr_recv, eintr_sigwait);
@@ -176,6 +184,11 @@ NOINLINE static void main_wait(void) {
 int main(int argc, char **argv) {
 	int want = 6;
 	sigset_t set;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_rt;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGRTMIN + 1, &sa, NULL);
 	/* SIGUSR2 stays blocked in every thread: sigtimedwait takes it. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR2);
