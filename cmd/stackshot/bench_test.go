@@ -33,13 +33,27 @@ func BenchmarkDump(b *testing.B) {
 				}
 				tg := testutil.Start(b, bin, args...)
 				pid := fmt.Sprint(tg.PID)
-				for _, mode := range []string{"auto", "stop"} {
-					b.Run("stackshot-"+mode, func(b *testing.B) {
+				// The pstack-style text dump (default mode), and JSON (which
+				// also loads the debug info for lines) in both modes, whose
+				// pause_us gives the per-thread pauses.
+				for _, run := range []struct {
+					name string
+					args []string
+				}{
+					{"stackshot-text", nil},
+					{"stackshot-json-auto", []string{"--json"}},
+					{"stackshot-json-stop", []string{"--json", "--mode", "stop"}},
+				} {
+					b.Run(run.name, func(b *testing.B) {
 						var pauses []float64
+						args := append(append([]string{}, run.args...), pid)
 						for i := 0; i < b.N; i++ {
-							out, err := exec.Command(stackshotBin, "--json", "--mode", mode, pid).Output()
+							out, err := exec.Command(stackshotBin, args...).Output()
 							if err != nil {
 								b.Fatal(err)
+							}
+							if run.args == nil {
+								continue
 							}
 							b.StopTimer()
 							var p jProc
