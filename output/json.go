@@ -92,9 +92,15 @@ func toJSON(p *snapshot.Process) jsonProcess {
 
 // JSON writes one object for one process, an array for several.
 func JSON(w io.Writer, procs []*snapshot.Process) error {
+	return JSONList(w, procs, len(procs) > 1)
+}
+
+// JSONList writes an array when array is true (several PIDs were asked
+// for, even if only one could be read), else one object.
+func JSONList(w io.Writer, procs []*snapshot.Process, array bool) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if len(procs) == 1 {
+	if len(procs) == 1 && !array {
 		return enc.Encode(toJSON(procs[0]))
 	}
 	all := make([]jsonProcess, 0, len(procs))

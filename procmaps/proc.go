@@ -54,6 +54,34 @@ func ReadMaps(pid int) (Maps, error) {
 	return ms, nil
 }
 
+// ReadTaskMaps reads the maps through thread tid of pid: the way to a
+// process whose main thread has exited (its own maps are then empty).
+func ReadTaskMaps(pid, tid int) (Maps, error) {
+	f, err := os.Open(taskPath(pid, tid, "maps"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ms, err := ParseMaps(f)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Start < ms[j].Start })
+	return ms, nil
+}
+
+// TaskExe is Exe read through thread tid of pid.
+func TaskExe(pid, tid int) string {
+	p, err := os.Readlink(taskPath(pid, tid, "exe"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(p, " (deleted)")
+}
+
+// TaskRootPath is the target's root seen through thread tid.
+func TaskRootPath(pid, tid int) string { return taskPath(pid, tid, "root") }
+
 // Tasks lists the thread ids of pid, sorted, main thread first.
 func Tasks(pid int) ([]int, error) {
 	d, err := os.Open(pidPath(pid, "task"))

@@ -87,6 +87,9 @@ type Process struct {
 	Threads  []Thread          `json:"threads"`
 	// Warnings are process-level notes (a tracer already attached, ...).
 	Warnings []string `json:"warnings,omitempty"`
+	// MemTID is a live thread through which memory, maps and files are
+	// read when the main thread has exited (0: the process id serves).
+	MemTID int `json:"mem_tid,omitempty"`
 	WallNS   int64    `json:"wall_ns"`
 }
 
@@ -116,3 +119,12 @@ const DefaultStackBytes = 4 << 20
 
 // DefaultStopWait bounds the wait for one thread to reach its stop.
 const DefaultStopWait = 200 * time.Millisecond
+
+// MemPID is the id through which the process's memory is read: the pid,
+// or a live thread when the main thread has exited.
+func (p *Process) MemPID() int {
+	if p.MemTID != 0 {
+		return p.MemTID
+	}
+	return p.PID
+}

@@ -45,9 +45,13 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 		}
 		p.Comm, p.Exe, p.Kernel, p.TracerPid = ps.Comm, r.Exe, r.Kernel, r.TracerPid
 		p.State = string(ps.State)
-		p.Maps, p.BuildIDs, p.VDSO = r.Maps, r.BuildIDs, r.VDSO
+		p.Maps, p.BuildIDs, p.VDSO, p.MemTID = r.Maps, r.BuildIDs, r.VDSO, r.MemTID
 		if opt.RefreshMaps && !p.Kernel {
-			if maps, err := procmaps.ReadMaps(pid); err == nil {
+			read := procmaps.ReadMaps
+			if p.MemTID != 0 {
+				read = func(pid int) (procmaps.Maps, error) { return procmaps.ReadTaskMaps(pid, p.MemTID) }
+			}
+			if maps, err := read(pid); err == nil {
 				p.Maps = maps
 				p.BuildIDs = nil // the caller collects them again
 			}
@@ -71,8 +75,26 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 			p.Kernel = ps.Flags&procmaps.PF_KTHREAD != 0
 			p.Comm = ps.Comm
 		}
+		if p.State == "Z" || p.State == "X" {
+			// The main thread has exited; other threads may live on.
+			if tids, err := procmaps.Tasks(pid); err == nil {
+				for _, tid := range tids {
+					if ts, err := procmaps.ReadStat(pid, tid); err == nil && tid != pid && ts.State != 'Z' && ts.State != 'X' {
+						p.MemTID = tid
+						break
+					}
+				}
+			}
+			if p.MemTID != 0 {
+				p.Exe = procmaps.TaskExe(pid, p.MemTID)
+			}
+		}
 		if !p.Kernel {
-			maps, err := procmaps.ReadMaps(pid)
+			readMaps := func() (procmaps.Maps, error) { return procmaps.ReadMaps(pid) }
+			if p.MemTID != 0 {
+				readMaps = func() (procmaps.Maps, error) { return procmaps.ReadTaskMaps(pid, p.MemTID) }
+			}
+			maps, err := readMaps()
 			if err != nil {
 				if errors.Is(err, os.ErrPermission) {
 					return nil, ErrPermission
@@ -86,7 +108,16 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 		}
 	}
 	if p.State == "Z" || p.State == "X" {
-		p.Warnings = append(p.Warnings, "process is a zombie: it has exited and waits for its parent to reap it")
+		if p.MemTID != 0 {
+			p.Warnings = append(p.Warnings, "the main thread has exited; the process lives on in its other threads")
+		} else {
+			p.Warnings = append(p.Warnings, "process is a zombie: it has exited and waits for its parent to reap it")
+		}
+	}
+	if pid == os.Getpid() {
+		// A process cannot ptrace its own threads.
+		opt.Mode = ModeNoStop
+		p.Warnings = append(p.Warnings, "this is stackshot's own process: its threads are read without ptrace")
 	}
 	if opt.StackBytes <= 0 {
 		opt.StackBytes = DefaultStackBytes
@@ -381,7 +412,7 @@ func (c *capturer) observe(tid int) (th Thread, ok, done bool) {
 		}
 		sc := th.Syscall
 		lo, hi := c.stackBounds(sc.SP)
-		stk := readStack(pid, sc.SP, hi, c.opt.StackBytes)
+		stk := readStack(c.p.MemPID(), sc.SP, hi, c.opt.StackBytes)
 		ss2, err := c.opt.Cache.ReadSchedStat(pid, tid)
 		if err != nil {
 			return th, false, true // gone
@@ -444,7 +475,11 @@ func (c *capturer) stackBounds(sp uint64) (lo, hi uint64) {
 	// A thread born after the maps were read: read them again (at most
 	// every few milliseconds).
 	if time.Since(c.mapsAt) > 5*time.Millisecond {
-		if nm, err := procmaps.ReadMaps(c.p.PID); err == nil {
+		read := procmaps.ReadMaps
+		if c.p.MemTID != 0 {
+			read = func(pid int) (procmaps.Maps, error) { return procmaps.ReadTaskMaps(pid, c.p.MemTID) }
+		}
+		if nm, err := read(c.p.PID); err == nil {
 			c.p.Maps = nm
 			c.mapsAt = time.Now()
 			if m, ok := procmaps.Maps(nm).Find(sp); ok {
@@ -461,7 +496,6 @@ func (c *capturer) stackBounds(sp uint64) (lo, hi uint64) {
 // takes over, and the stuck one detaches the thread whenever it stops (or
 // the kernel does, when stackshot exits).
 func (c *capturer) stop(th Thread) (Thread, bool) {
-	pid := c.p.PID
 	t := c.tracer()
 	done := make(chan stopResult, 1)
 	// state: 0 waiting for the stop, 1 the wait returned, 2 timed out.
@@ -517,7 +551,7 @@ func (c *capturer) stop(th Thread) (Thread, bool) {
 				lo, hi := c.stackBounds(sp)
 				// Into the tracer's pre-faulted scratch buffer: page faults
 				// on a fresh buffer would cost more than the copy.
-				n = ReadMemory(pid, t.scratchFor(stackLen(sp, hi, c.opt.StackBytes)), sp)
+				n = ReadMemory(c.p.MemPID(), t.scratchFor(stackLen(sp, hi, c.opt.StackBytes)), sp)
 				r.sp, r.lo, r.hi = sp, lo, hi
 			}
 			r.detachErr = detach(th.TID, sig)
@@ -866,7 +900,7 @@ func (c *capturer) runConsistent() {
 			lo, hi := c.stackBounds(sp)
 			e.th.Regs = regs
 			e.th.StackAddr, e.th.StackLo, e.th.StackHi = sp, lo, hi
-			e.th.Stack = readStack(pid, sp, hi, c.opt.StackBytes)
+			e.th.Stack = readStack(c.p.MemPID(), sp, hi, c.opt.StackBytes)
 			e.th.Method = MethodPtrace
 		}
 		for _, e := range entries {

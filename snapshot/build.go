@@ -177,7 +177,7 @@ func (r *Resolver) userFrame(s *Space, out []Frame, f unwind.Frame) []Frame {
 
 func rootFor(s *Space, live bool) string {
 	if live {
-		return procmaps.RootPath(s.p.PID)
+		return rootPath(s.p)
 	}
 	return ""
 }

@@ -128,8 +128,11 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		BuildID: s.p.BuildIDs[first.Start],
 	}
 	if s.r.opts.Live {
-		ref.MapFiles = procmaps.MapFilesPath(s.p.PID, m)
-		ref.Root = procmaps.RootPath(s.p.PID)
+		ref.Root = rootPath(s.p)
+		if s.p.MemTID == 0 {
+			// (An exited main thread's map_files are gone with its mm.)
+			ref.MapFiles = procmaps.MapFilesPath(s.p.PID, m)
+		}
 	}
 	mod, err := s.r.sym.Module(ref)
 	if err != nil {
@@ -287,4 +290,13 @@ func (s *Space) CheckNoStop(th *ptrace.Thread) bool {
 	fr, stop, ok := s.Unwind(th, s.r.frames[:0])
 	s.r.frames = fr
 	return ok && stop.Complete()
+}
+
+// rootPath is the target's view of the filesystem root, through a live
+// thread when the main thread has exited.
+func rootPath(p *ptrace.Process) string {
+	if p.MemTID != 0 {
+		return procmaps.TaskRootPath(p.PID, p.MemTID)
+	}
+	return procmaps.RootPath(p.PID)
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -151,6 +152,12 @@ func cmdSymbolize(args []string) error {
 			return err
 		}
 		return usageError{err.Error()}
+	}
+	if exe != "" {
+		// A relative path, as addr2line takes it.
+		if abs, err := filepath.Abs(exe); err == nil {
+			exe = abs
+		}
 	}
 	if exe == "" && len(c.pids) == 0 {
 		return usageError{"symbolize needs -e FILE or -p PID"}

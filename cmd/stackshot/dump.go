@@ -78,10 +78,10 @@ func (s *session) captureOptions(deadline time.Time) ptrace.Options {
 
 // capture takes one raw snapshot of pid, with build ids and the vdso.
 func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) {
-	mem := ptrace.MemReader{PID: pid}
 	var space interface{ CheckNoStop(*ptrace.Thread) bool }
 	check := func(p *ptrace.Process, th *ptrace.Thread) bool {
 		if space == nil {
+			mem := ptrace.MemReader{PID: p.MemPID()}
 			snapshot.CollectImages(p, mem)
 			space = s.res.Space(p, mem)
 		}
@@ -92,7 +92,7 @@ func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) 
 		return nil, explainCaptureError(pid, err)
 	}
 	if p.BuildIDs == nil {
-		snapshot.CollectImages(p, mem)
+		snapshot.CollectImages(p, ptrace.MemReader{PID: p.MemPID()})
 	}
 	s.noteProcess(p)
 	return p, nil
@@ -140,7 +140,7 @@ func cmdDump(args []string) error {
 			failed++
 			continue
 		}
-		procs = append(procs, s.res.Process(p, ptrace.MemReader{PID: pid}))
+		procs = append(procs, s.res.Process(p, ptrace.MemReader{PID: p.MemPID()}))
 	}
 	if s.interrupted() {
 		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")
@@ -163,7 +163,7 @@ func (c *common) writeReport(procs []*snapshot.Process) error {
 	var buf bytes.Buffer
 	var err error
 	if c.format == "json" {
-		err = output.JSON(&buf, procs)
+		err = output.JSONList(&buf, procs, len(c.pids) > 1 || len(procs) > 1)
 	} else {
 		err = output.Text(&buf, procs, output.TextOptions{Source: c.source, Inline: c.inline, Verbose: c.verbose})
 	}

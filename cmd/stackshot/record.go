@@ -139,7 +139,7 @@ func cmdRecord(args []string) error {
 		if err != nil {
 			return err // the message explains; exit 1
 		}
-		t := &recTarget{pid: pid, mem: ptrace.MemReader{PID: pid}, last: p, comm: p.Comm, exe: p.Exe,
+		t := &recTarget{pid: pid, mem: ptrace.MemReader{PID: p.MemPID()}, last: p, comm: p.Comm, exe: p.Exe,
 			mapsAt: time.Now(), tidsSeen: map[int]bool{}}
 		t.space = s.res.Space(p, t.mem)
 		// Symbolize the first capture before the clock starts: loading
