@@ -400,6 +400,9 @@ func TestRealNodeBusy(t *testing.T) {
 var goRoots = map[string]bool{
 	"runtime.goexit": true, "runtime.mstart": true, "runtime.mcall": true, "runtime.morestack": true,
 	"runtime.rt0_go": true, "runtime.systemstack": true, "runtime.clone": true, "__clone3": true, "clone3": true, "clone": true,
+	// runtime/cgo's assembly entry from a pthread into Go: its CFI marks
+	// the return address undefined (gdb goes on into garbage past it).
+	"crosscall1": true,
 }
 
 // TestRealGo dumps a Go program built plain and with -ldflags='-s -w'
@@ -1094,4 +1097,87 @@ func TestRealSelfDumpNoFalsePermissionHint(t *testing.T) {
 	if !strings.Contains(so.String(), "Process ") {
 		t.Errorf("no dump of itself: %q", so.String())
 	}
+}
+
+// TestRealCoroutineAndAltStack: a ucontext coroutine runs on a heap stack;
+// the unwind must not wander from it onto another thread's stack (frames
+// such as _start under a non-main thread would be a made-up stack). A
+// handler on a sigaltstack unwinds back onto the thread's own stack.
+func TestRealCoroutineAndAltStack(t *testing.T) {
+	for _, v := range blockedVariants {
+		t.Run(v.name, func(t *testing.T) {
+			tg := testutil.Start(t, testutil.Build(t, "gcc", []string{realSrc("coro.c")}, v.flags...))
+			p := dumpJSON(t, strconv.Itoa(tg.PID))
+			co := threadByName(t, p, "coro")
+			f := fnames(co)
+			if !hasChain(f, []string{"co_b", "co_a"}) {
+				t.Errorf("coro: want co_b, co_a in %v", f)
+			}
+			for _, n := range f {
+				if n == "main" || n == "_start" || n == "__libc_start_call_main" || n == "__libc_start_main_impl" {
+					t.Errorf("coro thread's stack contains %q, a frame of the main thread's stack: %v", n, f)
+					break
+				}
+			}
+			alt := threadByName(t, p, "alt")
+			af := fnames(alt)
+			if !hasSubseq(af, []string{"alt_b", "alt_handler", "altv_b", "altv_a", "alt_thread"}) || !endsInThreadRoot(af) {
+				t.Errorf("alt: want alt_b, alt_handler, <signal frame>, pause, altv_b, altv_a, alt_thread, start_thread, clone3: %v", af)
+			}
+			assertMainChain(t, p.Threads[0], "main")
+			assertUntouched(t, tg.PID, false)
+		})
+	}
+}
+
+// TestRealNodePerfMap: node --perf-basic-prof writes /tmp/perf-PID.map; the
+// JIT frame the busy main thread is in gets its JavaScript name from it.
+func TestRealNodePerfMap(t *testing.T) {
+	testutil.Need(t, "node")
+	tg := testutil.Start(t, "node", "--perf-basic-prof", "-e", `function spinner(){let x=0; for(;;){x++}}; console.log("ready"); spinner()`)
+	t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", tg.PID)) })
+	time.Sleep(300 * time.Millisecond)
+	named := 0
+	for i := 0; i < 5; i++ {
+		p := dumpJSON(t, "-t", strconv.Itoa(tg.PID), strconv.Itoa(tg.PID))
+		for _, f := range p.Threads[0].Frames {
+			if f.Kind == "user" && strings.Contains(f.fn(), "spinner") {
+				named++
+				break
+			}
+		}
+	}
+	if named < 4 {
+		t.Errorf("the JIT frame of spinner() was named in %d of 5 dumps", named)
+	}
+	assertUntouched(t, tg.PID, false)
+}
+
+// TestRealTimeoutKeepsEveryThread: when --timeout runs out before every
+// thread is captured, the threads left are still listed from /proc (CLI.md:
+// "threads that will not stop are reported from /proc"), never dropped
+// from the output of a command that exits 0.
+func TestRealTimeoutKeepsEveryThread(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(t, bin, "64")
+	for _, args := range [][]string{
+		{"--timeout", "1ms"},
+		{"--mode", "stop", "--timeout", "2ms"},
+	} {
+		out, errOut, code := runSS(t, append(append([]string{"--json"}, args...), strconv.Itoa(tg.PID))...)
+		var p jProc
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Errorf("%v: exit %d, bad JSON: %v (%s)", args, code, err, errOut)
+			continue
+		}
+		if len(p.Threads) != 65 {
+			t.Errorf("%v: exit %d, %d threads of 65 listed, warnings %v, stderr %q", args, code, len(p.Threads), p.Warnings, errOut)
+		}
+		for _, th := range p.Threads {
+			if len(th.Frames) == 0 && th.Error == nil {
+				t.Errorf("%v: thread %d has no frames and no error", args, th.TID)
+			}
+		}
+	}
+	assertUntouched(t, tg.PID, false)
 }
