@@ -89,8 +89,8 @@ type Process struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// MemTID is a live thread through which memory, maps and files are
 	// read when the main thread has exited (0: the process id serves).
-	MemTID int `json:"mem_tid,omitempty"`
-	WallNS   int64    `json:"wall_ns"`
+	MemTID int   `json:"mem_tid,omitempty"`
+	WallNS int64 `json:"wall_ns"`
 }
 
 // Options control a capture.
@@ -117,8 +117,11 @@ type Options struct {
 // DefaultStackBytes caps the stack copy of one thread.
 const DefaultStackBytes = 4 << 20
 
-// DefaultStopWait bounds the wait for one thread to reach its stop.
-const DefaultStopWait = 200 * time.Millisecond
+// DefaultStopWait bounds the wait for one thread to reach its stop (on a
+// loaded machine a woken thread can wait long for a CPU). After two threads
+// of a capture have timed out, the rest get a tenth of it: a hung process
+// with many threads that will not stop must not take minutes.
+const DefaultStopWait = 500 * time.Millisecond
 
 // MemPID is the id through which the process's memory is read: the pid,
 // or a live thread when the main thread has exited.

@@ -161,8 +161,10 @@ type capturer struct {
 	seen    map[int]bool
 	noTrace bool
 	prev    map[int]*Thread // the previous capture's threads (Options.Reuse)
-	mapsMu  sync.Mutex // guards p.Maps and mapsAt: observers run in parallel
-	mapsAt  time.Time
+	// timeouts counts threads that would not stop in this capture.
+	timeouts atomic.Int32
+	mapsMu   sync.Mutex // guards p.Maps and mapsAt: observers run in parallel
+	mapsAt   time.Time
 }
 
 // The tracer thread is kept across captures (a sampler takes thousands):
@@ -281,6 +283,9 @@ func (c *capturer) run() {
 // the whole command's deadline is nearer.
 func (c *capturer) stopWait() time.Duration {
 	w := c.opt.StopWait
+	if c.timeouts.Load() >= 2 {
+		w /= 10
+	}
 	if !c.opt.Deadline.IsZero() {
 		if left := time.Until(c.opt.Deadline); left < w {
 			w = max(left, time.Millisecond)
@@ -572,6 +577,7 @@ func (c *capturer) stop(th Thread) (Thread, bool) {
 	case res.gone:
 		return th, false
 	case res.timeout:
+		c.timeouts.Add(1)
 		th.Method = MethodProcOnly
 		th.Err = fmt.Sprintf("thread did not stop within %v (state %s%s); shown from /proc", c.stopWait().Round(time.Millisecond), th.State, describeBlock(th))
 		// The kernel stack and syscall read before the stop attempt stand.

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"io"
+	"strings"
 
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -59,6 +60,11 @@ func (r *Resolver) thread(s *Space, th *ptrace.Thread) Thread {
 	t.Frames = r.Frames(s, th, fr, ok, nil)
 	if !ok {
 		return t
+	}
+	if !stop.Complete() && endsAtRoot(t.Frames) {
+		// The walk could not go past a function that starts threads or
+		// goroutines: nothing lies beyond it, so the stack is complete.
+		stop = unwind.StopEnd
 	}
 	t.Stop = stop.String()
 	if !stop.Complete() && t.Error == "" {
@@ -186,4 +192,25 @@ func rootFor(s *Space, live bool) string {
 // (inlined) first. exact is false for return addresses (looked up at pc-1).
 func (r *Resolver) Symbolize(s *Space, pc uint64, exact bool) []Frame {
 	return r.userFrame(s, nil, unwind.Frame{PC: pc, Exact: exact})
+}
+
+// rootFunctions start threads or goroutines: a walk that ends at one has
+// reached the bottom of the stack, whatever the next step found.
+var rootFunctions = map[string]bool{
+	"_start": true, "clone": true, "__clone": true, "clone3": true, "__clone3": true,
+	"runtime.goexit": true, "runtime.mstart": true, "runtime.rt0_go": true, "runtime.mcall": true,
+	"runtime.morestack": true, "runtime.clone": true, "runtime.systemstack": true,
+	"crosscall1": true, // runtime/cgo's entry from a pthread into Go (its CFI ends the stack)
+}
+
+func endsAtRoot(frames []Frame) bool {
+	for i := len(frames) - 1; i >= 0; i-- {
+		f := &frames[i]
+		if f.Kind != "user" || f.Inlined {
+			continue
+		}
+		// Go's assembly functions are "name.abi0" in ELF symbol tables.
+		return rootFunctions[strings.TrimSuffix(f.Function, ".abi0")]
+	}
+	return false
 }
