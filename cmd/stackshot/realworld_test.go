@@ -888,6 +888,19 @@ func TestRealLeaderExited(t *testing.T) {
 	if p.Exe == "" {
 		t.Errorf("exe empty; /proc/PID/task/TID/exe of the live thread gives it")
 	}
+	// record must not take the zombie leader for the end of the process.
+	folded := filepath.Join(t.TempDir(), "p.folded")
+	_, errOut, code := runSS(t, "record", "-F", "50", "-d", "500ms", "-o", folded, strconv.Itoa(tg.PID))
+	if code != 0 {
+		t.Fatalf("record: exit %d: %s", code, errOut)
+	}
+	if strings.Contains(errOut, "exited") {
+		t.Errorf("record says the live process exited: %q", errOut)
+	}
+	b, _ := os.ReadFile(folded)
+	if !strings.Contains(string(b), ";worker_a;worker_b") {
+		t.Errorf("no sample of worker_a;worker_b in the profile:\n%s", b)
+	}
 	assertUntouched(t, tg.PID, false)
 }
 
