@@ -1194,3 +1194,77 @@ func TestRealTimeoutKeepsEveryThread(t *testing.T) {
 	}
 	assertUntouched(t, tg.PID, false)
 }
+
+// TestRealGoBlockedThreadsNotStopped: in the default mode, Go threads parked
+// in futex or epoll_pwait are read without a ptrace stop (a stop wakes
+// epoll_wait with EINTR: the netpoller is exactly what issue 6 protects).
+// A g0 stack that ends at runtime.mcall is complete; taking it for
+// incomplete forces a stop.
+func TestRealGoBlockedThreadsNotStopped(t *testing.T) {
+	for _, dir := range []string{"gotarget", "cgotarget"} {
+		t.Run(dir, func(t *testing.T) {
+			tg := testutil.Start(t, buildGoTarget(t, dir))
+			time.Sleep(200 * time.Millisecond)
+			total, stopped := 0, 0
+			for round := 0; round < 5; round++ {
+				p := dumpJSON(t, strconv.Itoa(tg.PID))
+				for _, th := range p.Threads {
+					if th.State != "S" || th.Syscall == nil {
+						continue
+					}
+					switch th.Syscall.Name {
+					case "futex", "epoll_pwait", "epoll_wait", "read":
+					default:
+						continue
+					}
+					total++
+					if th.Capture != "nostop" {
+						stopped++
+						t.Logf("round %d: thread %d in %s captured %q: %v", round, th.TID, th.Syscall.Name, th.Capture, fnames(th))
+					}
+				}
+			}
+			if total == 0 {
+				t.Fatalf("no blocked threads seen")
+			}
+			if stopped > 2 {
+				t.Errorf("%d of %d captures of blocked Go threads used a ptrace stop in the default mode", stopped, total)
+			}
+			assertUntouched(t, tg.PID, false)
+		})
+	}
+}
+
+// TestRealDeepStackNotStopped: a blocked thread whose stack is deeper than
+// --max-frames is still read without a stop in the default mode; truncation
+// at --max-frames is not something a stop could fix.
+func TestRealDeepStackNotStopped(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{realSrc("deep.c")}, "-O0", "-g")
+	tg := testutil.Start(t, bin, "20000")
+	p := dumpJSON(t, strconv.Itoa(tg.PID))
+	th := p.Threads[0]
+	if th.Capture != "nostop" || th.PauseUS != 0 {
+		t.Errorf("thread blocked in read with a 20000-deep stack: capture %q, paused %.0f us; want nostop, 0", th.Capture, th.PauseUS)
+	}
+	f := fnames(th)
+	if len(f) < 1000 || f[1] != "rec" {
+		t.Errorf("want about --max-frames frames of rec, got %d: %.5v", len(f), f)
+	}
+	q := dumpJSON(t, "--max-frames", "30000", strconv.Itoa(tg.PID))
+	if g := fnames(q.Threads[0]); len(g) < 20001 || g[len(g)-1] != "_start" {
+		t.Errorf("--max-frames 30000: %d frames, last %q; want all 20001 rec frames down to _start", len(g), g[len(g)-1])
+	}
+	assertUntouched(t, tg.PID, false)
+}
+
+// TestRealTIDNotInProcess: -t with a thread id that is not in the process
+// must say so, not print an empty process and exit 0.
+func TestRealTIDNotInProcess(t *testing.T) {
+	tg := startExec(t, "sleep 1000")
+	c := exec.Command("true")
+	c.Run()
+	out, errOut, code := runSS(t, "-t", strconv.Itoa(c.Process.Pid), strconv.Itoa(tg.PID))
+	if code == 0 && !strings.Contains(errOut, strconv.Itoa(c.Process.Pid)) {
+		t.Errorf("-t %d (no such thread in %d): exit 0, no warning; output %q", c.Process.Pid, tg.PID, out)
+	}
+}
