@@ -1268,3 +1268,65 @@ func TestRealTIDNotInProcess(t *testing.T) {
 		t.Errorf("-t %d (no such thread in %d): exit 0, no warning; output %q", c.Process.Pid, tg.PID, out)
 	}
 }
+
+// TestRealFrameAddresses: a user frame's offset is pc minus the start of
+// its function as nm gives it; a kernel frame's pc is its function's
+// address in /proc/kallsyms plus its offset (CLI.md shows kernel pcs), when
+// kallsyms shows addresses at all.
+func TestRealFrameAddresses(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-no-pie")
+	addr := map[string]uint64{}
+	for _, s := range nmSymbols(t, bin) {
+		addr[s.raw] = s.addr
+	}
+	tg := testutil.Start(t, bin)
+	p := dumpJSON(t, strconv.Itoa(tg.PID))
+	th := threadByName(t, p, "reader")
+	checked := 0
+	for _, f := range th.Frames {
+		if f.Kind != "user" || f.Module != bin || f.Offset == nil {
+			continue
+		}
+		a, ok := addr[f.fn()]
+		if !ok {
+			continue
+		}
+		pc, _ := strconv.ParseUint(strings.TrimPrefix(f.PC, "0x"), 16, 64)
+		if pc-a != *f.Offset {
+			t.Errorf("%s: pc %#x offset %d; nm puts it at %#x, so the offset is %d", f.fn(), pc, *f.Offset, a, pc-a)
+		}
+		checked++
+	}
+	if checked < 4 {
+		t.Errorf("only %d frames checked", checked)
+	}
+	ks, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		testutil.Skip(t, "no /proc/kallsyms")
+	}
+	kaddr := map[string]uint64{}
+	for _, l := range strings.Split(string(ks), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && len(f) < 4 {
+			v, _ := strconv.ParseUint(f[0], 16, 64)
+			kaddr[f[2]] = v
+		}
+	}
+	if kaddr["_stext"] == 0 {
+		testutil.Skip(t, "/proc/kallsyms hides addresses (kptr_restrict)")
+	}
+	for _, f := range th.Frames {
+		if f.Kind != "kernel" || f.Offset == nil {
+			continue
+		}
+		a, ok := kaddr[f.fn()]
+		if !ok {
+			continue
+		}
+		want := fmt.Sprintf("%#x", a+*f.Offset)
+		if f.PC != want {
+			t.Errorf("kernel frame %s+%#x: pc %s, kallsyms gives %s", f.fn(), *f.Offset, f.PC, want)
+		}
+	}
+	assertUntouched(t, tg.PID, false)
+}
