@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,6 +141,7 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	}
 	defer c.finish()
 	c.run()
+	c.leftovers()
 	if opt.Cache != nil {
 		live := make(map[int]bool, len(p.Threads))
 		for _, th := range p.Threads {
@@ -199,6 +201,47 @@ func (c *capturer) cancelled() bool {
 		}
 	}
 	return !c.opt.Deadline.IsZero() && time.Now().After(c.opt.Deadline)
+}
+
+// leftovers lists, from /proc, the threads the --timeout left uncaptured:
+// a report never silently drops a thread. Threads end up in task order,
+// the main thread first.
+func (c *capturer) leftovers() {
+	interrupted := false
+	if c.opt.Cancel != nil {
+		select {
+		case <-c.opt.Cancel:
+			interrupted = true
+		default:
+		}
+	}
+	if !interrupted && !c.opt.Deadline.IsZero() && time.Now().After(c.opt.Deadline) {
+		have := make(map[int]bool, len(c.p.Threads))
+		for _, th := range c.p.Threads {
+			have[th.TID] = true
+		}
+		tids, _ := procmaps.Tasks(c.p.PID)
+		for _, tid := range tids {
+			if have[tid] || !c.wanted(tid) {
+				continue
+			}
+			th, ok := c.pre(tid)
+			if !ok {
+				continue
+			}
+			th.Method = MethodProcOnly
+			th.Err = "not captured before --timeout ran out; shown from /proc"
+			c.p.Threads = append(c.p.Threads, th)
+		}
+	}
+	pid := c.p.PID
+	sort.SliceStable(c.p.Threads, func(i, j int) bool {
+		a, b := c.p.Threads[i].TID, c.p.Threads[j].TID
+		if a == pid || b == pid {
+			return a == pid && b != pid
+		}
+		return a < b
+	})
 }
 
 func (c *capturer) wanted(tid int) bool {
