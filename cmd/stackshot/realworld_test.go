@@ -1330,3 +1330,18 @@ func TestRealFrameAddresses(t *testing.T) {
 	}
 	assertUntouched(t, tg.PID, false)
 }
+
+// TestRealRecordBadOutputFailsFast: an -o whose directory does not exist is
+// an error before sampling starts, not after a 30-second run (cron jobs).
+func TestRealRecordBadOutputFailsFast(t *testing.T) {
+	tg := startExec(t, "sleep 1000")
+	start := time.Now()
+	_, errOut, code := runSS(t, "record", "-q", "-d", "30s", "-o", filepath.Join(t.TempDir(), "missing", "p.folded"), strconv.Itoa(tg.PID))
+	took := time.Since(start)
+	if code != 1 {
+		t.Errorf("exit %d, want 1: %s", code, errOut)
+	}
+	if took > 15*time.Second {
+		t.Errorf("record with an unwritable -o ran %v of its 30 s before failing", took.Round(time.Second))
+	}
+}
