@@ -1345,3 +1345,45 @@ func TestRealRecordBadOutputFailsFast(t *testing.T) {
 		t.Errorf("record with an unwritable -o ran %v of its 30 s before failing", took.Round(time.Second))
 	}
 }
+
+// TestRealReportReplacedBinary: a capture is reported after its binary was
+// replaced by a different build at the same path. The capture's build id
+// no longer matches the file: frames there carry build_id_mismatch and no
+// function (CLI.md), never the new file's names.
+func TestRealReportReplacedBinary(t *testing.T) {
+	src := buildBlocked(t, blockedVariants[1].flags)
+	other := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O1", "-g", "-pthread")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "victim")
+	copyFile(t, src, path)
+	tg := testutil.Start(t, path)
+	file := filepath.Join(dir, "v.cap")
+	if _, errOut, code := runSS(t, "capture", strconv.Itoa(tg.PID), "-o", file); code != 0 {
+		t.Fatalf("capture: exit %d: %s", code, errOut)
+	}
+	os.Remove(path)
+	copyFile(t, other, path)
+	out, errOut, code := runSS(t, "report", "--json", file)
+	if code != 0 {
+		t.Fatalf("report: exit %d: %s", code, errOut)
+	}
+	var p jProc
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("report JSON: %v", err)
+	}
+	n := 0
+	for _, th := range p.Threads {
+		for _, f := range th.Frames {
+			if f.Module != path {
+				continue
+			}
+			n++
+			if !f.BuildIDMismatch || f.Function != nil {
+				t.Errorf("thread %q: frame in the replaced binary: build_id_mismatch %v, function %q; want true and none", th.Name, f.BuildIDMismatch, f.fn())
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("no frames in the replaced module")
+	}
+}
