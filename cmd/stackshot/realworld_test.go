@@ -315,6 +315,17 @@ func TestRealMatchesEuStack(t *testing.T) {
 			testutil.Need(t, "rustc")
 			return testutil.Start(t, testutil.Build(t, "rustc", []string{realSrc("threads.rs")}, "-O", "-g"))
 		}, nil},
+		{"java", func(t *testing.T) *testutil.Target {
+			testutil.Need(t, "java")
+			return testutil.Start(t, "java", realSrc("Idle.java"))
+		}, func(t *testing.T, p jProc) {
+			for _, name := range []string{"spinner", "sleeper", "VM Thread"} {
+				f := fnames(threadByName(t, p, name))
+				if !endsInThreadRoot(f) || !hasSubseq(f, []string{"thread_native_entry(Thread*)", "start_thread"}) {
+					t.Errorf("java thread %q: want ... thread_native_entry(Thread*), start_thread, clone3: %v", name, f)
+				}
+			}
+		}},
 		{"gdb-idle", func(t *testing.T) *testutil.Target {
 			testutil.Need(t, "gdb")
 			return testutil.Start(t, "gdb", "-q", "-nx", "-batch", "-ex", "echo ready\\n", "-ex", "shell read x")
