@@ -1398,3 +1398,68 @@ func TestRealReportReplacedBinary(t *testing.T) {
 		t.Errorf("no frames in the replaced module")
 	}
 }
+
+// TestRealGoNamesMatchGoAddr2line: every frame of a Go binary (built plain,
+// with DWARF and a symbol table) is named as the Go toolchain's own
+// `go tool addr2line` names it: "runtime.goexit", not the ELF symbol's
+// ABI-wrapper spelling "runtime.goexit.abi0" (the stripped build already
+// says runtime.goexit; a name must not depend on how the binary was built).
+func TestRealGoNamesMatchGoAddr2line(t *testing.T) {
+	for _, v := range []struct {
+		name  string
+		flags []string
+	}{{"plain", nil}, {"stripped", []string{"-ldflags=-s -w"}}} {
+		t.Run(v.name, func(t *testing.T) {
+			bin := buildGoTarget(t, "gotarget", v.flags...)
+			// go tool addr2line needs the symbol table: ask the plain twin,
+			// whose code is identical.
+			ref := buildGoTarget(t, "gotarget")
+			tg := testutil.Start(t, bin, "spin")
+			p := dumpJSON(t, "--mode", "stop", strconv.Itoa(tg.PID))
+			var pcs []string
+			var ours []string
+			for _, th := range p.Threads {
+				k := 0
+				for _, f := range th.Frames {
+					// go tool addr2line names the physical function.
+					if f.Kind != "user" || f.Inlined {
+						continue
+					}
+					k++
+					if f.Module != bin {
+						continue
+					}
+					pc, _ := strconv.ParseUint(strings.TrimPrefix(f.PC, "0x"), 16, 64)
+					if k > 1 && f.Method != "signal" {
+						pc--
+					}
+					pcs = append(pcs, fmt.Sprintf("%#x", pc))
+					ours = append(ours, f.fn())
+				}
+			}
+			if len(pcs) < 10 {
+				t.Fatalf("only %d Go frames", len(pcs))
+			}
+			cmd := exec.Command("go", "tool", "addr2line", ref)
+			cmd.Stdin = strings.NewReader(strings.Join(pcs, "\n") + "\n")
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("go tool addr2line: %v", err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if len(lines) != 2*len(pcs) {
+				t.Fatalf("go tool addr2line: %d lines for %d pcs", len(lines), len(pcs))
+			}
+			bad := map[string]string{}
+			for i := range pcs {
+				if want := lines[2*i]; ours[i] != want {
+					bad[ours[i]] = want
+				}
+			}
+			for got, want := range bad {
+				t.Errorf("frame named %q, go tool addr2line says %q", got, want)
+			}
+			assertUntouched(t, tg.PID, false)
+		})
+	}
+}
