@@ -49,7 +49,45 @@ func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *Process {
 	for i := range p.Threads {
 		out.Threads = append(out.Threads, r.thread(s, &p.Threads[i]))
 	}
+	if r.opts.KernelAddrs && r.opts.Kernel {
+		r.kernelAddrs(out)
+	}
 	return out
+}
+
+// kernelAddrs fills in the addresses of kernel frames that the stack file
+// showed by name only ("[<0>] vfs_read+0x397/0x3d0", as kernels print for
+// any reader), from one pass over /proc/kallsyms.
+func (r *Resolver) kernelAddrs(p *Process) {
+	want := map[string]bool{}
+	for i := range p.Threads {
+		for _, f := range p.Threads[i].Frames {
+			if f.Kind == "kernel" && f.PC == 0 && f.Function != "" {
+				if _, known := r.kaddr[f.Function]; !known {
+					want[f.Function] = true
+				}
+			}
+		}
+	}
+	if len(want) > 0 {
+		got, _ := symtab.KallsymsAddrs("/proc/kallsyms", want)
+		if r.kaddr == nil {
+			r.kaddr = map[string]uint64{}
+		}
+		for n := range want {
+			r.kaddr[n] = got[n] // 0: not found (or hidden from us)
+		}
+	}
+	for i := range p.Threads {
+		fr := p.Threads[i].Frames
+		for j := range fr {
+			if f := &fr[j]; f.Kind == "kernel" && f.PC == 0 && f.Function != "" {
+				if a := r.kaddr[f.Function]; a != 0 {
+					f.PC = a + f.Offset
+				}
+			}
+		}
+	}
 }
 
 func (r *Resolver) thread(s *Space, th *ptrace.Thread) Thread {
@@ -107,6 +145,7 @@ func (r *Resolver) kernelFrames(th *ptrace.Thread, out []Frame) []Frame {
 				}
 			}
 		}
+
 		out = append(out, f)
 	}
 	return out

@@ -18,6 +18,9 @@ type Options struct {
 	MaxFrames int  // per thread (0: 1024)
 	Kernel    bool // include kernel frames
 	Live      bool // the target is alive: read through /proc/PID/map_files and root
+	// KernelAddrs fills in kernel frames' addresses hidden by the stack
+	// file, from /proc/kallsyms (one read of it: about 0.1 s).
+	KernelAddrs bool
 }
 
 // Resolver unwinds and symbolizes captures. It caches modules and compiled
@@ -32,6 +35,7 @@ type Resolver struct {
 	kallOK bool
 	frames []unwind.Frame
 	syms   []symtab.Sym
+	kaddr  map[string]uint64 // kernel symbol addresses found so far
 }
 
 type tableEntry struct {
@@ -289,7 +293,22 @@ func (s *Space) CheckNoStop(th *ptrace.Thread) bool {
 	}
 	fr, stop, ok := s.Unwind(th, s.r.frames[:0])
 	s.r.frames = fr
-	return ok && stop.Complete()
+	if !ok {
+		return false
+	}
+	switch stop {
+	case unwind.StopEnd, unwind.StopPCZero:
+		return true
+	case unwind.StopMaxFrames, unwind.StopStackCopy:
+		// A stop would give no more: the limit is ours, not the registers'.
+		return true
+	}
+	// A walk that ends at a thread or goroutine root is complete too.
+	if len(fr) > 0 {
+		last := s.r.Symbolize(s, fr[len(fr)-1].PC, fr[len(fr)-1].Exact || fr[len(fr)-1].SignalFrame)
+		return endsAtRoot(last)
+	}
+	return false
 }
 
 // rootPath is the target's view of the filesystem root, through a live

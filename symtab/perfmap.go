@@ -214,6 +214,55 @@ type Kallsyms struct {
 	name []string
 }
 
+// KallsymsAddrs streams a kallsyms file once and returns the address of
+// each of the given names (the first text symbol of that name): for kernel
+// stacks that show names with offsets but hide addresses ("[<0>]"). It
+// builds no index, so its cost is one read of the file.
+func KallsymsAddrs(path string, names map[string]bool) (map[string]uint64, error) {
+	out := make(map[string]uint64, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	f, err := openPlain(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, maxPerfMapBytes))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() && len(out) < len(names) {
+		line := sc.Bytes()
+		// "ffffffff816d5b70 T vfs_read" (then maybe "\t[module]")
+		if len(line) < 20 {
+			continue
+		}
+		sp1 := bytes.IndexByte(line, ' ')
+		if sp1 < 0 || sp1+3 >= len(line) {
+			continue
+		}
+		typ := line[sp1+1]
+		if typ != 't' && typ != 'T' || line[sp1+2] != ' ' {
+			continue
+		}
+		name := line[sp1+3:]
+		if i := bytes.IndexAny(name, " \t"); i >= 0 {
+			name = name[:i]
+		}
+		if !names[string(name)] {
+			continue
+		}
+		if _, dup := out[string(name)]; dup {
+			continue
+		}
+		addr, err := strconv.ParseUint(string(line[:sp1]), 16, 64)
+		if err != nil || addr == 0 {
+			continue
+		}
+		out[string(name)] = addr
+	}
+	return out, sc.Err()
+}
+
 // LoadKallsyms reads /proc/kallsyms (or a file of the same format).
 func LoadKallsyms(path string) (*Kallsyms, error) {
 	f, err := openPlain(path)

@@ -32,7 +32,8 @@ type session struct {
 func newSession(c *common) *session {
 	s := &session{c: c, cancel: make(chan struct{}), warned: map[string]bool{}}
 	s.sym = symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
-	s.res = snapshot.NewResolver(s.sym, snapshot.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true})
+	s.res = snapshot.NewResolver(s.sym, snapshot.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true,
+		KernelAddrs: c.format == "json"})
 	return s
 }
 
@@ -140,6 +141,14 @@ func cmdDump(args []string) error {
 			failed++
 			continue
 		}
+		if missing := missingThreads(c.tids, p); len(missing) > 0 {
+			fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (list its threads with 'ls /proc/%d/task')\n",
+				joinInts(missing), pid, pid)
+			if len(p.Threads) == 0 {
+				failed++
+				continue
+			}
+		}
 		procs = append(procs, s.res.Process(p, ptrace.MemReader{PID: p.MemPID()}))
 	}
 	if s.interrupted() {
@@ -233,3 +242,29 @@ func permissionHelp(pid int) string {
 }
 
 var _ io.Writer
+
+// missingThreads lists the requested thread ids (-t) the capture lacks.
+func missingThreads(tids []int, p *ptrace.Process) []int {
+	var out []int
+	for _, t := range tids {
+		found := false
+		for i := range p.Threads {
+			if p.Threads[i].TID == t {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}

@@ -3,7 +3,10 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -41,4 +44,20 @@ func expandOutput(path string, pids []int, start time.Time) string {
 		}
 	}
 	return b.String()
+}
+
+// checkWritable makes sure a file can be created beside path (where the
+// temporary file will go before its rename).
+func checkWritable(path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".stackshot-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s (%v; check the directory exists and is writable)", path, errors.Unwrap(err))
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+	return nil
 }

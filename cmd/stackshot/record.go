@@ -129,6 +129,10 @@ func cmdRecord(args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	// Fail now, not after the whole recording, if -o cannot be written.
+	if err := checkWritable(expandOutput(c.output, c.pids, time.Now())); err != nil {
+		return err
+	}
 	s := newSession(c)
 	stop := s.catchSignals()
 	defer stop()
