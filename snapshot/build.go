@@ -192,6 +192,15 @@ func (r *Resolver) userFrame(s *Space, out []Frame, f unwind.Frame) []Frame {
 	}
 	base.BuildID = e.mod.BuildID()
 	base.HasModule = true
+	if e.mod.Mismatch() {
+		// The file found is not the one mapped: no name from it, ever.
+		base.BuildIDMismatch = true
+		if build := s.p.BuildIDs[s.maps.FirstOfFile(m).Start]; build != "" {
+			base.BuildID = build // the build id the target runs
+		}
+		base.ModuleOffset = f.PC - m.Start + m.Offset
+		return append(out, base)
+	}
 	if !e.ok {
 		base.ModuleOffset = f.PC - m.Start + m.Offset
 		return append(out, base)

@@ -95,6 +95,10 @@ func collectSyms(ef *elf.File, dynamic bool, baseRank int, out []rawSym) ([]rawS
 		if typ == elf.STT_NOTYPE {
 			rank += 3
 		}
+		// Go's assembly functions carry their ABI in ELF symbol names
+		// ("runtime.goexit.abi0"); Go's own tools and the pclntab say
+		// "runtime.goexit".
+		name = strings.TrimSuffix(name, ".abi0")
 		// glibc's internal aliases ("__GI___libc_read",
 		// "__libc_start_main_alias_2") name the same code worse than the
 		// public symbol beside them.
