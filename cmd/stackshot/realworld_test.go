@@ -1158,7 +1158,7 @@ func TestRealCoroutineAndAltStack(t *testing.T) {
 // JIT frame the busy main thread is in gets its JavaScript name from it.
 func TestRealNodePerfMap(t *testing.T) {
 	testutil.Need(t, "node")
-	tg := testutil.Start(t, "node", "--perf-basic-prof", "-e", `function spinner(){let x=0; for(;;){x++}}; console.log("ready"); spinner()`)
+	tg := testutil.Start(t, "node", "--perf-basic-prof", "--logfile=/dev/null", "-e", `function spinner(){let x=0; for(;;){x++}}; console.log("ready"); spinner()`)
 	t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", tg.PID)) })
 	time.Sleep(300 * time.Millisecond)
 	named := 0
