@@ -1463,3 +1463,98 @@ func TestRealGoNamesMatchGoAddr2line(t *testing.T) {
 		})
 	}
 }
+
+type sysPoint struct {
+	nr     int64
+	sp, pc string
+}
+
+// dumpWithSyscallPoints runs a JSON dump and also returns, per thread, the
+// syscall number, SP and PC /proc gave (where the thread sleeps).
+func dumpWithSyscallPoints(t testing.TB, args ...string) (jProc, map[int]sysPoint) {
+	t.Helper()
+	out, errOut, code := runSS(t, append([]string{"dump", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("stackshot %v: exit %d\n%s", args, code, errOut)
+	}
+	var p jProc
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("bad JSON: %v", err)
+	}
+	var raw struct {
+		Threads []struct {
+			TID     int `json:"tid"`
+			Syscall *struct {
+				Nr int64  `json:"nr"`
+				SP string `json:"sp"`
+				PC string `json:"pc"`
+			} `json:"syscall"`
+		} `json:"threads"`
+	}
+	json.Unmarshal([]byte(out), &raw)
+	pts := map[int]sysPoint{}
+	for _, th := range raw.Threads {
+		if th.Syscall != nil && th.Syscall.SP != "" {
+			pts[th.TID] = sysPoint{th.Syscall.Nr, th.Syscall.SP, th.Syscall.PC}
+		}
+	}
+	return p, pts
+}
+
+// TestRealNoStopMatchesStop: a thread read without a stop (RSP and RIP only)
+// must unwind to the same chain as the same thread, still asleep at the same
+// syscall SP and PC, read with a full ptrace stop. Stripped Go binaries are
+// the hard case: no CFI, frame pointers only, and a stale (saved RBP, return
+// address) pair on the stack can fool the fp heuristic.
+func TestRealNoStopMatchesStop(t *testing.T) {
+	type tgt struct {
+		name  string
+		start func(t *testing.T) *testutil.Target
+	}
+	for _, c := range []tgt{
+		{"go-stripped", func(t *testing.T) *testutil.Target {
+			return testutil.Start(t, buildGoTarget(t, "gotarget", "-ldflags=-s -w"), "spin")
+		}},
+		{"go-stripped-pie", func(t *testing.T) *testutil.Target {
+			return testutil.Start(t, buildGoTarget(t, "gotarget", "-buildmode=pie", "-ldflags=-s -w"), "spin")
+		}},
+		{"go-cgo", func(t *testing.T) *testutil.Target {
+			return testutil.Start(t, buildGoTarget(t, "cgotarget"))
+		}},
+		{"c-O2", func(t *testing.T) *testutil.Target {
+			return testutil.Start(t, buildBlocked(t, blockedVariants[1].flags))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tg := c.start(t)
+			compared, mismatched := 0, 0
+			for round := 0; round < 6; round++ {
+				p, before := dumpWithSyscallPoints(t, strconv.Itoa(tg.PID))
+				for _, th := range p.Threads {
+					if th.Capture != "nostop" || th.State != "S" {
+						continue
+					}
+					pt, ok := before[th.TID]
+					if !ok {
+						continue
+					}
+					q, after := dumpWithSyscallPoints(t, "--mode", "stop", "-t", strconv.Itoa(th.TID), strconv.Itoa(tg.PID))
+					if len(q.Threads) != 1 || after[th.TID] != pt {
+						continue // it ran in between
+					}
+					compared++
+					a, b := fnames(th), fnames(q.Threads[0])
+					if strings.Join(a, ";") != strings.Join(b, ";") {
+						mismatched++
+						t.Errorf("round %d thread %d (in syscall %d, sp %s): no-stop chain %v\n  stop chain %v", round, th.TID, pt.nr, pt.sp, a, b)
+					}
+				}
+			}
+			if compared == 0 {
+				t.Fatalf("no thread could be compared")
+			}
+			t.Logf("%d comparisons, %d mismatched", compared, mismatched)
+			assertUntouched(t, tg.PID, false)
+		})
+	}
+}
