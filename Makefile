@@ -14,10 +14,12 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/stackshot
 
 # The tests build their C/C++/Rust/Go targets from testdata/ themselves and
-# attach to them for real: run as root (or with CAP_SYS_PTRACE).
+# attach to them for real: run as root (or with CAP_SYS_PTRACE). Packages
+# run one at a time (-p 1): their targets spin and time their own stops,
+# and two packages' loads on two cores would only make both slower.
 test: build
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -p 1 -timeout 60m ./...
 
 # Start the bundled multi-threaded demo target, dump it, stop it.
 demo: build

@@ -29,7 +29,8 @@ func byName(p *Process) map[string]*Thread {
 
 func TestCaptureModes(t *testing.T) {
 	tg := startBlocked(t, "spin")
-	for _, mode := range []Mode{ModeAuto, ModeStop, ModeNoStop} {
+	// No-stop first: a stop makes recv (SO_RCVTIMEO) return EINTR and run.
+	for _, mode := range []Mode{ModeNoStop, ModeAuto, ModeStop} {
 		p, err := Capture(tg.PID, Options{Mode: mode, Kernel: true}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -251,14 +251,27 @@ var rootFunctions = map[string]bool{
 	"crosscall1": true, // runtime/cgo's entry from a pthread into Go (its CFI ends the stack)
 }
 
+// stackSwitches are Go runtime functions that run on another stack than
+// their caller's (g0 or a new goroutine stack): what lies beyond them
+// belongs to another stack, so a walk that fails after one is complete as
+// far as this thread's own stack goes.
+var stackSwitches = map[string]bool{
+	"runtime.morestack": true, "runtime.mcall": true, "runtime.systemstack": true,
+}
+
 func endsAtRoot(frames []Frame) bool {
+	last := true
 	for i := len(frames) - 1; i >= 0; i-- {
 		f := &frames[i]
 		if f.Kind != "user" || f.Inlined {
 			continue
 		}
 		// Go's assembly functions are "name.abi0" in ELF symbol tables.
-		return rootFunctions[strings.TrimSuffix(f.Function, ".abi0")]
+		name := strings.TrimSuffix(f.Function, ".abi0")
+		if last && rootFunctions[name] || stackSwitches[name] {
+			return true
+		}
+		last = false
 	}
 	return false
 }

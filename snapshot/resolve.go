@@ -303,12 +303,13 @@ func (s *Space) CheckNoStop(th *ptrace.Thread) bool {
 		// A stop would give no more: the limit is ours, not the registers'.
 		return true
 	}
-	// A walk that ends at a thread or goroutine root is complete too.
-	if len(fr) > 0 {
-		last := s.r.Symbolize(s, fr[len(fr)-1].PC, fr[len(fr)-1].Exact || fr[len(fr)-1].SignalFrame)
-		return endsAtRoot(last)
+	// A walk that ends at a thread or goroutine root, or fails past a Go
+	// stack switch, is complete too.
+	var names []Frame
+	for _, f := range fr {
+		names = s.r.userFrame(s, names, f)
 	}
-	return false
+	return endsAtRoot(names)
 }
 
 // rootPath is the target's view of the filesystem root, through a live

@@ -412,7 +412,7 @@ func TestDumpThreadChurn(t *testing.T) {
 		t.Fatalf("target left stopped (%s)", s)
 	}
 	before := tg.Ask("s")
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
 	if after := tg.Ask("s"); after == before {
 		t.Errorf("target stopped churning: %s", after)
 	}
@@ -767,8 +767,17 @@ func TestDumpLosesNoSignal(t *testing.T) {
 	close(stop)
 	<-done
 	n := sent.Load()
-	time.Sleep(50 * time.Millisecond)
-	if ans := tg.Ask("r"); ans != fmt.Sprintf("rt %d", n) {
+	// The target may still be working through its queue: wait until it
+	// has caught up (or stops making progress).
+	want := fmt.Sprintf("rt %d", n)
+	ans, last := "", ""
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if ans = tg.Ask("r"); ans == want || (ans == last && last != "") {
+			break
+		}
+		last = ans
+	}
+	if ans != want {
 		t.Errorf("after %d dumps the target handled %q of %d signals", dumps, ans, n)
 	}
 }

@@ -217,7 +217,7 @@ loop:
 				return t.space.CheckNoStop(th)
 			}
 			p, err := ptrace.Capture(t.pid, opt, check)
-			if err != nil || p.State == "Z" || p.State == "X" || len(p.Threads) == 0 {
+			if err != nil || ((p.State == "Z" || p.State == "X") && p.MemTID == 0) || len(p.Threads) == 0 {
 				t.gone = true
 				if !c.quiet {
 					fmt.Fprintf(os.Stderr, "%sstackshot: process %d exited after %s\n", clearLine(progress), t.pid, time.Since(start).Round(time.Millisecond))

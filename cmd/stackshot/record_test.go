@@ -237,7 +237,7 @@ func TestRecordOutputPlaceholders(t *testing.T) {
 }
 
 func TestRecordTargetExits(t *testing.T) {
-	tg := testutil.Start(t, buildHot(t), "1000")
+	tg := testutil.Start(t, buildHot(t), "3000")
 	out := filepath.Join(t.TempDir(), "p.folded")
 	start := time.Now()
 	_, errOut, code := runSS(t, "record", "-d", "20s", "-o", out, fmt.Sprint(tg.PID))
