@@ -40,8 +40,10 @@ func readSmallOS(path string) ([]byte, error) {
 }
 
 // ReadMaps reads and parses /proc/PID/maps.
-func ReadMaps(pid int) (Maps, error) {
-	f, err := os.Open(pidPath(pid, "maps"))
+func ReadMaps(pid int) (Maps, error) { return readMapsFile(pidPath(pid, "maps")) }
+
+func readMapsFile(path string) (Maps, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -56,19 +58,7 @@ func ReadMaps(pid int) (Maps, error) {
 
 // ReadTaskMaps reads the maps through thread tid of pid: the way to a
 // process whose main thread has exited (its own maps are then empty).
-func ReadTaskMaps(pid, tid int) (Maps, error) {
-	f, err := os.Open(taskPath(pid, tid, "maps"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	ms, err := ParseMaps(f)
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Start < ms[j].Start })
-	return ms, nil
-}
+func ReadTaskMaps(pid, tid int) (Maps, error) { return readMapsFile(taskPath(pid, tid, "maps")) }
 
 // TaskExe is Exe read through thread tid of pid.
 func TaskExe(pid, tid int) string {
