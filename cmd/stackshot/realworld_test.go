@@ -1514,36 +1514,39 @@ func dumpWithSyscallPoints(t testing.TB, args ...string) (jProc, map[int]sysPoin
 // address) pair on the stack can fool the fp heuristic.
 func TestRealNoStopMatchesStop(t *testing.T) {
 	type tgt struct {
-		name  string
-		start func(t *testing.T) *testutil.Target
+		name   string
+		start  func(t *testing.T) *testutil.Target
+		rounds int // Go: threads park and unpark; more rounds meet more states
 	}
 	for _, c := range []tgt{
 		{"go-stripped", func(t *testing.T) *testutil.Target {
 			return testutil.Start(t, buildGoTarget(t, "gotarget", "-ldflags=-s -w"), "spin")
-		}},
+		}, 12},
 		{"go-stripped-pie", func(t *testing.T) *testutil.Target {
 			return testutil.Start(t, buildGoTarget(t, "gotarget", "-buildmode=pie", "-ldflags=-s -w"), "spin")
-		}},
+		}, 12},
 		{"go-cgo", func(t *testing.T) *testutil.Target {
 			return testutil.Start(t, buildGoTarget(t, "cgotarget"))
-		}},
+		}, 4},
 		{"c-O2", func(t *testing.T) *testutil.Target {
 			return testutil.Start(t, buildBlocked(t, blockedVariants[1].flags))
-		}},
+		}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tg := c.start(t)
 			compared, mismatched := 0, 0
-			for round := 0; round < 6; round++ {
+			perTID := map[int]int{}
+			for round := 0; round < c.rounds; round++ {
 				p, before := dumpWithSyscallPoints(t, strconv.Itoa(tg.PID))
 				for _, th := range p.Threads {
 					if th.Capture != "nostop" || th.State != "S" {
 						continue
 					}
 					pt, ok := before[th.TID]
-					if !ok {
+					if !ok || perTID[th.TID] >= c.rounds/2+1 {
 						continue
 					}
+					perTID[th.TID]++
 					q, after := dumpWithSyscallPoints(t, "--mode", "stop", "-t", strconv.Itoa(th.TID), strconv.Itoa(tg.PID))
 					if len(q.Threads) != 1 || after[th.TID] != pt {
 						continue // it ran in between
