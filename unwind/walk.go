@@ -533,12 +533,18 @@ const (
 )
 
 func (w *walker) returnAddress(v, callee uint64) int {
+	r, _ := w.returnAddressTarget(v, callee)
+	return r
+}
+
+// returnAddressTarget is returnAddress, also giving a direct call's target.
+func (w *walker) returnAddressTarget(v, callee uint64) (int, uint64) {
 	if v < maxCallLen {
-		return raNone
+		return raNone, 0
 	}
 	mi, ok := w.lookup(v - 1)
 	if !ok || !mi.Exec {
-		return raNone
+		return raNone, 0
 	}
 	start := v - maxCallLen
 	if start < mi.Start {
@@ -547,32 +553,32 @@ func (w *walker) returnAddress(v, callee uint64) int {
 	b := w.code[:v-start]
 	n, _ := w.in.Space.ReadCode(b, start)
 	if n != len(b) {
-		return raNone
+		return raNone, 0
 	}
 	ok, direct, rel := decodeCallBefore(b)
 	if !ok {
-		return raNone
+		return raNone, 0
 	}
 	if !direct || callee == 0 {
-		return raIndirect
+		return raIndirect, 0
 	}
 	target := v + uint64(int64(rel))
 	cm, ok := w.lookup(callee)
 	if ok && target >= cm.Start && target < cm.End {
 		if target <= callee && callee-target < maxFuncSize {
-			return raVerified
+			return raVerified, target
 		}
-		return raNone
+		return raNone, 0
 	}
 	tm, ok := w.lookup(target)
 	if !ok || !tm.Exec {
-		return raNone
+		return raNone, 0
 	}
 	code := w.code[:8]
 	if n, _ := w.in.Space.ReadCode(code, target); n != len(code) || !isPLTStub(code) {
-		return raNone
+		return raNone, 0
 	}
-	return raVerified
+	return raVerified, target
 }
 
 // calleePC is a PC inside the current frame's function.
@@ -591,8 +597,8 @@ func (w *walker) calleePC() uint64 {
 // is set: then only a consistent record whose call is verified counts.
 func (w *walker) findFrameRecord(sp uint64, strict bool) (uint64, bool) {
 	a := (sp + 7) &^ 7
-	var fallback uint64
-	found := false
+	var fallback, consistent, best, bestTarget uint64
+	found, haveConsistent, haveVerified := false, false, false
 	for i := 0; i < maxRecordWords && w.budget > 0; i, a = i+1, a+8 {
 		w.budget--
 		if w.hi != 0 && a+16 > w.hi {
@@ -606,18 +612,40 @@ func (w *walker) findFrameRecord(sp uint64, strict bool) (uint64, bool) {
 		if saved&7 != 0 || saved <= a+8 || (w.hi != 0 && saved+16 > w.hi) || saved-a > 1<<24 {
 			continue
 		}
-		strength := w.returnAddress(ret, w.calleePC())
+		strength, target := w.returnAddressTarget(ret, w.calleePC())
 		if strength == raNone || strict && strength != raVerified {
 			continue
 		}
 		saved2, ok1 := w.read64(saved)
 		ret2, ok2 := w.read64(saved + 8)
 		if ok1 && ok2 && (saved2 == 0 || saved2 > saved+8) && w.isReturnAddress(ret2, ret-1) {
-			return a, true
+			// A record whose return address follows a direct call of
+			// this very function wins; stale records of earlier calls
+			// (left below the live one) chain just as consistently.
+			// The true caller's call targets the entry of the function we
+			// are in: of verified records, the one whose call target is
+			// nearest below our PC (a stale call reached some other,
+			// earlier function).
+			if strength == raVerified {
+				if !haveVerified || target > bestTarget {
+					best, bestTarget, haveVerified = a, target, true
+				}
+				continue
+			}
+			if !haveConsistent {
+				consistent, haveConsistent = a, true
+			}
+			continue
 		}
 		if !found && !strict {
 			fallback, found = a, true
 		}
+	}
+	if haveVerified {
+		return best, true
+	}
+	if haveConsistent {
+		return consistent, true
 	}
 	return fallback, found
 }

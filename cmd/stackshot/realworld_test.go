@@ -1553,6 +1553,13 @@ func TestRealNoStopMatchesStop(t *testing.T) {
 					}
 					compared++
 					a, b := fnames(th), fnames(q.Threads[0])
+					// Known: a cgo runtime thread's stop-mode walk ends at
+					// crosscall1 (its CFI ends the stack there), while the
+					// no-stop walk goes on to threadentry, start_thread and
+					// clone3 — more of the same, true, chain.
+					if i := indexOf(b, "crosscall1"); i >= 0 && i == len(b)-1 && len(a) > i && strings.Join(a[:i+1], ";") == strings.Join(b, ";") {
+						continue
+					}
 					if strings.Join(a, ";") != strings.Join(b, ";") {
 						mismatched++
 						t.Errorf("round %d thread %d (in syscall %d, sp %s): no-stop chain %v\n  stop chain %v", round, th.TID, pt.nr, pt.sp, a, b)
@@ -1566,4 +1573,13 @@ func TestRealNoStopMatchesStop(t *testing.T) {
 			assertUntouched(t, tg.PID, false)
 		})
 	}
+}
+
+func indexOf(v []string, s string) int {
+	for i, x := range v {
+		if x == s {
+			return i
+		}
+	}
+	return -1
 }
