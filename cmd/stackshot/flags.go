@@ -94,11 +94,18 @@ func (c *common) parse(args []string, needPID bool) error {
 		}
 		c.pids = append(c.pids, pid)
 	}
+	seen := map[int]bool{}
+	uniq := c.pids[:0]
 	for _, p := range c.pids {
 		if p <= 0 {
 			return usageError{fmt.Sprintf("%d is not a process id", p)}
 		}
+		if !seen[p] { // the same pid twice is one target
+			seen[p] = true
+			uniq = append(uniq, p)
+		}
 	}
+	c.pids = uniq
 	if needPID && len(c.pids) == 0 {
 		return usageError{"no process id given"}
 	}
