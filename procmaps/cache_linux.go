@@ -178,4 +178,3 @@ func (tf *taskFiles) close() {
 		}
 	}
 }
-

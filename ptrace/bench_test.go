@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"testing"
-	"time"
 
 	"stackshot/internal/testutil"
 )
@@ -63,7 +62,6 @@ func BenchmarkCapture(b *testing.B) {
 							b.ReportMetric(float64(pauses[len(pauses)-1])/1e3, "pause-max-us")
 						}
 						b.ReportMetric(float64(nostop)/float64(total)*100, "%nostop")
-						_ = time.Now
 					})
 				}
 			})

@@ -8,7 +8,6 @@ import (
 	"os"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,9 +17,6 @@ import (
 
 	"stackshot/procmaps"
 )
-
-// ErrTraced means another tracer (a debugger, strace) holds the process.
-var ErrTraced = errors.New("already traced by another process")
 
 // ErrNoProcess means the process does not exist.
 var ErrNoProcess = errors.New("no such process")
@@ -513,6 +509,16 @@ func (c *capturer) finishStop(th Thread) (Thread, bool) {
 	return got, ok
 }
 
+// knownStackBounds is stackBounds without reading the maps again.
+func (c *capturer) knownStackBounds(sp uint64) (lo, hi uint64) {
+	c.mapsMu.Lock()
+	defer c.mapsMu.Unlock()
+	if m, ok := procmaps.Maps(c.p.Maps).Find(sp); ok {
+		return m.Start, m.End
+	}
+	return 0, 0
+}
+
 func (c *capturer) stackBounds(sp uint64) (lo, hi uint64) {
 	c.mapsMu.Lock()
 	defer c.mapsMu.Unlock()
@@ -596,13 +602,15 @@ func (c *capturer) stop(th Thread) (Thread, bool) {
 			r.regs, r.err = getRegs(th.TID)
 			if r.err == nil {
 				sp := r.regs[userRSP]
-				lo, hi := c.stackBounds(sp)
+				// Known maps only: re-reading them (a millisecond for a
+				// large process) waits until after the detach.
+				lo, hi := c.knownStackBounds(sp)
 				// Into the tracer's pre-faulted scratch buffer: page faults
 				// on a fresh buffer would cost more than the copy.
 				n = ReadMemory(c.p.MemPID(), t.scratchFor(stackLen(sp, hi, c.opt.StackBytes)), sp)
 				r.sp, r.lo, r.hi = sp, lo, hi
 			}
-			r.detachErr = detach(th.TID, sig)
+			detach(th.TID, sig)
 			r.pause = time.Since(r.t0)
 			if n > 0 {
 				r.stack = append([]byte(nil), t.scratch[:n]...)
@@ -637,6 +645,11 @@ func (c *capturer) stop(th Thread) (Thread, bool) {
 		th.Err = res.err.Error()
 		return th, true
 	}
+	if res.hi == 0 && res.sp != 0 {
+		// A thread born after the maps were read: its stack's bounds,
+		// now that it runs again (the copy itself was a modest one).
+		res.lo, res.hi = c.stackBounds(res.sp)
+	}
 	th.Method = MethodPtrace
 	th.PauseNS = res.pause.Nanoseconds()
 	th.Regs = res.regs
@@ -653,49 +666,16 @@ func describeBlock(th Thread) string {
 }
 
 type stopResult struct {
-	t0        time.Time
-	pause     time.Duration
-	regs      []uint64
-	stack     []byte
-	sp        uint64
-	lo, hi    uint64
-	sig       int
-	gone      bool
-	timeout   bool
-	err       error
-	detachErr error
-}
-
-// seizeStop attaches to tid and brings it to a ptrace stop, within wait.
-// Must run on the tracer thread.
-func seizeStop(tid int, wait time.Duration) stopResult {
-	var r stopResult
-	if err := unix.PtraceSeize(tid); err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			r.gone = true
-		}
-		r.err = err
-		return r
-	}
-	r.t0 = time.Now()
-	if err := unix.PtraceInterrupt(tid); err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			r.gone = true
-		}
-		r.err = err
-		return r
-	}
-	sig, gone, ok := waitStop(tid, r.t0.Add(wait))
-	switch {
-	case gone:
-		r.gone = true
-		r.err = unix.ESRCH
-	case !ok:
-		r.timeout = true
-		r.err = errTimeout
-	}
-	r.sig = sig
-	return r
+	t0      time.Time
+	pause   time.Duration
+	regs    []uint64
+	stack   []byte
+	sp      uint64
+	lo, hi  uint64
+	sig     int
+	gone    bool
+	timeout bool
+	err     error
 }
 
 var errTimeout = errors.New("timed out waiting for the thread to stop")
@@ -975,11 +955,3 @@ func (c *capturer) runConsistent() {
 		c.p.Threads = append(c.p.Threads, e.th)
 	}
 }
-
-// IsKernelThread reports whether pid is a kernel thread.
-func IsKernelThread(pid int) bool {
-	st, err := procmaps.ReadProcStat(pid)
-	return err == nil && st.Flags&procmaps.PF_KTHREAD != 0
-}
-
-var _ = strings.TrimSpace

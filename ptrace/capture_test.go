@@ -3,7 +3,6 @@
 package ptrace
 
 import (
-	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -201,5 +200,4 @@ func TestReadMemoryShortAtGuard(t *testing.T) {
 	if n != 4096 {
 		t.Errorf("read %d bytes across the end of [stack], want 4096", n)
 	}
-	_ = fmt.Sprint
 }

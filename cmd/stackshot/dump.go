@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -240,8 +239,6 @@ func permissionHelp(pid int) string {
 	}
 	return strings.Join(why, "; ")
 }
-
-var _ io.Writer
 
 // missingThreads lists the requested thread ids (-t) the capture lacks.
 func missingThreads(tids []int, p *ptrace.Process) []int {
