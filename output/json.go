@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"stackshot/report"
 	"time"
-
-	"stackshot/snapshot"
 )
 
 // Schema is the version of the dump JSON.
@@ -63,7 +62,7 @@ type jsonFrame struct {
 
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
 
-func toJSON(p *snapshot.Process) jsonProcess {
+func toJSON(p *report.Process) jsonProcess {
 	jp := jsonProcess{Schema: Schema, PID: p.PID, Comm: p.Comm, Exe: p.Exe,
 		Time: p.Time.UTC().Format(time.RFC3339Nano), State: p.State, Warnings: p.Warnings,
 		WallUS: p.WallNS / 1000, Threads: []jsonThread{}}
@@ -91,13 +90,13 @@ func toJSON(p *snapshot.Process) jsonProcess {
 }
 
 // JSON writes one object for one process, an array for several.
-func JSON(w io.Writer, procs []*snapshot.Process) error {
+func JSON(w io.Writer, procs []*report.Process) error {
 	return JSONList(w, procs, len(procs) > 1)
 }
 
 // JSONList writes an array when array is true (several PIDs were asked
 // for, even if only one could be read), else one object.
-func JSONList(w io.Writer, procs []*snapshot.Process, array bool) error {
+func JSONList(w io.Writer, procs []*report.Process, array bool) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if len(procs) == 1 && !array {

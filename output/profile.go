@@ -1,9 +1,8 @@
 package output
 
 import (
+	"stackshot/report"
 	"time"
-
-	"stackshot/snapshot"
 )
 
 // Profile is what `stackshot record` aggregates: unique stacks with the
@@ -32,7 +31,7 @@ type Sample struct {
 	Thread string // thread name
 	// Frames are logical frames, innermost first (inlined ones expanded,
 	// kernel frames first when recorded with --kernel).
-	Frames []snapshot.Frame
+	Frames []report.Frame
 	Count  int64
 }
 

@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"stackshot/report"
 	"testing"
 	"time"
-
-	"stackshot/snapshot"
 )
 
 // benchProfile is a profile of n unique stacks, 8 to 40 frames deep, drawn
@@ -38,11 +37,11 @@ func benchProfile(n int) *Profile {
 		Processes: []ProfileProcess{{PID: 1000, Comm: "server", Exe: mods[0]}}}
 	for i := 0; i < n; i++ {
 		depth := 8 + r.IntN(33)
-		frames := make([]snapshot.Frame, 0, depth+3)
+		frames := make([]report.Frame, 0, depth+3)
 		if r.IntN(4) == 0 {
 			for k := 0; k < 3; k++ {
 				f := funcs[50*r.IntN(40)]
-				frames = append(frames, snapshot.Frame{PC: 0xffffffff81000000 + f.off, Kind: "kernel", Function: f.name, Method: "kernel"})
+				frames = append(frames, report.Frame{PC: 0xffffffff81000000 + f.off, Kind: "kernel", Function: f.name, Method: "kernel"})
 			}
 		}
 		for d := 0; d < depth; d++ {
@@ -53,7 +52,7 @@ func benchProfile(n int) *Profile {
 				f = funcs[1]
 			}
 			pc := f.base + f.off + uint64(r.IntN(16))
-			fr := snapshot.Frame{PC: pc, Kind: "user", Function: f.name, HasOffset: true, Offset: pc - f.base - f.off,
+			fr := report.Frame{PC: pc, Kind: "user", Function: f.name, HasOffset: true, Offset: pc - f.base - f.off,
 				Module: f.module, HasModule: true, ModuleOffset: pc - f.base, BuildID: "0011223344556677",
 				File: "/src/server/file.cc", Line: 10 + d, Method: "cfi"}
 			if r.IntN(8) == 0 {

@@ -1,9 +1,8 @@
 package output
 
 import (
+	"stackshot/report"
 	"time"
-
-	"stackshot/snapshot"
 )
 
 // The fixture: two processes as a sampler would report them.
@@ -32,16 +31,16 @@ const (
 	fxWeird     = "weird;name\nwith newline"
 )
 
-func kframe(pc uint64, fn string, off uint64) snapshot.Frame {
-	f := snapshot.Frame{PC: pc, Kind: "kernel", Function: fn, Method: "kernel"}
+func kframe(pc uint64, fn string, off uint64) report.Frame {
+	f := report.Frame{PC: pc, Kind: "kernel", Function: fn, Method: "kernel"}
 	if fn != "" {
 		f.Offset, f.HasOffset = off, true
 	}
 	return f
 }
 
-func uframe(bias, modOff uint64, module, buildID, fn string, off uint64, file string, line int, method string) snapshot.Frame {
-	f := snapshot.Frame{PC: bias + modOff, Kind: "user", Function: fn, Module: module,
+func uframe(bias, modOff uint64, module, buildID, fn string, off uint64, file string, line int, method string) report.Frame {
+	f := report.Frame{PC: bias + modOff, Kind: "user", Function: fn, Module: module,
 		ModuleOffset: modOff, HasModule: true, BuildID: buildID, File: file, Line: line, Method: method}
 	if fn != "" {
 		f.Offset, f.HasOffset = off, true
@@ -49,7 +48,7 @@ func uframe(bias, modOff uint64, module, buildID, fn string, off uint64, file st
 	return f
 }
 
-func inlined(f snapshot.Frame, fn, file string, line int) snapshot.Frame {
+func inlined(f report.Frame, fn, file string, line int) report.Frame {
 	g := f
 	g.Function, g.File, g.Line, g.Inlined = fn, file, line, true
 	g.Offset, g.HasOffset = 0, false
@@ -57,10 +56,10 @@ func inlined(f snapshot.Frame, fn, file string, line int) snapshot.Frame {
 }
 
 // Frames shared by stacks, innermost first within each stack.
-func fxMain() snapshot.Frame {
+func fxMain() report.Frame {
 	return uframe(fxExeBias, 0x1480, fxExe, fxExeID, "main", 0x30, "/src/myserver/main.c", 51, "cfi")
 }
-func fxStartMain() snapshot.Frame {
+func fxStartMain() report.Frame {
 	return uframe(fxLibcBias1, 0x29d90, fxLibc, fxLibcID, "__libc_start_call_main", 0x80, "../sysdeps/nptl/libc_start_call_main.h", 58, "cfi")
 }
 
@@ -78,7 +77,7 @@ func fixtureProfile() *Profile {
 	crunch := uframe(0, 0x401136, fxBatch, fxBatchID, "crunch", 0x16, "/src/batch/crunch.c", 9, "regs")
 	bmain := uframe(0, 0x401190, fxBatch, fxBatchID, "main", 0x20, "/src/batch/crunch.c", 20, "fp")
 	bstart := uframe(fxLibcBias2, 0x29d90, fxLibc, fxLibcID, "__libc_start_call_main", 0x80, "../sysdeps/nptl/libc_start_call_main.h", 58, "cfi")
-	jit := snapshot.Frame{PC: 0x7f0012345678, Kind: "user", Method: "regs"}
+	jit := report.Frame{PC: 0x7f0012345678, Kind: "user", Method: "regs"}
 
 	return &Profile{
 		Start:     time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
@@ -91,37 +90,37 @@ func fixtureProfile() *Profile {
 		},
 		Samples: []Sample{
 			// 0: hot_a (hot_a_inner inlined) under operator<< and main, in a page fault.
-			{PID: 4242, TID: 4243, Thread: "worker-1", Count: 60, Frames: []snapshot.Frame{
+			{PID: 4242, TID: 4243, Thread: "worker-1", Count: 60, Frames: []report.Frame{
 				kframe(0xffffffff810f3a21, "clear_page_erms", 0x11),
 				kframe(0xffffffff81c0d4e0, "asm_exc_page_fault", 0x26),
 				hotAInner, hotA, op, fxMain(), fxStartMain()}},
 			// 1: hot_a_inner itself, no kernel.
-			{PID: 4242, TID: 4244, Thread: "worker-2", Count: 40, Frames: []snapshot.Frame{
+			{PID: 4242, TID: 4244, Thread: "worker-2", Count: 40, Frames: []report.Frame{
 				hotAInner, hotA, op, fxMain(), fxStartMain()}},
 			// 2: hot_b from another call site in main.
-			{PID: 4242, TID: 4244, Thread: "worker-2", Count: 20, Frames: []snapshot.Frame{
+			{PID: 4242, TID: 4244, Thread: "worker-2", Count: 20, Frames: []report.Frame{
 				hotB, mainB, fxStartMain()}},
 			// 3: the same stack as 2 in another thread of the same name.
-			{PID: 4242, TID: 4245, Thread: "worker-2", Count: 7, Frames: []snapshot.Frame{
+			{PID: 4242, TID: 4245, Thread: "worker-2", Count: 7, Frames: []report.Frame{
 				hotB, mainB, fxStartMain()}},
 			// 4: a stripped library called from a weirdly named function.
-			{PID: 4242, TID: 4243, Thread: "worker-1", Count: 5, Frames: []snapshot.Frame{
+			{PID: 4242, TID: 4243, Thread: "worker-1", Count: 5, Frames: []report.Frame{
 				foo, foo2, weird, fxMain(), fxStartMain()}},
 			// 5: blocked in futex, kernel frames first.
-			{PID: 4242, TID: 4242, Thread: "myserver", Count: 10, Frames: []snapshot.Frame{
+			{PID: 4242, TID: 4242, Thread: "myserver", Count: 10, Frames: []report.Frame{
 				kframe(0xffffffff8110aa10, "futex_wait_queue", 0x21),
 				kframe(0xffffffff8110b0c0, "do_futex", 0x40),
 				futex, fxMain(), fxStartMain()}},
 			// 6: never counted.
-			{PID: 4242, TID: 4246, Thread: "idle", Count: 0, Frames: []snapshot.Frame{hotB}},
+			{PID: 4242, TID: 4246, Thread: "idle", Count: 0, Frames: []report.Frame{hotB}},
 			// 7: batch: crunch under main.
-			{PID: 5151, TID: 5151, Thread: "batch;job", Count: 15, Frames: []snapshot.Frame{
+			{PID: 5151, TID: 5151, Thread: "batch;job", Count: 15, Frames: []report.Frame{
 				crunch, bmain, bstart}},
 			// 8: batch: JIT code outside any module, called from crunch.
-			{PID: 5151, TID: 5152, Thread: "jit<&>", Count: 4, Frames: []snapshot.Frame{
+			{PID: 5151, TID: 5152, Thread: "jit<&>", Count: 4, Frames: []report.Frame{
 				jit, crunch, bmain, bstart}},
 			// 9: batch: a truncated stack of unknown kernel frames.
-			{PID: 5151, TID: 5152, Thread: "jit<&>", Count: 3, Frames: []snapshot.Frame{
+			{PID: 5151, TID: 5152, Thread: "jit<&>", Count: 3, Frames: []report.Frame{
 				kframe(0xffffffff81000123, "", 0), kframe(0, "", 0)}},
 		},
 		Stats: Stats{

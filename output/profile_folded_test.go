@@ -2,11 +2,10 @@ package output
 
 import (
 	"bytes"
+	"stackshot/report"
 	"strconv"
 	"strings"
 	"testing"
-
-	"stackshot/snapshot"
 )
 
 func foldedString(t *testing.T, p *Profile) string {
@@ -83,13 +82,13 @@ func TestFoldedPerThread(t *testing.T) {
 // Processes with one comm merge; a sample without frames keeps its root;
 // an unnamed process and thread get "pid N" and "tid N".
 func TestFoldedMergeAndRoots(t *testing.T) {
-	f := snapshot.Frame{PC: 0x401000, Kind: "user", Function: "spin", Module: "/bin/w", HasModule: true, ModuleOffset: 0x401000}
+	f := report.Frame{PC: 0x401000, Kind: "user", Function: "spin", Module: "/bin/w", HasModule: true, ModuleOffset: 0x401000}
 	p := &Profile{FreqHz: 99, Processes: []ProfileProcess{{PID: 1, Comm: "w"}, {PID: 2, Comm: "w"}},
 		Samples: []Sample{
-			{PID: 1, TID: 1, Thread: "w", Count: 3, Frames: []snapshot.Frame{f}},
-			{PID: 2, TID: 2, Thread: "w", Count: 4, Frames: []snapshot.Frame{f}},
+			{PID: 1, TID: 1, Thread: "w", Count: 3, Frames: []report.Frame{f}},
+			{PID: 2, TID: 2, Thread: "w", Count: 4, Frames: []report.Frame{f}},
 			{PID: 2, TID: 3, Thread: "w", Count: 2},
-			{PID: 9, TID: 10, Count: 1, Frames: []snapshot.Frame{f}},
+			{PID: 9, TID: 10, Count: 1, Frames: []report.Frame{f}},
 		}}
 	diffLines(t, foldedString(t, p), []string{"pid 9;spin 1", "w 2", "w;spin 7"})
 	p.PerThread = true
@@ -100,9 +99,9 @@ func TestFoldedMergeAndRoots(t *testing.T) {
 // names hold.
 func TestFoldedHostileNames(t *testing.T) {
 	names := []string{"a;b", "line\nbreak", "cr\rx", "tab\tx", "bad\xffutf8", "nul\x00x", "sp ace", "é;ü"}
-	var frames []snapshot.Frame
+	var frames []report.Frame
 	for _, n := range names {
-		frames = append(frames, snapshot.Frame{PC: 0x1000, Kind: "user", Function: n})
+		frames = append(frames, report.Frame{PC: 0x1000, Kind: "user", Function: n})
 	}
 	p := &Profile{FreqHz: 99, Processes: []ProfileProcess{{PID: 1, Comm: "c;o\nmm"}},
 		Samples: []Sample{{PID: 1, TID: 1, Thread: "t", Count: 5, Frames: frames}}}
@@ -124,19 +123,19 @@ func TestFoldedHostileNames(t *testing.T) {
 
 func TestFrameNames(t *testing.T) {
 	for _, tc := range []struct {
-		f    snapshot.Frame
+		f    report.Frame
 		want string
 		kind frameKind
 	}{
-		{snapshot.Frame{Kind: "kernel", Function: "schedule", PC: 0xffffffff81000000}, "schedule_[k]", kindKernel},
-		{snapshot.Frame{Kind: "kernel", PC: 0xffffffff81000010}, "0xffffffff81000010_[k]", kindKernel},
-		{snapshot.Frame{Kind: "kernel"}, "[unknown]_[k]", kindKernel},
-		{snapshot.Frame{Kind: "user", Function: "f", Inlined: true}, "f", kindInlined},
-		{snapshot.Frame{Kind: "user", Function: "__restore_rt", SignalFrame: true}, "<signal handler called>", kindUser},
-		{snapshot.Frame{Kind: "user", Module: "/lib/libz.so.1", HasModule: true, ModuleOffset: 0x2a0}, "libz.so.1+0x2a0", kindUnknown},
-		{snapshot.Frame{Kind: "user", Module: "[vdso]"}, "[vdso]", kindUnknown},
-		{snapshot.Frame{Kind: "user", Module: "/lib/x.so", HasModule: true, ModuleOffset: 0x10, BuildIDMismatch: true}, "x.so+0x10", kindUnknown},
-		{snapshot.Frame{Kind: "user", PC: 0x7f0000001000}, "[unknown]", kindUnknown},
+		{report.Frame{Kind: "kernel", Function: "schedule", PC: 0xffffffff81000000}, "schedule_[k]", kindKernel},
+		{report.Frame{Kind: "kernel", PC: 0xffffffff81000010}, "0xffffffff81000010_[k]", kindKernel},
+		{report.Frame{Kind: "kernel"}, "[unknown]_[k]", kindKernel},
+		{report.Frame{Kind: "user", Function: "f", Inlined: true}, "f", kindInlined},
+		{report.Frame{Kind: "user", Function: "__restore_rt", SignalFrame: true}, "<signal handler called>", kindUser},
+		{report.Frame{Kind: "user", Module: "/lib/libz.so.1", HasModule: true, ModuleOffset: 0x2a0}, "libz.so.1+0x2a0", kindUnknown},
+		{report.Frame{Kind: "user", Module: "[vdso]"}, "[vdso]", kindUnknown},
+		{report.Frame{Kind: "user", Module: "/lib/x.so", HasModule: true, ModuleOffset: 0x10, BuildIDMismatch: true}, "x.so+0x10", kindUnknown},
+		{report.Frame{Kind: "user", PC: 0x7f0000001000}, "[unknown]", kindUnknown},
 	} {
 		got, kind := frameName(&tc.f)
 		if got != tc.want || kind != tc.kind {

@@ -6,14 +6,13 @@ import (
 	"encoding/xml"
 	"io"
 	"regexp"
+	"stackshot/report"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/google/pprof/profile"
-
-	"stackshot/snapshot"
 )
 
 var foldedLine = regexp.MustCompile(`^([^\n]+) ([0-9]+)$`)
@@ -31,16 +30,16 @@ func FuzzProfileWriters(f *testing.F) {
 		if kernel {
 			kind = "kernel"
 		}
-		leaf := snapshot.Frame{PC: 0x1000 + off, Kind: kind, Function: fn, Module: module, HasModule: module != "",
+		leaf := report.Frame{PC: 0x1000 + off, Kind: kind, Function: fn, Module: module, HasModule: module != "",
 			ModuleOffset: off, File: file, Line: 3, Method: "cfi"}
-		caller := snapshot.Frame{PC: 0x2000, Kind: "user", Function: fn + "_caller", Module: module, HasModule: true, ModuleOffset: 0x2000, Method: "cfi"}
-		var frames []snapshot.Frame
+		caller := report.Frame{PC: 0x2000, Kind: "user", Function: fn + "_caller", Module: module, HasModule: true, ModuleOffset: 0x2000, Method: "cfi"}
+		var frames []report.Frame
 		if inl {
 			in := caller
 			in.Function, in.Inlined = fn, true
-			frames = []snapshot.Frame{leaf, in, caller}
+			frames = []report.Frame{leaf, in, caller}
 		} else {
-			frames = []snapshot.Frame{leaf, caller}
+			frames = []report.Frame{leaf, caller}
 		}
 		p := &Profile{FreqHz: 99, PerThread: true, Processes: []ProfileProcess{{PID: 1, Comm: comm, Exe: module}},
 			Samples: []Sample{

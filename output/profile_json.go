@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"stackshot/report"
 	"time"
-
-	"stackshot/snapshot"
 )
 
 // The JSON of `record --format json` (schema 1, kind "profile"):
@@ -91,7 +90,7 @@ type jsonStack struct {
 }
 
 // frameJSON renders a frame exactly as `dump --json` does.
-func frameJSON(f *snapshot.Frame) jsonFrame {
+func frameJSON(f *report.Frame) jsonFrame {
 	jf := jsonFrame{PC: hex(f.PC), Kind: f.Kind, Inlined: f.Inlined, Method: f.Method,
 		BuildIDMismatch: f.BuildIDMismatch, SignalFrame: f.SignalFrame,
 		File: f.File, Line: f.Line, BuildID: f.BuildID, Module: f.Module}

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
+	"stackshot/report"
 	"strconv"
 	"testing"
 	"time"
-
-	"stackshot/snapshot"
 )
 
 // The test's own reading of the profile JSON, field by field as documented.
@@ -101,7 +100,7 @@ func backToProfile(t *testing.T, r *readProfile) *Profile {
 			if err := dec.Decode(&rf); err != nil {
 				t.Fatalf("frame %s: %v", raw, err)
 			}
-			f := snapshot.Frame{PC: parseHex(t, rf.PC), Kind: rf.Kind, Module: rf.Module, BuildID: rf.BuildID,
+			f := report.Frame{PC: parseHex(t, rf.PC), Kind: rf.Kind, Module: rf.Module, BuildID: rf.BuildID,
 				File: rf.File, Line: rf.Line, Inlined: rf.Inlined, Method: rf.Method,
 				BuildIDMismatch: rf.BuildIDMismatch, SignalFrame: rf.SignalFrame}
 			if rf.Function != nil {
@@ -139,7 +138,7 @@ func TestProfileJSONRoundTrip(t *testing.T) {
 	p.Duration = 9*time.Second + 987654321
 	p.Stats.Exited = true
 	// A signal frame and a build-id mismatch, as dump would show them.
-	p.Samples[7].Frames = append([]snapshot.Frame{
+	p.Samples[7].Frames = append([]report.Frame{
 		{PC: 0x7f1100042520, Kind: "user", Function: "__restore_rt", Module: fxLibc, HasModule: true,
 			ModuleOffset: 0x42520, BuildID: fxLibcID, Method: "signal", SignalFrame: true},
 		{PC: 0x7f2200001000, Kind: "user", Module: "/opt/x.so", HasModule: true, ModuleOffset: 0x1000,
@@ -211,9 +210,9 @@ func TestProfileJSONFramesMatchDump(t *testing.T) {
 		if s.Count == 0 {
 			continue
 		}
-		proc := &snapshot.Process{PID: s.PID, Threads: []snapshot.Thread{{TID: s.TID, Frames: s.Frames}}}
+		proc := &report.Process{PID: s.PID, Threads: []report.Thread{{TID: s.TID, Frames: s.Frames}}}
 		var dbuf bytes.Buffer
-		if err := JSON(&dbuf, []*snapshot.Process{proc}); err != nil {
+		if err := JSON(&dbuf, []*report.Process{proc}); err != nil {
 			t.Fatal(err)
 		}
 		var dump struct {

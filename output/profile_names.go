@@ -5,11 +5,10 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"stackshot/report"
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"stackshot/snapshot"
 )
 
 // This file holds what the profile writers share: how a frame is named in
@@ -81,7 +80,7 @@ func moduleName(m string) string {
 //     address in the module's ELF address space), or the module's name alone
 //     when the offset is not known, or "[unknown]" without a module;
 //   - an unknown kernel function is "0xADDRESS_[k]", or "[unknown]_[k]".
-func frameName(f *snapshot.Frame) (string, frameKind) {
+func frameName(f *report.Frame) (string, frameKind) {
 	if f.Kind == "kernel" {
 		if f.Function != "" {
 			return sanitizeName(f.Function) + kernelSuffix, kindKernel
@@ -104,7 +103,7 @@ func frameName(f *snapshot.Frame) (string, frameKind) {
 }
 
 // unknownName names a user frame whose function is not known.
-func unknownName(f *snapshot.Frame) string {
+func unknownName(f *report.Frame) string {
 	switch {
 	case f.Module != "" && f.HasModule:
 		return sanitizeName(moduleName(f.Module)) + "+0x" + strconv.FormatUint(f.ModuleOffset, 16)

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"stackshot/report"
 	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
-
-	"stackshot/snapshot"
 )
 
 // kernelMapping is the file name of the one mapping all kernel frames share.
@@ -209,11 +208,11 @@ func (b *pprofBuilder) locationsFor(s *Sample, exes map[string]bool) []*profile.
 	return locs
 }
 
-func sameSite(a, b *snapshot.Frame) bool {
+func sameSite(a, b *report.Frame) bool {
 	return a.PC == b.PC && a.Kind == b.Kind && a.Module == b.Module
 }
 
-func (b *pprofBuilder) location(pid int, group []snapshot.Frame, exes map[string]bool) *profile.Location {
+func (b *pprofBuilder) location(pid int, group []report.Frame, exes map[string]bool) *profile.Location {
 	outer := &group[len(group)-1]
 	pm := b.mapping(pid, outer, exes)
 	// The key: mapping, PC, and the functions and lines of the group, so
@@ -250,7 +249,7 @@ func (b *pprofBuilder) location(pid int, group []snapshot.Frame, exes map[string
 	return l
 }
 
-func (b *pprofBuilder) mapping(pid int, f *snapshot.Frame, exes map[string]bool) *pprofMapping {
+func (b *pprofBuilder) mapping(pid int, f *report.Frame, exes map[string]bool) *pprofMapping {
 	var key mappingKey
 	switch {
 	case f.Kind == "kernel":
@@ -294,7 +293,7 @@ func (b *pprofBuilder) mapping(pid int, f *snapshot.Frame, exes map[string]bool)
 	return pm
 }
 
-func (b *pprofBuilder) function(f *snapshot.Frame, pm *pprofMapping) *profile.Function {
+func (b *pprofBuilder) function(f *report.Frame, pm *pprofMapping) *profile.Function {
 	var name string
 	known := f.Function != "" || f.SignalFrame
 	if known {

@@ -15,7 +15,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"stackshot/internal/testutil"
-	"stackshot/snapshot"
+	"stackshot/report"
 )
 
 func writePprofFile(t *testing.T, p *Profile) (string, *profile.Profile) {
@@ -333,15 +333,15 @@ func TestPprofRealBinary(t *testing.T) {
 	}
 	buildID := string(m[1])
 	const bias = 0x555555554000
-	fr := func(sym string, delta uint64) snapshot.Frame {
+	fr := func(sym string, delta uint64) report.Frame {
 		off := syms[sym] + delta
-		return snapshot.Frame{PC: bias + off, Kind: "user", Function: sym, Offset: delta, HasOffset: true,
+		return report.Frame{PC: bias + off, Kind: "user", Function: sym, Offset: delta, HasOffset: true,
 			Module: bin, HasModule: true, ModuleOffset: off, BuildID: buildID, Method: "cfi"}
 	}
 	p := &Profile{FreqHz: 99, Processes: []ProfileProcess{{PID: 77, Comm: "profile_target", Exe: bin}},
 		Samples: []Sample{
-			{PID: 77, TID: 77, Thread: "profile_target", Count: 30, Frames: []snapshot.Frame{fr("hot_a", 4), fr("main", 8)}},
-			{PID: 77, TID: 77, Thread: "profile_target", Count: 10, Frames: []snapshot.Frame{fr("hot_b", 4), fr("main", 12)}},
+			{PID: 77, TID: 77, Thread: "profile_target", Count: 30, Frames: []report.Frame{fr("hot_a", 4), fr("main", 8)}},
+			{PID: 77, TID: 77, Thread: "profile_target", Count: 10, Frames: []report.Frame{fr("hot_b", 4), fr("main", 12)}},
 		}}
 	path, pp := writePprofFile(t, p)
 	if len(pp.Mapping) != 1 || pp.Mapping[0].BuildID != buildID || pp.Mapping[0].File != bin {

@@ -8,9 +8,8 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"stackshot/report"
 	"strings"
-
-	"stackshot/snapshot"
 )
 
 // TextOptions control text rendering.
@@ -21,7 +20,7 @@ type TextOptions struct {
 }
 
 // Text writes processes like gdb's "thread apply all bt".
-func Text(w io.Writer, procs []*snapshot.Process, o TextOptions) error {
+func Text(w io.Writer, procs []*report.Process, o TextOptions) error {
 	bw := bufio.NewWriter(w)
 	for i, p := range procs {
 		if i > 0 {
@@ -32,7 +31,7 @@ func Text(w io.Writer, procs []*snapshot.Process, o TextOptions) error {
 	return bw.Flush()
 }
 
-func textProcess(w *bufio.Writer, p *snapshot.Process, o TextOptions) {
+func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 	exe := p.Exe
 	if exe == "" {
 		exe = "?"
@@ -56,7 +55,7 @@ func plural(n int) string {
 	return "s"
 }
 
-func textThread(w *bufio.Writer, t *snapshot.Thread, o TextOptions) {
+func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	fmt.Fprintf(w, "\nThread %d %q (state %s", t.TID, t.Name, t.State)
 	if t.Syscall != nil && t.Syscall.InCall {
 		fmt.Fprintf(w, ", in %s", t.Syscall.Name)
@@ -97,7 +96,7 @@ func textThread(w *bufio.Writer, t *snapshot.Thread, o TextOptions) {
 	}
 }
 
-func syscallLine(t *snapshot.Thread) string {
+func syscallLine(t *report.Thread) string {
 	if t.Syscall == nil || !t.Syscall.InCall {
 		return "    --- kernel / user boundary ---\n"
 	}
@@ -113,7 +112,7 @@ func syscallLine(t *snapshot.Thread) string {
 	return b.String()
 }
 
-func frameLine(n int, f *snapshot.Frame, o TextOptions) string {
+func frameLine(n int, f *report.Frame, o TextOptions) string {
 	var b strings.Builder
 	if f.Kind == "kernel" {
 		fmt.Fprintf(&b, "#%-3d ", n)
@@ -165,7 +164,7 @@ func frameLine(n int, f *snapshot.Frame, o TextOptions) string {
 	return b.String()
 }
 
-func textPauses(w *bufio.Writer, p *snapshot.Process) {
+func textPauses(w *bufio.Writer, p *report.Process) {
 	var pauses []int64
 	var counts = map[string]int{}
 	for _, t := range p.Threads {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"stackshot/internal/arch"
 	"stackshot/procmaps"
 )
 
@@ -32,7 +33,7 @@ type CheckFunc func(p *Process, th *Thread) bool
 // Capture takes a snapshot of every thread of pid.
 func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	start := time.Now()
-	p := &Process{Arch: runtime_GOARCH, PID: pid, Time: start.UTC()}
+	p := &Process{Arch: arch.AMD64, PID: pid, Time: start.UTC()}
 	if r := opt.Reuse; r != nil && r.PID == pid {
 		// A sampler's next tick: identity, maps, build ids and vdso carry
 		// over; one stat read tells whether the process is still there.
@@ -148,8 +149,6 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	p.WallNS = time.Since(start).Nanoseconds()
 	return p, nil
 }
-
-var runtime_GOARCH = "amd64"
 
 type capturer struct {
 	p       *Process
@@ -601,7 +600,7 @@ func (c *capturer) stop(th Thread) (Thread, bool) {
 			var n int
 			r.regs, r.err = getRegs(th.TID)
 			if r.err == nil {
-				sp := r.regs[userRSP]
+				sp := r.regs[arch.UserRSP]
 				// Known maps only: re-reading them (a millisecond for a
 				// large process) waits until after the detach.
 				lo, hi := c.knownStackBounds(sp)
@@ -749,7 +748,7 @@ func classifyStop(ws unix.WaitStatus) (sig int, gone, ok, final bool) {
 }
 
 func getRegs(tid int) ([]uint64, error) {
-	regs := make([]uint64, 27)
+	regs := make([]uint64, arch.UserRegsCount)
 	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&regs[0]))}
 	iov.SetLen(len(regs) * 8)
 	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), uintptr(_NT_PRSTATUS), uintptr(unsafe.Pointer(&iov)), 0, 0)
@@ -760,9 +759,6 @@ func getRegs(tid int) ([]uint64, error) {
 }
 
 const _NT_PRSTATUS = 1
-
-// userRSP is the index of rsp in the amd64 user_regs_struct.
-const userRSP = 19
 
 func detach(tid, sig int) error {
 	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(tid), 0, uintptr(sig), 0, 0)
@@ -925,7 +921,7 @@ func (c *capturer) runConsistent() {
 			if err != nil {
 				continue
 			}
-			sp := regs[userRSP]
+			sp := regs[arch.UserRSP]
 			lo, hi := c.stackBounds(sp)
 			e.th.Regs = regs
 			e.th.StackAddr, e.th.StackLo, e.th.StackHi = sp, lo, hi

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"stackshot/internal/arch"
 	"stackshot/internal/testutil"
 	"stackshot/procmaps"
 )
@@ -44,7 +45,7 @@ func TestCaptureModes(t *testing.T) {
 				if th.Method != MethodPtrace || len(th.Regs) != 27 || len(th.Stack) == 0 || th.PauseNS <= 0 {
 					t.Errorf("mode %d %s: method %s regs %d stack %d pause %d", mode, th.Name, th.Method, len(th.Regs), len(th.Stack), th.PauseNS)
 				}
-				if sp := th.Regs[userRSP]; sp != th.StackAddr || sp < th.StackLo || sp >= th.StackHi {
+				if sp := th.Regs[arch.UserRSP]; sp != th.StackAddr || sp < th.StackLo || sp >= th.StackHi {
 					t.Errorf("%s: sp %#x, stack at %#x in [%#x,%#x)", th.Name, sp, th.StackAddr, th.StackLo, th.StackHi)
 				}
 			case mode == ModeNoStop && spinner:

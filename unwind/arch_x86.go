@@ -1,6 +1,10 @@
 package unwind
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"stackshot/internal/arch"
+)
 
 // DWARF register numbers for x86-64 (System V psABI, figure 3.36).
 const (
@@ -25,37 +29,8 @@ const (
 	NumRegs = 17
 )
 
-// Indexes into the amd64 user_regs_struct (as PTRACE_GETREGSET NT_PRSTATUS returns it).
-const (
-	userR15 = iota
-	userR14
-	userR13
-	userR12
-	userRBP
-	userRBX
-	userR11
-	userR10
-	userR9
-	userR8
-	userRAX
-	userRCX
-	userRDX
-	userRSI
-	userRDI
-	userOrigRAX
-	userRIP
-	userCS
-	userEFLAGS
-	userRSP
-	userSS
-	userFSBase
-	userGSBase
-	userDS
-	userES
-	userFS
-	userGS
-	UserRegsCount
-)
+// UserRegsCount is the length of the amd64 user_regs_struct.
+const UserRegsCount = arch.UserRegsCount
 
 // RegsFromUser converts an amd64 user_regs_struct (27 words) into DWARF
 // numbered registers, all known.
@@ -64,8 +39,8 @@ func RegsFromUser(u []uint64) Regs {
 	if len(u) < UserRegsCount {
 		return r
 	}
-	m := [NumRegs]int{userRAX, userRDX, userRCX, userRBX, userRSI, userRDI, userRBP, userRSP,
-		userR8, userR9, userR10, userR11, userR12, userR13, userR14, userR15, userRIP}
+	m := [NumRegs]int{arch.UserRAX, arch.UserRDX, arch.UserRCX, arch.UserRBX, arch.UserRSI, arch.UserRDI, arch.UserRBP, arch.UserRSP,
+		arch.UserR8, arch.UserR9, arch.UserR10, arch.UserR11, arch.UserR12, arch.UserR13, arch.UserR14, arch.UserR15, arch.UserRIP}
 	for dw, ui := range m {
 		r.Set(dw, u[ui])
 	}

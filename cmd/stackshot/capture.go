@@ -16,9 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"stackshot/internal/arch"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
-	"stackshot/snapshot"
+	"stackshot/report"
+	"stackshot/resolve"
 	"stackshot/symtab"
 )
 
@@ -104,7 +106,7 @@ func readCaptureFile(path string) (*captureFile, error) {
 		return nil, fmt.Errorf("cannot read %s (format %q version %d; this stackshot reads %s version 1)", path, cf.Format, cf.Version, captureFormat)
 	}
 	for _, p := range cf.Processes {
-		if p == nil || p.Arch != "amd64" {
+		if p == nil || p.Arch != arch.AMD64 {
 			return nil, fmt.Errorf("cannot read %s (a capture of another architecture)", path)
 		}
 	}
@@ -127,13 +129,13 @@ func cmdReport(args []string) error {
 		return usageError{fmt.Sprintf("report writes text or json, not %q", c.format)}
 	}
 	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
-	var procs []*snapshot.Process
+	var procs []*report.Process
 	for _, path := range files {
 		cf, err := readCaptureFile(path)
 		if err != nil {
 			return err
 		}
-		res := snapshot.NewResolver(sym, snapshot.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && cf.Kernel})
+		res := resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && cf.Kernel})
 		for _, p := range cf.Processes {
 			procs = append(procs, res.Process(p, nil))
 		}
@@ -172,18 +174,18 @@ func cmdSymbolize(args []string) error {
 	addrs = append(addrs, c.fs.Args()...)
 	fromStdin := len(addrs) == 0
 	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle})
-	var resolve func(addr uint64) []snapshot.Frame
+	var lookup func(addr uint64) []report.Frame
 	if exe != "" {
 		mod, err := sym.Module(symtab.ModuleRef{Path: exe})
 		if err != nil {
 			return fmt.Errorf("cannot read %s (%v)", exe, err)
 		}
 		var syms []symtab.Sym
-		resolve = func(addr uint64) []snapshot.Frame {
+		lookup = func(addr uint64) []report.Frame {
 			syms = mod.Lookup(addr, syms[:0])
-			var out []snapshot.Frame
+			var out []report.Frame
 			for _, s := range syms {
-				out = append(out, snapshot.Frame{Function: s.Function, File: s.File, Line: s.Line, Inlined: s.Inlined})
+				out = append(out, report.Frame{Function: s.Function, File: s.File, Line: s.Line, Inlined: s.Inlined})
 			}
 			return out
 		}
@@ -196,12 +198,12 @@ func cmdSymbolize(args []string) error {
 			}
 			return fmt.Errorf("cannot read process %d (%v; %s)", pid, err, permissionHelp(pid))
 		}
-		p := &ptrace.Process{Arch: "amd64", PID: pid, Maps: maps}
+		p := &ptrace.Process{Arch: arch.AMD64, PID: pid, Maps: maps}
 		mem := ptrace.MemReader{PID: pid}
-		snapshot.CollectImages(p, mem)
-		res := snapshot.NewResolver(sym, snapshot.Options{Live: true})
+		resolve.CollectImages(p, mem)
+		res := resolve.NewResolver(sym, resolve.Options{Live: true})
 		space := res.Space(p, mem)
-		resolve = func(addr uint64) []snapshot.Frame { return res.Symbolize(space, addr, true) }
+		lookup = func(addr uint64) []report.Frame { return res.Symbolize(space, addr, true) }
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
@@ -218,7 +220,7 @@ func cmdSymbolize(args []string) error {
 			fmt.Fprintf(w, "??\n??:0\n")
 			return
 		}
-		frames := resolve(addr)
+		frames := lookup(addr)
 		if len(frames) == 0 {
 			fmt.Fprintf(w, "??\n??:0\n")
 			return

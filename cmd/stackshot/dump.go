@@ -15,7 +15,8 @@ import (
 	"stackshot/output"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
-	"stackshot/snapshot"
+	"stackshot/report"
+	"stackshot/resolve"
 	"stackshot/symtab"
 )
 
@@ -23,7 +24,7 @@ import (
 type session struct {
 	c      *common
 	sym    *symtab.Symbolizer
-	res    *snapshot.Resolver
+	res    *resolve.Resolver
 	cancel chan struct{}
 	warned map[string]bool
 }
@@ -31,7 +32,7 @@ type session struct {
 func newSession(c *common) *session {
 	s := &session{c: c, cancel: make(chan struct{}), warned: map[string]bool{}}
 	s.sym = symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
-	s.res = snapshot.NewResolver(s.sym, snapshot.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true,
+	s.res = resolve.NewResolver(s.sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true,
 		KernelAddrs: c.format == "json"})
 	return s
 }
@@ -82,7 +83,7 @@ func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) 
 	check := func(p *ptrace.Process, th *ptrace.Thread) bool {
 		if space == nil {
 			mem := ptrace.MemReader{PID: p.MemPID()}
-			snapshot.CollectImages(p, mem)
+			resolve.CollectImages(p, mem)
 			space = s.res.Space(p, mem)
 		}
 		return space.CheckNoStop(th)
@@ -92,7 +93,7 @@ func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) 
 		return nil, explainCaptureError(pid, err)
 	}
 	if p.BuildIDs == nil {
-		snapshot.CollectImages(p, ptrace.MemReader{PID: p.MemPID()})
+		resolve.CollectImages(p, ptrace.MemReader{PID: p.MemPID()})
 	}
 	s.noteProcess(p)
 	return p, nil
@@ -128,7 +129,7 @@ func cmdDump(args []string) error {
 	stop := s.catchSignals()
 	defer stop()
 	deadline := time.Now().Add(c.timeout)
-	var procs []*snapshot.Process
+	var procs []*report.Process
 	failed := 0
 	for _, pid := range c.pids {
 		if s.interrupted() {
@@ -167,7 +168,7 @@ func cmdDump(args []string) error {
 
 // writeReport renders dump-style reports (text or JSON) and writes them
 // whole.
-func (c *common) writeReport(procs []*snapshot.Process) error {
+func (c *common) writeReport(procs []*report.Process) error {
 	var buf bytes.Buffer
 	var err error
 	if c.format == "json" {

@@ -16,7 +16,7 @@ import (
 	"stackshot/output"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
-	"stackshot/snapshot"
+	"stackshot/resolve"
 	"stackshot/unwind"
 )
 
@@ -25,7 +25,7 @@ type recTarget struct {
 	pid      int
 	mem      ptrace.MemReader
 	last     *ptrace.Process
-	space    *snapshot.Space
+	space    *resolve.Space
 	mapsAt   time.Time
 	stale    bool // a PC fell outside the known maps: read them again
 	gone     bool
@@ -210,7 +210,7 @@ loop:
 			t.space.Update(t.last)
 			check := func(p *ptrace.Process, th *ptrace.Thread) bool {
 				if p.BuildIDs == nil {
-					snapshot.CollectImages(p, t.mem)
+					resolve.CollectImages(p, t.mem)
 				}
 				t.space.Update(p)
 				return t.space.CheckNoStop(th)
@@ -225,7 +225,7 @@ loop:
 			}
 			live++
 			if p.BuildIDs == nil {
-				snapshot.CollectImages(p, t.mem)
+				resolve.CollectImages(p, t.mem)
 			}
 			t.last = p
 			t.space.Update(p)

@@ -1,10 +1,10 @@
 // Code generated from the kernel uapi header asm/unistd_64.h (plus the
 // numbers added through Linux 6.18); DO NOT EDIT.
 
-package snapshot
+package arch
 
-// syscallNamesX86 maps x86-64 system call numbers to names.
-var syscallNamesX86 = map[int64]string{
+// syscallNames maps x86-64 system call numbers to names.
+var syscallNames = map[int64]string{
 	0:   "read",
 	1:   "write",
 	2:   "open",

@@ -1,4 +1,4 @@
-package snapshot
+package resolve
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 
 	"stackshot/procmaps"
 	"stackshot/ptrace"
+	"stackshot/report"
 	"stackshot/symtab"
 	"stackshot/unwind"
 )
@@ -305,7 +306,7 @@ func (s *Space) CheckNoStop(th *ptrace.Thread) bool {
 	}
 	// A walk that ends at a thread or goroutine root, or fails past a Go
 	// stack switch, is complete too.
-	var names []Frame
+	var names []report.Frame
 	for _, f := range fr {
 		names = s.r.userFrame(s, names, f)
 	}

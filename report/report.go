@@ -1,17 +1,10 @@
-// Package snapshot wires the pipeline's stages together: it takes a raw
-// capture (ptrace.Process), unwinds each thread (unwind) and names each frame
-// (symtab), producing plain symbolized data for the output formats.
-//
-// It works on a live capture (with the target's memory and its /proc view of
-// files) and on a saved one (host files only).
-package snapshot
+// Package report holds the data a report is made of: processes, threads and
+// frames, symbolized and plain. It imports nothing of the project, so the
+// output formats, offline reports and tools built on them compile and run
+// on any system.
+package report
 
-import (
-	"fmt"
-	"time"
-
-	"stackshot/ptrace"
-)
+import "time"
 
 // Frame is one logical frame, innermost first; kernel frames come before
 // user frames.
@@ -61,7 +54,7 @@ type Thread struct {
 	Signal  int
 }
 
-// Process is one process's symbolized snapshot.
+// Process is one process's symbolized resolve.
 type Process struct {
 	PID      int
 	Comm     string
@@ -71,24 +64,4 @@ type Process struct {
 	Threads  []Thread
 	Warnings []string
 	WallNS   int64
-}
-
-// SyscallName returns the x86-64 name of a system call number.
-func SyscallName(nr int64) string {
-	if n, ok := syscallNamesX86[nr]; ok {
-		return n
-	}
-	return fmt.Sprintf("syscall_%d", nr)
-}
-
-func convSyscall(s *ptrace.Thread) *Syscall {
-	if s.Syscall == nil {
-		return nil
-	}
-	sc := s.Syscall
-	out := &Syscall{Nr: sc.Nr, Args: sc.Args, SP: sc.SP, PC: sc.PC, Running: sc.Running, InCall: sc.InCall}
-	if sc.InCall {
-		out.Name = SyscallName(sc.Nr)
-	}
-	return out
 }

@@ -1,11 +1,13 @@
-package snapshot
+package resolve
 
 import (
 	"io"
 	"strings"
 
+	"stackshot/internal/arch"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
+	"stackshot/report"
 	"stackshot/symtab"
 	"stackshot/unwind"
 )
@@ -42,9 +44,9 @@ func CollectImages(p *ptrace.Process, mem io.ReaderAt) {
 
 // Process unwinds and symbolizes every thread of a capture. mem reads the
 // live target's memory (nil for a saved capture).
-func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *Process {
+func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *report.Process {
 	s := r.Space(p, mem)
-	out := &Process{PID: p.PID, Comm: p.Comm, Exe: p.Exe, Time: p.Time, State: p.State,
+	out := &report.Process{PID: p.PID, Comm: p.Comm, Exe: p.Exe, Time: p.Time, State: p.State,
 		Warnings: p.Warnings, WallNS: p.WallNS}
 	for i := range p.Threads {
 		out.Threads = append(out.Threads, r.thread(s, &p.Threads[i]))
@@ -58,7 +60,7 @@ func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *Process {
 // kernelAddrs fills in the addresses of kernel frames that the stack file
 // showed by name only ("[<0>] vfs_read+0x397/0x3d0", as kernels print for
 // any reader), from one pass over /proc/kallsyms.
-func (r *Resolver) kernelAddrs(p *Process) {
+func (r *Resolver) kernelAddrs(p *report.Process) {
 	want := map[string]bool{}
 	for i := range p.Threads {
 		for _, f := range p.Threads[i].Frames {
@@ -90,8 +92,8 @@ func (r *Resolver) kernelAddrs(p *Process) {
 	}
 }
 
-func (r *Resolver) thread(s *Space, th *ptrace.Thread) Thread {
-	t := Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
+func (r *Resolver) thread(s *Space, th *ptrace.Thread) report.Thread {
+	t := report.Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
 		Capture: th.Method, PauseNS: th.PauseNS, Error: th.Err, Torn: th.Torn, Signal: th.Signal}
 	fr, stop, ok := s.Unwind(th, r.frames[:0])
 	r.frames = fr
@@ -117,7 +119,7 @@ func (r *Resolver) thread(s *Space, th *ptrace.Thread) Thread {
 // Frames symbolizes a thread's stack: its kernel frames (when enabled),
 // then the logical frames of each physical frame fr (from Space.Unwind; ok
 // false when there were no registers to unwind from), appended to out.
-func (r *Resolver) Frames(s *Space, th *ptrace.Thread, fr []unwind.Frame, ok bool, out []Frame) []Frame {
+func (r *Resolver) Frames(s *Space, th *ptrace.Thread, fr []unwind.Frame, ok bool, out []report.Frame) []report.Frame {
 	if r.opts.Kernel {
 		out = r.kernelFrames(th, out)
 	}
@@ -134,9 +136,9 @@ func (r *Resolver) Frames(s *Space, th *ptrace.Thread, fr []unwind.Frame, ok boo
 	return out
 }
 
-func (r *Resolver) kernelFrames(th *ptrace.Thread, out []Frame) []Frame {
+func (r *Resolver) kernelFrames(th *ptrace.Thread, out []report.Frame) []report.Frame {
 	for _, k := range th.KernelStack {
-		f := Frame{PC: k.Addr, Kind: "kernel", Function: k.Function, Offset: k.Offset,
+		f := report.Frame{PC: k.Addr, Kind: "kernel", Function: k.Function, Offset: k.Offset,
 			HasOffset: k.Function != "", Method: "kernel"}
 		if f.Function == "" && k.Addr != 0 {
 			if ks := r.kallsyms(); ks != nil {
@@ -161,8 +163,8 @@ func (r *Resolver) kallsyms() *symtab.Kallsyms {
 
 // userFrame appends the logical frames (inlined ones first) of one physical
 // frame.
-func (r *Resolver) userFrame(s *Space, out []Frame, f unwind.Frame) []Frame {
-	base := Frame{PC: f.PC, Kind: "user", Method: f.Method.String(), SignalFrame: f.SignalFrame}
+func (r *Resolver) userFrame(s *Space, out []report.Frame, f unwind.Frame) []report.Frame {
+	base := report.Frame{PC: f.PC, Kind: "user", Method: f.Method.String(), SignalFrame: f.SignalFrame}
 	lookup := f.PC
 	if !f.Exact && !f.SignalFrame && lookup > 0 {
 		lookup-- // a return address: the call is the instruction before
@@ -238,7 +240,7 @@ func rootFor(s *Space, live bool) string {
 
 // Symbolize names one address of the space: its logical frames, innermost
 // (inlined) first. exact is false for return addresses (looked up at pc-1).
-func (r *Resolver) Symbolize(s *Space, pc uint64, exact bool) []Frame {
+func (r *Resolver) Symbolize(s *Space, pc uint64, exact bool) []report.Frame {
 	return r.userFrame(s, nil, unwind.Frame{PC: pc, Exact: exact})
 }
 
@@ -259,7 +261,7 @@ var stackSwitches = map[string]bool{
 	"runtime.morestack": true, "runtime.mcall": true, "runtime.systemstack": true,
 }
 
-func endsAtRoot(frames []Frame) bool {
+func endsAtRoot(frames []report.Frame) bool {
 	last := true
 	for i := len(frames) - 1; i >= 0; i-- {
 		f := &frames[i]
@@ -274,4 +276,16 @@ func endsAtRoot(frames []Frame) bool {
 		last = false
 	}
 	return false
+}
+
+func convSyscall(s *ptrace.Thread) *report.Syscall {
+	if s.Syscall == nil {
+		return nil
+	}
+	sc := s.Syscall
+	out := &report.Syscall{Nr: sc.Nr, Args: sc.Args, SP: sc.SP, PC: sc.PC, Running: sc.Running, InCall: sc.InCall}
+	if sc.InCall {
+		out.Name = arch.SyscallName(sc.Nr)
+	}
+	return out
 }
