@@ -2,6 +2,7 @@
 GO      ?= go
 BIN     := bin/stackshot
 CC      ?= gcc
+SHELL   := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
@@ -17,9 +18,12 @@ build:
 # attach to them for real: run as root (or with CAP_SYS_PTRACE). Packages
 # run one at a time (-p 1): their targets spin and time their own stops,
 # and two packages' loads on two cores would only make both slower.
+# The output is go test's own, then the list of skipped tests with their
+# reasons (internal/testsum); STACKSHOT_STRICT=1 (CI) turns a missing tool
+# into a failure.
 test: build
 	$(GO) vet ./...
-	$(GO) test -count=1 -p 1 -timeout 60m ./...
+	set -o pipefail; $(GO) test -json -count=1 -p 1 -timeout 60m ./... | $(GO) run ./internal/testsum
 
 # Start the bundled multi-threaded demo target, dump it, stop it.
 demo: build

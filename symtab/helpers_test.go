@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"stackshot/internal/testutil"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,17 +41,15 @@ func srcDir(t testing.TB) string {
 	return d
 }
 
-// skipWithout skips the test when a tool the machine truly lacks is
-// needed. It is the only place tests skip for a missing tool.
+// skipWithout skips the test (fails it under STACKSHOT_STRICT=1) when the
+// machine lacks a tool it needs; see testutil.Need.
 func skipWithout(t testing.TB, tools ...string) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
-		t.Skipf("needs linux (ELF binaries built by the system toolchain), have %s", runtime.GOOS)
+		testutil.Skip(t, "needs linux (ELF binaries built by the system toolchain), have "+runtime.GOOS)
 	}
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s, which this machine lacks: %v", tool, err)
-		}
+		testutil.Need(t, tool)
 	}
 }
 

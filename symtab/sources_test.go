@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"stackshot/internal/testutil"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,6 +57,9 @@ func TestRust(t *testing.T) {
 				args = append(args, "-C", "symbol-mangling-version=v0")
 			}
 			if strings.HasSuffix(variant, "-dwarf5") {
+				if v := rustcMinor(t); v < 88 {
+					testutil.Skip(t, fmt.Sprintf("rustc 1.%d cannot emit DWARF 5 (-C dwarf-version is stable from 1.88)", v))
+				}
 				args = append(args, "-C", "dwarf-version=5")
 			}
 			bin := artifact(t, "rsprog-"+variant, args)
@@ -530,4 +534,17 @@ func gdbLines(t testing.TB, file string, pcs []uint64) []a2lFrame {
 		t.Fatalf("gdb answered %d of %d pcs", len(r), len(pcs))
 	}
 	return r
+}
+
+// rustcMinor is the minor version of the installed rustc (1.x).
+func rustcMinor(t testing.TB) int {
+	out, err := exec.Command("rustc", "--version").Output()
+	if err != nil {
+		t.Fatalf("rustc --version: %v", err)
+	}
+	var minor int
+	if _, err := fmt.Sscanf(string(out), "rustc 1.%d", &minor); err != nil {
+		t.Fatalf("rustc --version: %q: %v", out, err)
+	}
+	return minor
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"stackshot/internal/testutil"
 	"strings"
 	"sync"
 	"testing"
@@ -19,15 +20,13 @@ const libcPath = "/lib/x86_64-linux-gnu/libc.so.6"
 func skipUnless(t testing.TB, ok bool, reason string) {
 	t.Helper()
 	if !ok {
-		t.Skip("skipped: " + reason)
+		testutil.Skip(t, reason)
 	}
 }
 
 func needTool(t testing.TB, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	skipUnless(t, err == nil, name+" is not installed")
-	return p
+	return testutil.Need(t, name)
 }
 
 func needLinuxAmd64(t testing.TB) {

@@ -53,7 +53,7 @@ func BuildErr(compiler string, srcs []string, flags ...string) (string, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	h := sha256.New()
-	fmt.Fprintln(h, compiler, strings.Join(flags, " "))
+	fmt.Fprintln(h, compiler, compilerVersion(compiler), strings.Join(flags, " "))
 	for _, s := range srcs {
 		b, err := os.ReadFile(s)
 		if err != nil {
@@ -82,6 +82,20 @@ func BuildErr(compiler string, srcs []string, flags ...string) (string, error) {
 	}
 	os.WriteFile(bin+".cmd", []byte(compiler+" "+strings.Join(args, " ")+"\n"), 0o644)
 	return bin, os.Rename(tmp, bin)
+}
+
+var versions = map[string]string{}
+
+// compilerVersion is the first line of `compiler --version` (cached): built
+// targets are keyed on it, so a new toolchain rebuilds them.
+func compilerVersion(compiler string) string {
+	if v, ok := versions[compiler]; ok {
+		return v
+	}
+	out, _ := exec.Command(compiler, "--version").Output()
+	v, _, _ := strings.Cut(string(out), "\n")
+	versions[compiler] = v
+	return v
 }
 
 // Target is a running test target.
@@ -232,11 +246,16 @@ func Skip(t testing.TB, reason string) {
 	t.Skipf("skipped: %s", reason)
 }
 
-// Need skips unless tool is on PATH.
+// Need skips unless tool is on PATH. With STACKSHOT_STRICT=1 (CI, whose
+// .ci/run installs every tool the tests use) a missing tool fails the test
+// instead: a skip there would hide a missing install step.
 func Need(t testing.TB, tool string) string {
 	t.Helper()
 	p, err := exec.LookPath(tool)
 	if err != nil {
+		if os.Getenv("STACKSHOT_STRICT") == "1" {
+			t.Fatalf("%s is not installed, and STACKSHOT_STRICT=1 asks for every tool the tests use (.ci/run installs them)", tool)
+		}
 		Skip(t, tool+" is not installed on this machine")
 	}
 	return p

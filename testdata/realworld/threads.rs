@@ -7,6 +7,16 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+// black_box keeps a value alive and opaque to the optimizer; written out
+// (not std::hint::black_box, Rust 1.66) so the target builds with the
+// Debian 12 rustc (1.63) too.
+#[inline(never)]
+fn black_box<T>(x: T) -> T {
+    let r = unsafe { std::ptr::read_volatile(&x) };
+    std::mem::forget(x);
+    r
+}
+
 #[inline(never)]
 fn recv_b(rx: &mpsc::Receiver<u32>) -> u32 {
     rx.recv().unwrap_or(0)
@@ -14,17 +24,17 @@ fn recv_b(rx: &mpsc::Receiver<u32>) -> u32 {
 #[inline(never)]
 fn recv_a(rx: mpsc::Receiver<u32>) -> u32 {
     let r = recv_b(&rx);
-    std::hint::black_box(r)
+    black_box(r)
 }
 #[inline(never)]
 fn sleep_b() {
     thread::sleep(Duration::from_secs(100000));
-    std::hint::black_box(());
+    black_box(());
 }
 #[inline(never)]
 fn sleep_a() {
     sleep_b();
-    std::hint::black_box(());
+    black_box(());
 }
 
 struct Guard;
@@ -32,7 +42,7 @@ impl Drop for Guard {
     #[inline(never)]
     fn drop(&mut self) {
         sleep_b();
-        std::hint::black_box(());
+        black_box(());
     }
 }
 #[inline(never)]
@@ -45,7 +55,7 @@ fn panicker() {
 fn main_wait() {
     let mut s = String::new();
     let _ = std::io::stdin().lock().read_line(&mut s);
-    std::hint::black_box(&s);
+    black_box(&s);
 }
 
 fn main() {

@@ -1,6 +1,14 @@
 // Test target for symtab: Rust with modules, generics, a trait and a
 // closure. With an argument it prints "ready" and spins.
-use std::hint::black_box;
+// black_box keeps a value alive and opaque to the optimizer; written out
+// (not std::hint::black_box, Rust 1.66) so the target builds with the
+// Debian 12 rustc (1.63) too.
+#[inline(never)]
+fn black_box<T>(x: T) -> T {
+    let r = unsafe { std::ptr::read_volatile(&x) };
+    std::mem::forget(x);
+    r
+}
 
 mod shapes {
     pub trait Area {
@@ -12,7 +20,7 @@ mod shapes {
     impl Area for Square {
         #[inline(never)]
         fn area(&self) -> u64 {
-            std::hint::black_box(self.0 * self.0)
+            crate::black_box(self.0 * self.0)
         }
     }
 
