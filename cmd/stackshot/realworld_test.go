@@ -301,7 +301,7 @@ func TestRealMatchesEuStack(t *testing.T) {
 		}, nil},
 		{"node-idle", func(t *testing.T) *testutil.Target {
 			testutil.Need(t, "node")
-			return testutil.Start(t, "node", "-e", `setInterval(() => {}, 100000); console.log("ready")`)
+			return testutil.Start(t, "node", "--logfile=/dev/null", "-e", `setInterval(() => {}, 100000); console.log("ready")`)
 		}, func(t *testing.T, p jProc) {
 			assertMainChain(t, p.Threads[0])
 			if !hasSubseq(fnames(p.Threads[0]), []string{"uv_run", "node::Start(int, char**)"}) {
@@ -350,6 +350,11 @@ func TestRealMatchesEuStack(t *testing.T) {
 func TestRealPython(t *testing.T) {
 	testutil.Need(t, "python3")
 	tg := testutil.Start(t, "python3", realSrc("pythreads.py"))
+	// input() releases the GIL and reads; on its way it may wait in futex
+	// for the GIL the spinning thread holds. Once in read it stays there.
+	if !testutil.WaitInSyscallNr(tg.PID, tg.PID, 0, 20*time.Second) {
+		t.Fatalf("python's main thread never reached read (input())")
+	}
 	for round := 0; round < 3; round++ {
 		p := dumpJSON(t, strconv.Itoa(tg.PID))
 		if len(p.Threads) != 4 {
@@ -389,7 +394,7 @@ func TestRealPython(t *testing.T) {
 // still reach _start.
 func TestRealNodeBusy(t *testing.T) {
 	testutil.Need(t, "node")
-	tg := testutil.Start(t, "node", "-e", `function spin(){let x=0; for(;;){x++}}; console.log("ready"); spin()`)
+	tg := testutil.Start(t, "node", "--logfile=/dev/null", "-e", `function spin(){let x=0; for(;;){x++}}; console.log("ready"); spin()`)
 	time.Sleep(300 * time.Millisecond) // let the loop get optimized
 	full := 0
 	const rounds = 10

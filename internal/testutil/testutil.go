@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -150,6 +151,28 @@ func WaitInSyscall(pid, tid int, d time.Duration) bool {
 			return false
 		}
 		if f := strings.Fields(string(b)); len(f) == 9 && f[0] != "-1" {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// WaitInSyscallNr waits until thread tid of pid is blocked in system call
+// nr, at most d. A thread that takes a lock on its way into the call (a
+// Python thread taking the GIL back before input() reads) is in futex
+// first: tests that assert the call wait for it.
+func WaitInSyscallNr(pid, tid, nr int, d time.Duration) bool {
+	end := time.Now().Add(d)
+	want := strconv.Itoa(nr)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
+		if err != nil {
+			return false
+		}
+		if f := strings.Fields(string(b)); len(f) == 9 && f[0] == want {
 			return true
 		}
 		if time.Now().After(end) {
