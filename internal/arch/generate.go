@@ -1,0 +1,3 @@
+package arch
+
+//go:generate go run gen_syscalls.go
