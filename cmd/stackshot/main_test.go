@@ -457,31 +457,6 @@ func TestDumpStoppedTargetStaysStopped(t *testing.T) {
 	}
 }
 
-func TestDumpNoEINTR(t *testing.T) {
-	tg := testutil.Start(t, buildBlocked(t, blockedVariants[1].flags))
-	for i := 0; i < 50; i++ {
-		if _, errOut, code := runSS(t, fmt.Sprint(tg.PID)); code != 0 {
-			t.Fatalf("dump %d: exit %d: %s", i, code, errOut)
-		}
-	}
-	// The default mode stops no blocked thread, so not even the calls a
-	// ptrace stop interrupts (epoll_wait, recv with a timeout,
-	// sigtimedwait) may see EINTR.
-	ans := tg.Ask("s")
-	if e := parseEINTR(t, ans); e != (eintrCounts{}) {
-		t.Errorf("after 50 default-mode dumps the target saw EINTR: %s", ans)
-	}
-	// The counters do count: one dump that stops every thread must make
-	// epoll_wait return EINTR.
-	if _, errOut, code := runSS(t, "--mode", "stop", fmt.Sprint(tg.PID)); code != 0 {
-		t.Fatalf("stop-mode dump: exit %d: %s", code, errOut)
-	}
-	ans = tg.Ask("s")
-	if e := parseEINTR(t, ans); e.epoll == 0 {
-		t.Errorf("a stop-mode dump left no EINTR in epoll_wait (%s): the check above could not fail", ans)
-	}
-}
-
 func TestDumpKilledMidDumpLeavesTargetRunning(t *testing.T) {
 	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
 	for _, kind := range []string{"blocked", "spin"} {
