@@ -82,8 +82,20 @@ func TestNoStopNeverTorn(t *testing.T) {
 					t.Errorf("dump %d: impossible chain %v (capture %s, error %v)", i, f, th.Capture, th.Error)
 				}
 				seen[th.Capture]++
+				// The threads that never wake are read without a stop,
+				// every time.
+				for _, o := range p.Threads {
+					if o.Name != "jitter" && o.Capture != "nostop" {
+						t.Errorf("dump %d: blocked thread %q captured %q, want nostop", i, o.Name, o.Capture)
+					}
+				}
 			}
 			t.Logf("jitter thread captures: %v", seen)
+			// It sleeps most of the time: a build that stopped it every
+			// time (or never read it without a stop) fails here.
+			if seen["nostop"] == 0 {
+				t.Errorf("the jitter thread was never read without a stop in 100 dumps: %v", seen)
+			}
 		})
 	}
 }
