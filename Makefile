@@ -18,11 +18,13 @@ build:
 # attach to them for real: run as root (or with CAP_SYS_PTRACE). Packages
 # run one at a time (-p 1): their targets spin and time their own stops,
 # and two packages' loads on two cores would only make both slower.
+# The symbolizer's concurrent loading runs under the race detector first.
 # The output is go test's own, then the list of skipped tests with their
 # reasons (internal/testsum); STACKSHOT_STRICT=1 (CI) turns a missing tool
 # into a failure.
 test: build
 	$(GO) vet ./...
+	$(GO) test -race -count=1 -run 'Concurrent' ./symtab/
 	set -o pipefail; $(GO) test -json -count=1 -p 1 -timeout 60m ./... | $(GO) run ./internal/testsum
 
 # Start the bundled multi-threaded demo target, dump it, stop it.

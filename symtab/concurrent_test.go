@@ -1,6 +1,7 @@
 package symtab
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 )
@@ -36,9 +37,13 @@ func TestConcurrentLookups(t *testing.T) {
 			for k := range pcs {
 				i := (k*(g+1)*7 + g) % len(pcs)
 				buf = m.lookupUncached(pcs[i], buf[:0])
+				if !symsEqual(buf, want[i]) {
+					errs <- fmt.Sprintf("uncached lookup of %#x: %v, want %v", pcs[i], buf, want[i])
+					return
+				}
 				buf = m.Lookup(pcs[i], buf[:0])
 				if !symsEqual(buf, want[i]) {
-					errs <- "mismatch"
+					errs <- fmt.Sprintf("lookup of %#x: %v, want %v", pcs[i], buf, want[i])
 					return
 				}
 			}

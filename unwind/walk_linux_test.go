@@ -185,15 +185,16 @@ func TestWalkSignalFrame(t *testing.T) {
 
 // sampleSuffix interrupts thread tid n times and checks that every walk
 // ends with the frames in suffix and reaches the end of the stack. It
-// returns how many samples had frame 0 in a mapping named inMap.
-func sampleSuffix(t *testing.T, tg *target, tid int, n int, suffix []string, inMap string) int {
+// returns how many samples had frame 0 where the test wants it: in a
+// mapping named inMap, and (when inFunc is set) in a function so named.
+func sampleSuffix(t *testing.T, tg *target, tid int, n int, suffix []string, inMap string, inFunc func(string) bool) int {
 	t.Helper()
 	s := newSpace(t, tg.pid)
 	bad, hits := 0, 0
 	for i := range n {
 		frames, stop := unwindThread(t, tg.pid, tid, s, 0)
 		names := s.symbolize(frames)
-		if m, ok := s.find(frames[0].PC); ok && m.path == inMap {
+		if m, ok := s.find(frames[0].PC); ok && m.path == inMap && (inFunc == nil || inFunc(names[0])) {
 			hits++
 		}
 		ok := stop == StopEnd && len(names) >= len(suffix) && matchChain(names[len(names)-len(suffix):], suffix)
@@ -218,7 +219,7 @@ func TestWalkVDSO(t *testing.T) {
 	if len(tids) != 2 {
 		t.Fatalf("threads %v", tids)
 	}
-	hits := sampleSuffix(t, tg, tids[1], 200, concat([]string{"v_spin3", "v_spin2", "v_spin"}, threadRoot), "[vdso]")
+	hits := sampleSuffix(t, tg, tids[1], 200, concat([]string{"v_spin3", "v_spin2", "v_spin"}, threadRoot), "[vdso]", nil)
 	if hits == 0 {
 		t.Error("no sample stopped inside the vdso: the test proves nothing")
 	}
@@ -231,7 +232,11 @@ func TestWalkPLTSpin(t *testing.T) {
 	if len(tids) != 2 {
 		t.Fatalf("threads %v", tids)
 	}
-	sampleSuffix(t, tg, tids[1], 200, concat([]string{"p_spin3", "p_spin2", "p_spin"}, threadRoot), bin)
+	// Samples rarely land in the PLT stub itself (a jmp or two, under 1%
+	// of samples and none at all in some runs), so frame 0 inside a PLT
+	// entry is tested deterministically, instruction by instruction, by
+	// TestPLTFrame0; this one checks that walks through PLT calls complete.
+	sampleSuffix(t, tg, tids[1], 200, concat([]string{"p_spin3", "p_spin2", "p_spin"}, threadRoot), "", nil)
 }
 
 func TestWalkCxxCatch(t *testing.T) {

@@ -506,15 +506,30 @@ func tracerPid(pid int) int {
 func TestDumpSIGINTDetaches(t *testing.T) {
 	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
 	tg := testutil.Start(t, bin, "512")
+	interrupted := 0
 	for i := 0; i < 6; i++ {
+		// Odd rounds: --consistent keeps every thread traced while it
+		// copies 512 of them, and the signal is sent once the target is
+		// seen traced, so it lands inside the capture. Even rounds: at
+		// varying times, wherever that is.
+		consistent := i%2 == 1
 		cmd := exec.Command(stackshotBin, "--mode", "stop", fmt.Sprint(tg.PID))
+		if consistent {
+			cmd.Args = append(cmd.Args, "--consistent")
+		}
 		var se bytes.Buffer
 		var so bytes.Buffer
 		cmd.Stderr, cmd.Stdout = &se, &so
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(5+i*4) * time.Millisecond)
+		if consistent {
+			for end := time.Now().Add(10 * time.Second); tracerPid(tg.PID) == 0 && time.Now().Before(end); {
+				time.Sleep(100 * time.Microsecond)
+			}
+		} else {
+			time.Sleep(time.Duration(5+i*4) * time.Millisecond)
+		}
 		cmd.Process.Signal(syscall.SIGINT)
 		err := cmd.Wait()
 		if err == nil && so.Len() == 0 {
@@ -522,6 +537,9 @@ func TestDumpSIGINTDetaches(t *testing.T) {
 		}
 		if err != nil && so.Len() != 0 {
 			t.Errorf("round %d: interrupted but wrote a partial report", i)
+		}
+		if consistent && err != nil {
+			interrupted++
 		}
 		for tid, s := range testutil.ThreadStates(tg.PID) {
 			if s == "t" || s == "T" {
@@ -531,6 +549,10 @@ func TestDumpSIGINTDetaches(t *testing.T) {
 		if tp := tracerPid(tg.PID); tp != 0 {
 			t.Fatalf("round %d: target still traced by %d", i, tp)
 		}
+	}
+	t.Logf("%d of 3 consistent captures interrupted", interrupted)
+	if interrupted == 0 {
+		t.Errorf("no SIGINT landed inside a consistent capture: the test proved nothing")
 	}
 }
 
