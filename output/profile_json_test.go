@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
+	"stackshot/internal/testutil"
 	"stackshot/report"
 	"strconv"
 	"testing"
@@ -50,21 +51,7 @@ type readProfile struct {
 	} `json:"stacks"`
 }
 
-type readFrame struct {
-	PC              string  `json:"pc"`
-	Kind            string  `json:"kind"`
-	Function        *string `json:"function"`
-	Offset          *uint64 `json:"offset"`
-	Module          string  `json:"module"`
-	ModuleOffset    string  `json:"module_offset"`
-	BuildID         string  `json:"build_id"`
-	File            string  `json:"file"`
-	Line            int     `json:"line"`
-	Inlined         bool    `json:"inlined"`
-	Method          string  `json:"method"`
-	BuildIDMismatch bool    `json:"build_id_mismatch"`
-	SignalFrame     bool    `json:"signal_frame"`
-}
+type readFrame = testutil.JSONFrame
 
 func parseHex(t *testing.T, s string) uint64 {
 	t.Helper()

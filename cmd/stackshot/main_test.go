@@ -54,54 +54,12 @@ func runSS(t testing.TB, args ...string) (string, string, int) {
 	return so.String(), se.String(), code
 }
 
-// The JSON of the command-line contract, schema 1.
-type jProc struct {
-	Schema   int       `json:"schema"`
-	PID      int       `json:"pid"`
-	Comm     string    `json:"comm"`
-	Exe      string    `json:"exe"`
-	Time     string    `json:"time"`
-	State    string    `json:"state"`
-	Warnings []string  `json:"warnings"`
-	Threads  []jThread `json:"threads"`
-}
-
-type jThread struct {
-	TID     int `json:"tid"`
-	Name    string
-	State   string
-	Syscall *struct {
-		Nr   int64  `json:"nr"`
-		Name string `json:"name"`
-	} `json:"syscall"`
-	Capture string   `json:"capture"`
-	PauseUS float64  `json:"pause_us"`
-	Frames  []jFrame `json:"frames"`
-	Error   *string  `json:"error"`
-	Stop    string   `json:"stop"`
-}
-
-type jFrame struct {
-	PC              string  `json:"pc"`
-	Kind            string  `json:"kind"`
-	Function        *string `json:"function"`
-	Offset          *uint64 `json:"offset"`
-	Module          string  `json:"module"`
-	ModuleOffset    string  `json:"module_offset"`
-	BuildID         string  `json:"build_id"`
-	File            string  `json:"file"`
-	Line            int     `json:"line"`
-	Inlined         bool    `json:"inlined"`
-	Method          string  `json:"method"`
-	BuildIDMismatch bool    `json:"build_id_mismatch"`
-}
-
-func (f jFrame) fn() string {
-	if f.Function == nil {
-		return "?"
-	}
-	return *f.Function
-}
+// The JSON of the command-line contract, schema 1 (testutil's reading).
+type (
+	jProc   = testutil.DumpProcess
+	jThread = testutil.DumpThread
+	jFrame  = testutil.JSONFrame
+)
 
 func dumpJSON(t testing.TB, args ...string) jProc {
 	t.Helper()
@@ -124,7 +82,7 @@ func userFuncs(th jThread) []string {
 		if f.Kind != "user" || f.Inlined {
 			continue
 		}
-		n := f.fn()
+		n := f.Fn()
 		if i := strings.IndexAny(n, ".@"); i > 0 {
 			n = n[:i]
 		}

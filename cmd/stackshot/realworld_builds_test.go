@@ -127,7 +127,7 @@ func TestRealStripped(t *testing.T) {
 		}
 		k++
 		if f.Module != stripped {
-			got = append(got, f.fn())
+			got = append(got, f.Fn())
 			continue
 		}
 		off, _ := strconv.ParseUint(strings.TrimPrefix(f.ModuleOffset, "0x"), 16, 64)

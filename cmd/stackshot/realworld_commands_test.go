@@ -312,13 +312,13 @@ func TestRealFrameAddresses(t *testing.T) {
 		if f.Kind != "user" || f.Module != bin || f.Offset == nil {
 			continue
 		}
-		a, ok := addr[f.fn()]
+		a, ok := addr[f.Fn()]
 		if !ok {
 			continue
 		}
 		pc, _ := strconv.ParseUint(strings.TrimPrefix(f.PC, "0x"), 16, 64)
 		if pc-a != *f.Offset {
-			t.Errorf("%s: pc %#x offset %d; nm puts it at %#x, so the offset is %d", f.fn(), pc, *f.Offset, a, pc-a)
+			t.Errorf("%s: pc %#x offset %d; nm puts it at %#x, so the offset is %d", f.Fn(), pc, *f.Offset, a, pc-a)
 		}
 		checked++
 	}
@@ -344,13 +344,13 @@ func TestRealFrameAddresses(t *testing.T) {
 		if f.Kind != "kernel" || f.Offset == nil {
 			continue
 		}
-		a, ok := kaddr[f.fn()]
+		a, ok := kaddr[f.Fn()]
 		if !ok {
 			continue
 		}
 		want := fmt.Sprintf("%#x", a+*f.Offset)
 		if f.PC != want {
-			t.Errorf("kernel frame %s+%#x: pc %s, kallsyms gives %s", f.fn(), *f.Offset, f.PC, want)
+			t.Errorf("kernel frame %s+%#x: pc %s, kallsyms gives %s", f.Fn(), *f.Offset, f.PC, want)
 		}
 	}
 	assertUntouched(t, tg.PID, false)
@@ -404,7 +404,7 @@ func TestRealReportReplacedBinary(t *testing.T) {
 			}
 			n++
 			if !f.BuildIDMismatch || f.Function != nil {
-				t.Errorf("thread %q: frame in the replaced binary: build_id_mismatch %v, function %q; want true and none", th.Name, f.BuildIDMismatch, f.fn())
+				t.Errorf("thread %q: frame in the replaced binary: build_id_mismatch %v, function %q; want true and none", th.Name, f.BuildIDMismatch, f.Fn())
 			}
 		}
 	}

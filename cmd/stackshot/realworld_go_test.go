@@ -195,7 +195,7 @@ func TestRealGoNamesMatchGoAddr2line(t *testing.T) {
 						pc--
 					}
 					pcs = append(pcs, fmt.Sprintf("%#x", pc))
-					ours = append(ours, f.fn())
+					ours = append(ours, f.Fn())
 				}
 			}
 			if len(pcs) < 10 {

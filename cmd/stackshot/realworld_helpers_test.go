@@ -82,7 +82,7 @@ func fnames(th jThread) []string {
 		if f.Kind != "user" || f.Inlined {
 			continue
 		}
-		n := f.fn()
+		n := f.Fn()
 		n = strings.TrimSuffix(n, ".abi0")
 		for _, suf := range []string{".constprop.", ".isra.", ".part.", ".cold"} {
 			if i := strings.Index(n, suf); i > 0 {

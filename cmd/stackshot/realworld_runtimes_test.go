@@ -172,7 +172,7 @@ func TestRealNodePerfMap(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		p := dumpJSON(t, "-t", strconv.Itoa(tg.PID), strconv.Itoa(tg.PID))
 		for _, f := range p.Threads[0].Frames {
-			if f.Kind == "user" && strings.Contains(f.fn(), "spinner") {
+			if f.Kind == "user" && strings.Contains(f.Fn(), "spinner") {
 				named++
 				break
 			}

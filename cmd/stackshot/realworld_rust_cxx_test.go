@@ -136,8 +136,8 @@ func TestRealRustNamesMatchNm(t *testing.T) {
 			}
 			want := rustHash.ReplaceAllString(s.dem, "")
 			checked++
-			if f.fn() != want {
-				t.Errorf("thread %q: frame at %s+%#x: function %q, nm -C says %q (%s)", th.Name, filepath.Base(bin), off, f.fn(), want, s.raw)
+			if f.Fn() != want {
+				t.Errorf("thread %q: frame at %s+%#x: function %q, nm -C says %q (%s)", th.Name, filepath.Base(bin), off, f.Fn(), want, s.raw)
 			}
 		}
 	}
@@ -162,7 +162,7 @@ func TestRealCxx(t *testing.T) {
 	assertThreadChain(t, threadByName(t, p, "catcher"), "app::Box<long>::wait(int)", "app::in_catch(int)")
 	// -s: file:line from DWARF, as addr2line gives it for the same address.
 	for _, f := range threadByName(t, p, "catcher").Frames {
-		if f.fn() == "app::in_catch(int)" && !f.Inlined {
+		if f.Fn() == "app::in_catch(int)" && !f.Inlined {
 			if filepath.Base(f.File) != "cxx.cc" || f.Line == 0 {
 				t.Errorf("in_catch frame: file %q line %d", f.File, f.Line)
 			}
