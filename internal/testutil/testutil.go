@@ -135,10 +135,61 @@ func Start(t testing.TB, bin string, args ...string) *Target {
 	if err != nil || !strings.HasPrefix(line, "ready") {
 		t.Fatalf("target %s did not get ready: %q %v", bin, line, err)
 	}
-	// Every target's main thread blocks in a system call right after
-	// saying "ready": wait until it has, so tests see a settled process.
-	WaitInSyscall(tg.PID, tg.PID, 5*time.Second)
+	// Every target's threads either block in a system call or spin once
+	// it has said "ready": wait until each has, so tests see a settled
+	// process.
+	if !WaitSettled(tg.PID, 20*time.Second) {
+		t.Fatalf("target %s (pid %d): its threads did not settle (blocked in a system call, or spinning) within 20s", bin, tg.PID)
+	}
 	return tg
+}
+
+// WaitSettled waits until every thread of pid is either blocked in a
+// system call (its /proc syscall line starts with a number) or spinning
+// (it has used 5 ms of CPU time since first seen outside one: a thread on
+// its way to a blocking call uses microseconds), at most d.
+func WaitSettled(pid int, d time.Duration) bool {
+	end := time.Now().Add(d)
+	firstRun := map[int]uint64{} // CPU ns when first seen running
+	for {
+		settled := true
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return false
+		}
+		for _, e := range ents {
+			tid, _ := strconv.Atoi(e.Name())
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
+			if err != nil {
+				continue // exited
+			}
+			if f := strings.Fields(string(b)); len(f) == 9 && f[0] != "-1" {
+				continue // blocked in a system call
+			}
+			ran := cpuNS(pid, tid)
+			if first, ok := firstRun[tid]; !ok {
+				firstRun[tid] = ran
+				settled = false
+			} else if ran-first < uint64(5*time.Millisecond) {
+				settled = false
+			}
+		}
+		if settled {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// cpuNS is the CPU time a thread has used (schedstat's first field).
+func cpuNS(pid, tid int) uint64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+	var ns uint64
+	fmt.Sscan(string(b), &ns)
+	return ns
 }
 
 // WaitInSyscall waits until thread tid of pid is blocked in a system call

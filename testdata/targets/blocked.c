@@ -205,7 +205,6 @@ int main(int argc, char **argv) {
 		if (strcmp(argv[i], "jitter") == 0) { spawn("jitter", jit_a); want++; }
 	}
 	while (atomic_load(&started) < want) usleep(1000);
-	usleep(20000); /* let every thread reach its blocking call */
 	printf("ready\n");
 	fflush(stdout);
 	main_wait();

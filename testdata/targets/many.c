@@ -58,7 +58,6 @@ int main(int argc, char **argv) {
 		pthread_setname_np(t, name);
 	}
 	while (atomic_load(&started) < n) usleep(1000);
-	usleep(20000);
 	printf("ready\n");
 	fflush(stdout);
 	char line[64];
