@@ -3,33 +3,14 @@ package symtab
 import (
 	"bufio"
 	"bytes"
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"stackshot/internal/testutil"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
-
-// buildDir holds the test binaries, built at test time from
-// ../testdata/symtab and removed when the tests end.
-var buildDir string
-
-func TestMain(m *testing.M) {
-	d, err := os.MkdirTemp("", "symtab-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	buildDir = d
-	code := m.Run()
-	os.RemoveAll(d)
-	os.Exit(code)
-}
 
 // srcDir is where the test targets' sources live.
 func srcDir(t testing.TB) string {
@@ -53,52 +34,10 @@ func skipWithout(t testing.TB, tools ...string) {
 	}
 }
 
-type built struct {
-	path string
-	err  error
-}
-
-var (
-	buildMu    sync.Mutex
-	buildCache = map[string]*built{}
-)
-
-// artifact returns buildDir/name, running the steps once to make it. Each
-// step is a command line; "$OUT" is replaced by the artifact's path, "$SRC"
-// by the sources directory, "$DIR" by the build directory.
+// artifact builds a target from testdata/symtab (see testutil.Artifact).
 func artifact(t testing.TB, name string, steps ...[]string) string {
 	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if b := buildCache[name]; b != nil {
-		if b.err != nil {
-			t.Fatalf("build %s: %v", name, b.err)
-		}
-		return b.path
-	}
-	out := filepath.Join(buildDir, name)
-	src := srcDir(t)
-	b := &built{path: out}
-	for _, step := range steps {
-		args := make([]string, len(step))
-		for i, a := range step {
-			a = strings.ReplaceAll(a, "$OUT", out)
-			a = strings.ReplaceAll(a, "$SRC", src)
-			a = strings.ReplaceAll(a, "$DIR", buildDir)
-			args[i] = a
-		}
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir = buildDir
-		if o, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, o)
-			break
-		}
-	}
-	buildCache[name] = b
-	if b.err != nil {
-		t.Fatalf("build %s: %v", name, b.err)
-	}
-	return out
+	return testutil.Artifact(t, name, testutil.Testdata("symtab"), steps...)
 }
 
 func sh(cmd string) []string { return []string{"sh", "-c", cmd} }

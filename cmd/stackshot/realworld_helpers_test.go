@@ -17,12 +17,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -43,33 +38,8 @@ func realSrc(elem ...string) string {
 func buildGoTarget(t testing.TB, dir string, flags ...string) string {
 	t.Helper()
 	testutil.Need(t, "go")
-	src := realSrc(dir, "main.go")
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := sha256.New()
-	fmt.Fprintln(h, "go build", strings.Join(flags, " "))
-	h.Write(b)
-	bin := filepath.Join(testutil.CacheDir(), "rw-"+dir+"-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	if err := os.MkdirAll(testutil.CacheDir(), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"build", "-o", bin + ".tmp"}, flags...)
-	args = append(args, "main.go")
-	cmd := exec.Command("go", args...)
-	cmd.Dir = realSrc(dir)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %v: %v\n%s", args, err, out)
-	}
-	if err := os.Rename(bin+".tmp", bin); err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	step := append(append([]string{"go", "build", "-o", "$OUT"}, flags...), "$SRC/main.go")
+	return testutil.Artifact(t, "rw-"+dir, realSrc(dir), step)
 }
 
 // fnames lists a thread's physical user frames' names innermost first,

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,12 +35,11 @@ func Testdata(elem ...string) string {
 var buildMu sync.Mutex
 
 // CacheDir is where built targets are kept between test runs
-// (testdata/build, ignored by git), keyed by the hash of sources and flags.
+// (testdata/build, ignored by git), keyed by the hash of their inputs.
 func CacheDir() string { return Testdata("build") }
 
-// Build compiles sources with compiler (gcc, g++, ...) and flags, once per
-// distinct input, and returns the binary's path. The exact command is
-// recorded next to the binary in NAME.cmd.
+// Build compiles sources with compiler (gcc, g++, rustc...) and flags: an
+// Artifact of one step.
 func Build(t testing.TB, compiler string, srcs []string, flags ...string) string {
 	t.Helper()
 	bin, err := BuildErr(compiler, srcs, flags...)
@@ -51,38 +51,107 @@ func Build(t testing.TB, compiler string, srcs []string, flags ...string) string
 
 // BuildErr is Build without a testing.TB.
 func BuildErr(compiler string, srcs []string, flags ...string) (string, error) {
+	step := append(append([]string{compiler}, srcs...), flags...)
+	step = append(step, "-o", "$OUT")
+	name := strings.TrimSuffix(filepath.Base(srcs[0]), filepath.Ext(srcs[0]))
+	return ArtifactErr(name, filepath.Dir(srcs[0]), step)
+}
+
+// Artifact returns the file that steps make from the sources in the
+// directory src: built once per distinct input (the steps, the toolchains'
+// versions and every file under src) and kept in CacheDir across runs. Each
+// step is a command line run in a scratch directory; "$OUT" is replaced by
+// the file to make, "$SRC" by src, "$DIR" by the scratch directory. The
+// commands are recorded next to the result in NAME.cmd. This is the one
+// fixture builder of the project's tests.
+func Artifact(t testing.TB, name, src string, steps ...[]string) string {
+	t.Helper()
+	out, err := ArtifactErr(name, src, steps...)
+	if err != nil {
+		t.Fatalf("building %s: %v", name, err)
+	}
+	return out
+}
+
+// ArtifactErr is Artifact without a testing.TB.
+func ArtifactErr(name, src string, steps ...[]string) (string, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	h := sha256.New()
-	fmt.Fprintln(h, compiler, compilerVersion(compiler), strings.Join(flags, " "))
-	for _, s := range srcs {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintln(h, filepath.Base(s))
-		h.Write(b)
-	}
-	sum := hex.EncodeToString(h.Sum(nil))[:16]
-	name := strings.TrimSuffix(filepath.Base(srcs[0]), filepath.Ext(srcs[0])) + "-" + sum
-	dir := CacheDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	src, err := filepath.Abs(src)
+	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, name)
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
+	h := sha256.New()
+	fmt.Fprintln(h, name, toolchains())
+	for _, st := range steps {
+		fmt.Fprintf(h, "%q\n", st)
 	}
-	tmp := bin + ".tmp"
-	args := append(append([]string{}, srcs...), flags...)
-	args = append(args, "-o", tmp)
-	cmd := exec.Command(compiler, args...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("%s %s: %v\n%s", compiler, strings.Join(args, " "), err, out)
+	if err := hashTree(h, src); err != nil {
+		return "", err
 	}
-	os.WriteFile(bin+".cmd", []byte(compiler+" "+strings.Join(args, " ")+"\n"), 0o644)
-	return bin, os.Rename(tmp, bin)
+	sum := hex.EncodeToString(h.Sum(nil))[:16]
+	// The file keeps its name (a library is found by it) in a directory
+	// named for the inputs; it is built in a scratch copy of that
+	// directory, renamed into place when every step has succeeded.
+	final := filepath.Join(CacheDir(), name+"-"+sum)
+	out := filepath.Join(final, name)
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	scratch := final + ".tmp"
+	os.RemoveAll(scratch)
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(scratch)
+	var log strings.Builder
+	for _, st := range steps {
+		args := make([]string, len(st))
+		for i, a := range st {
+			a = strings.ReplaceAll(a, "$OUT", filepath.Join(scratch, name))
+			a = strings.ReplaceAll(a, "$SRC", src)
+			a = strings.ReplaceAll(a, "$DIR", scratch)
+			args[i] = a
+		}
+		fmt.Fprintf(&log, "%q\n", args)
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = scratch
+		if o, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, o)
+		}
+	}
+	os.WriteFile(filepath.Join(scratch, name+".cmd"), []byte(log.String()), 0o644)
+	os.RemoveAll(final)
+	return out, os.Rename(scratch, final)
+}
+
+// hashTree hashes the names and contents of the regular files under dir.
+func hashTree(h io.Writer, dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(h, strings.TrimPrefix(p, dir))
+		h.Write(b)
+		return nil
+	})
+}
+
+var toolchainIDs string
+
+// toolchains names the versions of the compilers targets are built with:
+// a new toolchain rebuilds them.
+func toolchains() string {
+	if toolchainIDs == "" {
+		for _, c := range []string{"gcc", "g++", "go", "rustc"} {
+			toolchainIDs += compilerVersion(c) + ";"
+		}
+	}
+	return toolchainIDs
 }
 
 var versions = map[string]string{}
@@ -93,7 +162,11 @@ func compilerVersion(compiler string) string {
 	if v, ok := versions[compiler]; ok {
 		return v
 	}
-	out, _ := exec.Command(compiler, "--version").Output()
+	arg := "--version"
+	if compiler == "go" {
+		arg = "version"
+	}
+	out, _ := exec.Command(compiler, arg).Output()
 	v, _, _ := strings.Cut(string(out), "\n")
 	versions[compiler] = v
 	return v
