@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"stackshot/internal/arch"
+	"stackshot/internal/safefile"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -74,7 +75,7 @@ func cmdCapture(args []string) error {
 		if err := zw.Close(); err != nil {
 			return err
 		}
-		if err := writeOutput(expandOutput(c.output, c.pids, time.Now()), buf.Bytes()); err != nil {
+		if err := writeOutputMode(expandOutput(c.output, c.pids, time.Now()), buf.Bytes(), safefile.Private); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"stackshot/internal/safefile"
 	"stackshot/output"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -185,19 +186,17 @@ func (c *common) writeReport(procs []*report.Process) error {
 // writeOutput writes the whole report at once: to stdout, or to a file
 // through a temporary name, so nothing half-written is ever seen.
 func writeOutput(path string, data []byte) error {
+	return writeOutputMode(path, data, safefile.Public)
+}
+
+// writeOutputMode is writeOutput for a file of mode m (safefile.Private for
+// captures and cores: they hold the target's raw memory).
+func writeOutputMode(path string, data []byte, m safefile.Mode) error {
 	if path == "" || path == "-" {
 		_, err := os.Stdout.Write(data)
 		return err
 	}
-	tmp := path + ".tmp." + fmt.Sprint(os.Getpid())
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("writing %s (%v; check the directory exists and is writable)", path, errors.Unwrap(err))
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s (%v)", path, err)
-	}
-	return nil
+	return safefile.WriteFile(path, data, m)
 }
 
 func explainCaptureError(pid int, err error) error {
