@@ -18,6 +18,7 @@ import (
 
 	"stackshot/internal/arch"
 	"stackshot/internal/safefile"
+	"stackshot/internal/term"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -56,7 +57,7 @@ func cmdCapture(args []string) error {
 	for _, pid := range c.pids {
 		p, err := s.capture(pid, deadline)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
+			printErr("stackshot: %v", err)
 			failed++
 			continue
 		}
@@ -235,7 +236,7 @@ func cmdSymbolize(args []string) error {
 			if file == "" {
 				file = "??"
 			}
-			fmt.Fprintf(w, "%s\n%s:%d\n", name, file, f.Line)
+			fmt.Fprintf(w, "%s\n%s:%d\n", term.Escape(name), term.Escape(file), f.Line)
 		}
 	}
 	if fromStdin {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"stackshot/internal/safefile"
+	"stackshot/internal/term"
 	"stackshot/output"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -69,7 +70,7 @@ func (s *session) warn(format string, args ...any) {
 		return
 	}
 	s.warned[msg] = true
-	fmt.Fprintf(os.Stderr, "stackshot: %s\n", msg)
+	printErr("stackshot: %s", msg)
 }
 
 func (s *session) captureOptions(deadline time.Time) ptrace.Options {
@@ -138,7 +139,7 @@ func cmdDump(args []string) error {
 		}
 		p, err := s.capture(pid, deadline)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
+			printErr("stackshot: %v", err)
 			failed++
 			continue
 		}
@@ -180,7 +181,15 @@ func (c *common) writeReport(procs []*report.Process) error {
 	if err != nil {
 		return err
 	}
-	return writeOutput(c.output, buf.Bytes())
+	// The text writer escapes each target string; this catches any a
+	// renderer forgot. encoding/json escapes C0 controls only.
+	var data []byte
+	if c.format == "json" {
+		data = term.EscapeJSON(buf.Bytes())
+	} else {
+		data = term.EscapeText(buf.Bytes())
+	}
+	return writeOutput(c.output, data)
 }
 
 // writeOutput writes the whole report at once: to stdout, or to a file

@@ -87,14 +87,14 @@ func run(args []string) int {
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(os.Stderr, "stackshot: %s (see 'stackshot help')\n", ue.msg)
+		printErr("stackshot: %s (see 'stackshot help')", ue.msg)
 		return exitUsage
 	}
 	var ee exitError
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
+	printErr("stackshot: %v", err)
 	return exitTarget
 }
 
