@@ -27,7 +27,7 @@ func Text(w io.Writer, procs []*report.Process, o TextOptions) error {
 		if i > 0 {
 			bw.WriteString("\n")
 		}
-		textProcess(bw, p, o)
+		safeTextProcess(bw, p, o)
 	}
 	return bw.Flush()
 }

@@ -137,7 +137,7 @@ func cmdDump(args []string) error {
 		if s.interrupted() {
 			break
 		}
-		p, err := s.capture(pid, deadline)
+		p, err := s.safeCapture(pid, deadline)
 		if err != nil {
 			printErr("stackshot: %v", err)
 			failed++
@@ -151,7 +151,13 @@ func cmdDump(args []string) error {
 				continue
 			}
 		}
-		procs = append(procs, s.res.Process(p, ptrace.MemReader{PID: p.MemPID()}))
+		rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()}, true)
+		if err != nil {
+			printErr("stackshot: %v", err)
+			failed++
+			continue
+		}
+		procs = append(procs, rp)
 	}
 	if s.interrupted() {
 		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")
