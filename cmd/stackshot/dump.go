@@ -137,6 +137,7 @@ func cmdDump(args []string) error {
 		if s.interrupted() {
 			break
 		}
+		id, _ := procmaps.ReadIdentity(pid) // a failure shows in the capture
 		p, err := s.safeCapture(pid, deadline)
 		if err != nil {
 			printErr("stackshot: %v", err)
@@ -151,7 +152,13 @@ func cmdDump(args []string) error {
 				continue
 			}
 		}
+		if afterCaptureHook != nil {
+			afterCaptureHook(pid)
+		}
 		rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()}, true)
+		if err == nil && id.PID != 0 {
+			err = sameProcess(id)
+		}
 		if err != nil {
 			printErr("stackshot: %v", err)
 			failed++
