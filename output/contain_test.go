@@ -56,3 +56,35 @@ func TestRenderPanicContained(t *testing.T) {
 		t.Errorf("json: %s", buf.String())
 	}
 }
+
+// encoding/json escapes C0 controls and turns invalid UTF-8 into U+FFFD:
+// the JSON of hostile names holds no raw control byte and still decodes.
+func TestJSONHostileNames(t *testing.T) {
+	p := &report.Process{PID: 7, Comm: "\x1b[2J\xff", Exe: "/x/\x07\x1b]0;t\x07",
+		Threads: []report.Thread{{TID: 7, Name: "\x1b[31m", Error: "bad \x00 byte",
+			Frames: []report.Frame{{Kind: "user", PC: 1, Function: "f\x1b[2J\xc3", File: "a\nb.c", Module: "/m\x1b"}}}}}
+	var buf bytes.Buffer
+	if err := JSONList(&buf, []*report.Process{p}, false); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range buf.Bytes() {
+		if c < 0x20 && c != '\n' {
+			t.Fatalf("raw %#02x at %d in %s", c, i, buf.String())
+		}
+	}
+	var got struct {
+		Comm    string `json:"comm"`
+		Threads []struct {
+			Name   string `json:"name"`
+			Frames []struct {
+				Function string `json:"function"`
+			} `json:"frames"`
+		} `json:"threads"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Comm != "\x1b[2J\uFFFD" || got.Threads[0].Name != "\x1b[31m" || got.Threads[0].Frames[0].Function != "f\x1b[2J\uFFFD" {
+		t.Errorf("decoded %+v", got)
+	}
+}
