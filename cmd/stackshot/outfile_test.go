@@ -165,3 +165,28 @@ func TestOutputModes(t *testing.T) {
 		t.Errorf("temporary files left behind: %v", ents)
 	}
 }
+
+// A directory on the way that is another user's symlink (planted in /tmp to
+// point at a root-only directory) is not followed: root would replace a
+// file there. Root's own links are followed.
+func TestOutputPlantedDirectoryLink(t *testing.T) {
+	needRoot(t)
+	shared, victim := attackDirs(t)
+	link := filepath.Join(shared, "d")
+	asNobody(t, "ln", "-s", filepath.Dir(victim), link)
+	if err := writeOutput(filepath.Join(link, filepath.Base(victim)), []byte("report\n")); err == nil {
+		t.Errorf("wrote through another user's directory symlink")
+	}
+	checkVictim(t, victim)
+
+	mine := filepath.Join(shared, "mine")
+	if err := os.Symlink(filepath.Dir(victim), mine); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(mine, "ok.txt")
+	if err := writeOutput(out, []byte("report\n")); err != nil {
+		t.Fatalf("root's own directory link refused: %v", err)
+	}
+	checkOwnFile(t, filepath.Join(filepath.Dir(victim), "ok.txt"), 0o644&^currentUmask(), "report\n")
+	checkVictim(t, victim)
+}

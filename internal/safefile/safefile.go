@@ -16,8 +16,9 @@
 // was written.
 //
 // Paths are relative to the caller's working directory; the directory part
-// of a destination is opened once and every later step works relative to
-// that descriptor.
+// of a destination is opened once, one component at a time (a symlink on
+// the way is followed only when root or stackshot's own user owns it), and
+// every later step works relative to that descriptor.
 package safefile
 
 import (
@@ -29,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -198,9 +200,9 @@ func openDir(path string) (*os.File, string, error) {
 		return nil, "", fmt.Errorf("cannot write %s (it names a directory; give a file name)", path)
 	}
 	dirName := filepath.Dir(path)
-	fd, err := unix.Open(dirName, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := walkDir(dirName)
 	if err != nil {
-		return nil, "", fmt.Errorf("cannot write %s (%v; check the directory exists and is writable)", path, err)
+		return nil, "", fmt.Errorf("cannot write %s (%v)", path, err)
 	}
 	dir := os.NewFile(uintptr(fd), dirName)
 	var st unix.Stat_t
@@ -213,6 +215,93 @@ func openDir(path string) (*os.File, string, error) {
 		return nil, "", fmt.Errorf("cannot write %s (%s is writable by every user and not sticky: another user could replace the file; write elsewhere or chmod +t the directory)", path, dirName)
 	}
 	return dir, base, nil
+}
+
+// maxLinks bounds the symlinks followed in one directory path, as the
+// kernel's own limit (40) does.
+const maxLinks = 40
+
+// walkDir opens directory name one component at a time, following a
+// symlink only when it belongs to root or to stackshot's effective user:
+// another user's link (a /tmp/dir planted to point at /etc) would make root
+// replace a file the user chose nothing about. The kernel's
+// protected_symlinks does this only in sticky directories, and only when
+// enabled.
+func walkDir(name string) (int, error) {
+	start := "."
+	if filepath.IsAbs(name) {
+		start = "/"
+	}
+	cur, err := unix.Open(start, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	comps := splitPath(name)
+	links := 0
+	for len(comps) > 0 {
+		c := comps[0]
+		comps = comps[1:]
+		if c == "." {
+			continue
+		}
+		next, err := unix.Openat(cur, c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(cur)
+			return -1, fmt.Errorf("%v at %q; check the directory exists", err, c)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(next, &st); err != nil {
+			unix.Close(next)
+			unix.Close(cur)
+			return -1, err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			unix.Close(cur)
+			cur = next
+		case unix.S_IFLNK:
+			if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+				unix.Close(next)
+				unix.Close(cur)
+				return -1, fmt.Errorf("the directory path goes through %q, a symbolic link of uid %d; stackshot follows only root's or its own: give the real directory", c, st.Uid)
+			}
+			links++
+			buf := make([]byte, unix.PathMax)
+			n, err := unix.Readlinkat(next, "", buf)
+			unix.Close(next)
+			if err != nil || links > maxLinks || n == 0 || n >= len(buf) {
+				unix.Close(cur)
+				return -1, fmt.Errorf("cannot follow the symbolic link %q (%v)", c, err)
+			}
+			target := string(buf[:n])
+			comps = append(splitPath(target), comps...)
+			if filepath.IsAbs(target) {
+				unix.Close(cur)
+				if cur, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+					return -1, err
+				}
+			}
+		default:
+			unix.Close(next)
+			unix.Close(cur)
+			return -1, fmt.Errorf("%q is not a directory", c)
+		}
+	}
+	// An O_PATH descriptor cannot be synced: reopen it for reading.
+	fd, err := unix.Openat(cur, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	unix.Close(cur)
+	return fd, err
+}
+
+// splitPath splits a path into its non-empty components.
+func splitPath(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // checkDest refuses a destination that exists and is not a regular file

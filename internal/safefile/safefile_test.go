@@ -64,3 +64,27 @@ func TestCreateCommitAbort(t *testing.T) {
 		t.Errorf("Check accepted a directory as a file name")
 	}
 }
+
+// Symlinks in the directory path are followed (when ours) with a bound:
+// a loop is an error, not a hang; relative and absolute targets resolve.
+func TestWalkDirLinks(t *testing.T) {
+	dir := t.TempDir()
+	os.Symlink("loop", filepath.Join(dir, "loop"))
+	if err := Check(filepath.Join(dir, "loop", "x")); err == nil {
+		t.Errorf("a symlink loop was accepted")
+	}
+	os.MkdirAll(filepath.Join(dir, "a", "b"), 0o755)
+	os.Symlink("a/b/../b", filepath.Join(dir, "rel"))
+	os.Symlink(filepath.Join(dir, "a"), filepath.Join(dir, "abs"))
+	// Each names a/b (physically: ".." after a link goes up from where
+	// the link led, as the kernel does).
+	for i, p := range []string{"rel/f0", "abs/b/f1", "abs/../rel/f2"} {
+		if err := WriteFile(filepath.Join(dir, p), []byte(p), Public); err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "a", "b", "f"+string(rune('0'+i)))); string(b) != p {
+			t.Errorf("%s: a/b holds %q", p, b)
+		}
+	}
+}
