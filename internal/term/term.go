@@ -19,6 +19,7 @@ package term
 import (
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Unsafe reports whether a terminal may act on r rather than show it:
@@ -50,11 +51,14 @@ func Escape(s string) string {
 // tabs, which the report's own layout uses, are kept. It is a second line
 // of defence behind Escape on each field, for fields a renderer forgot.
 func EscapeText(b []byte) []byte {
-	if clean(string(b), true) {
+	if clean(view(b), true) {
 		return b
 	}
-	return appendEscaped(make([]byte, 0, len(b)+16), string(b), true)
+	return appendEscaped(make([]byte, 0, len(b)+16), view(b), true)
 }
+
+// view is b as a string without a copy; b is only read while it is used.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // clean reports whether s needs no escaping (ASCII fast path first).
 func clean(s string, layout bool) bool {
@@ -117,7 +121,7 @@ func appendEscaped(out []byte, s string, layout bool) []byte {
 // value. Only strings hold non-ASCII characters or DEL in encoded JSON, so
 // the document keeps its meaning; newlines and indentation are kept.
 func EscapeJSON(b []byte) []byte {
-	if clean(string(b), true) {
+	if clean(view(b), true) {
 		return b
 	}
 	out := make([]byte, 0, len(b)+16)

@@ -75,3 +75,18 @@ func TestEscapeJSON(t *testing.T) {
 		t.Errorf("EscapeJSON changed the value: %q -> %q (%v)", v["comm"], w["comm"], err)
 	}
 }
+
+// The whole-report pass costs a scan of clean text (the usual case) and
+// no allocation.
+func BenchmarkEscapeTextClean(b *testing.B) {
+	line := []byte("#5   0x00007f742be4e2ec in __GI___libc_read at ./io/../sysdeps/unix/sysv/linux/read.c:24 (libc.so.6+0xf82ec)\n")
+	var doc []byte
+	for len(doc) < 512<<10 {
+		doc = append(doc, line...)
+	}
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		EscapeText(doc)
+	}
+}
