@@ -100,11 +100,11 @@ func JSONList(w io.Writer, procs []*report.Process, array bool) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if len(procs) == 1 && !array {
-		return enc.Encode(toJSON(procs[0]))
+		return enc.Encode(safeJSON(procs[0]))
 	}
 	all := make([]jsonProcess, 0, len(procs))
 	for _, p := range procs {
-		all = append(all, toJSON(p))
+		all = append(all, safeJSON(p))
 	}
 	return enc.Encode(all)
 }

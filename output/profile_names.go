@@ -5,6 +5,7 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"stackshot/internal/term"
 	"stackshot/report"
 	"strconv"
 	"strings"
@@ -34,8 +35,9 @@ const kernelSuffix = "_[k]"
 // ';' (the folded separator) becomes ':', and cleanText's rules apply.
 func sanitizeName(s string) string { return cleanText(s, true) }
 
-// cleanText makes target-controlled text safe for any output: control
-// characters (newlines above all) become spaces, invalid UTF-8 and the
+// cleanText makes target-controlled text safe for any output: characters
+// a terminal acts on (term.Unsafe: controls, newlines above all, and
+// bidirectional overrides) become spaces, invalid UTF-8 and the
 // non-characters U+FFFE/U+FFFF become U+FFFD, and with semi ';' becomes ':'.
 func cleanText(s string, semi bool) string {
 	clean := true
@@ -54,7 +56,7 @@ func cleanText(s string, semi bool) string {
 		switch {
 		case r == ';' && semi:
 			return ':'
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+		case term.Unsafe(r):
 			return ' '
 		case r == 0xFFFE || r == 0xFFFF:
 			return '\uFFFD'

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"stackshot/internal/term"
 	"stackshot/report"
 	"strings"
 )
@@ -26,7 +27,7 @@ func Text(w io.Writer, procs []*report.Process, o TextOptions) error {
 		if i > 0 {
 			bw.WriteString("\n")
 		}
-		textProcess(bw, p, o)
+		safeTextProcess(bw, p, o)
 	}
 	return bw.Flush()
 }
@@ -36,9 +37,10 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 	if exe == "" {
 		exe = "?"
 	}
-	fmt.Fprintf(w, "Process %d (%s) %s: %d thread%s, state %s\n", p.PID, p.Comm, exe, len(p.Threads), plural(len(p.Threads)), p.State)
+	// Names, paths and notes come from the target: escaped (term).
+	fmt.Fprintf(w, "Process %d (%s) %s: %d thread%s, state %s\n", p.PID, term.Escape(p.Comm), term.Escape(exe), len(p.Threads), plural(len(p.Threads)), term.Escape(p.State))
 	for _, wmsg := range p.Warnings {
-		fmt.Fprintf(w, "  note: %s\n", wmsg)
+		fmt.Fprintf(w, "  note: %s\n", term.Escape(wmsg))
 	}
 	for i := range p.Threads {
 		textThread(w, &p.Threads[i], o)
@@ -56,7 +58,7 @@ func plural(n int) string {
 }
 
 func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
-	fmt.Fprintf(w, "\nThread %d %q (state %s", t.TID, t.Name, t.State)
+	fmt.Fprintf(w, "\nThread %d %q (state %s", t.TID, t.Name, term.Escape(t.State)) // %q escapes as term does
 	if t.Syscall != nil && t.Syscall.InCall {
 		fmt.Fprintf(w, ", in %s", t.Syscall.Name)
 	} else if t.Syscall != nil && t.Syscall.Running {
@@ -87,7 +89,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 		w.WriteString(syscallLine(t))
 	}
 	if t.Error != "" {
-		fmt.Fprintf(w, "    (%s)\n", t.Error)
+		fmt.Fprintf(w, "    (%s)\n", term.Escape(t.Error))
 	} else if o.Verbose && t.Stop != "" {
 		fmt.Fprintf(w, "    (unwind ended: %s)\n", t.Stop)
 	}
@@ -120,7 +122,7 @@ func frameLine(n int, f *report.Frame, o TextOptions) string {
 			fmt.Fprintf(&b, "0x%016x in ", f.PC)
 		}
 		if f.Function != "" {
-			b.WriteString(f.Function)
+			b.WriteString(term.Escape(f.Function))
 			if f.HasOffset {
 				fmt.Fprintf(&b, "+0x%x", f.Offset)
 			}
@@ -136,7 +138,7 @@ func frameLine(n int, f *report.Frame, o TextOptions) string {
 	case f.SignalFrame:
 		b.WriteString("<signal handler called>")
 	case f.Function != "":
-		b.WriteString(f.Function)
+		b.WriteString(term.Escape(f.Function))
 		if f.Inlined {
 			b.WriteString(" [inlined]")
 		}
@@ -144,15 +146,15 @@ func frameLine(n int, f *report.Frame, o TextOptions) string {
 		b.WriteString("??")
 	}
 	if o.Source && f.File != "" {
-		fmt.Fprintf(&b, " at %s", f.File)
+		fmt.Fprintf(&b, " at %s", term.Escape(f.File))
 		if f.Line > 0 {
 			fmt.Fprintf(&b, ":%d", f.Line)
 		}
 	}
 	if f.HasModule {
-		fmt.Fprintf(&b, " (%s+0x%x)", filepath.Base(f.Module), f.ModuleOffset)
+		fmt.Fprintf(&b, " (%s+0x%x)", term.Escape(filepath.Base(f.Module)), f.ModuleOffset)
 	} else if f.Module != "" {
-		fmt.Fprintf(&b, " (%s)", f.Module)
+		fmt.Fprintf(&b, " (%s)", term.Escape(f.Module))
 	}
 	if f.BuildIDMismatch {
 		b.WriteString(" [build id mismatch]")

@@ -278,6 +278,23 @@ func ReadProcStat(pid int) (Stat, error) {
 	return ParseStat(b)
 }
 
+// Identity tells a process apart from a later one that is given its PID:
+// a PID is reused, a (PID, start time) pair is not.
+type Identity struct {
+	PID       int
+	StartTime uint64 // clock ticks after boot (field 22 of /proc/PID/stat)
+}
+
+// ReadIdentity reads pid's identity now. Compare two reads to know whether
+// they saw the same process.
+func ReadIdentity(pid int) (Identity, error) {
+	st, err := ReadProcStat(pid)
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{PID: pid, StartTime: st.StartTime}, nil
+}
+
 // ReadComm reads a thread's name from /proc/PID/task/TID/comm.
 func ReadComm(pid, tid int) (string, error) {
 	b, err := readSmall(taskPath(pid, tid, "comm"))

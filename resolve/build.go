@@ -49,7 +49,7 @@ func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *report.Process {
 	out := &report.Process{PID: p.PID, Comm: p.Comm, Exe: p.Exe, Time: p.Time, State: p.State,
 		Warnings: p.Warnings, WallNS: p.WallNS}
 	for i := range p.Threads {
-		out.Threads = append(out.Threads, r.thread(s, &p.Threads[i]))
+		out.Threads = append(out.Threads, r.safeThread(s, &p.Threads[i]))
 	}
 	if r.opts.KernelAddrs && r.opts.Kernel {
 		r.kernelAddrs(out)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"stackshot/internal/contain"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -278,6 +279,9 @@ func (s *Space) input(th *ptrace.Thread) (unwind.Input, bool) {
 
 // Unwind walks one thread's captured stack.
 func (s *Space) Unwind(th *ptrace.Thread, out []unwind.Frame) ([]unwind.Frame, unwind.StopReason, bool) {
+	if unwindHook != nil {
+		unwindHook(th.TID)
+	}
 	in, ok := s.input(th)
 	if !ok {
 		return out, unwind.StopNone, false
@@ -288,10 +292,21 @@ func (s *Space) Unwind(th *ptrace.Thread, out []unwind.Frame) ([]unwind.Frame, u
 
 // CheckNoStop reports whether a thread captured without a stop unwinds
 // completely: if not, an auto-mode capture stops it instead.
-func (s *Space) CheckNoStop(th *ptrace.Thread) bool {
+func (s *Space) CheckNoStop(th *ptrace.Thread) (complete bool) {
 	if th.Torn {
 		return false
 	}
+	// This runs inside the capture: a panic must not reach it. A walk
+	// that panics is not complete; the thread is stopped and resolved
+	// later, where the panic becomes its error (safeThread).
+	if contain.Call("checking a stack", func() { complete = s.checkNoStop(th) }) != nil {
+		s.r.frames = nil
+		return false
+	}
+	return complete
+}
+
+func (s *Space) checkNoStop(th *ptrace.Thread) bool {
 	fr, stop, ok := s.Unwind(th, s.r.frames[:0])
 	s.r.frames = fr
 	if !ok {

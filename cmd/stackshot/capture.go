@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"stackshot/internal/arch"
+	"stackshot/internal/safefile"
+	"stackshot/internal/term"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -53,9 +55,9 @@ func cmdCapture(args []string) error {
 	cf := captureFile{Format: captureFormat, Version: 1, Host: host, Kernel: c.kernel}
 	failed := 0
 	for _, pid := range c.pids {
-		p, err := s.capture(pid, deadline)
+		p, err := s.safeCapture(pid, deadline)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
+			printErr("stackshot: %v", err)
 			failed++
 			continue
 		}
@@ -74,7 +76,7 @@ func cmdCapture(args []string) error {
 		if err := zw.Close(); err != nil {
 			return err
 		}
-		if err := writeOutput(expandOutput(c.output, c.pids, time.Now()), buf.Bytes()); err != nil {
+		if err := writeOutputMode(expandOutput(c.output, c.pids, time.Now()), buf.Bytes(), safefile.Private); err != nil {
 			return err
 		}
 	}
@@ -130,6 +132,7 @@ func cmdReport(args []string) error {
 	}
 	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
 	var procs []*report.Process
+	failed := 0
 	for _, path := range files {
 		cf, err := readCaptureFile(path)
 		if err != nil {
@@ -137,10 +140,22 @@ func cmdReport(args []string) error {
 		}
 		res := resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && cf.Kernel})
 		for _, p := range cf.Processes {
-			procs = append(procs, res.Process(p, nil))
+			rp, err := resolveProcess(res, p, ptrace.MemReader{}, false)
+			if err != nil {
+				printErr("stackshot: %v", err)
+				failed++
+				continue
+			}
+			procs = append(procs, rp)
 		}
 	}
-	return c.writeReport(procs)
+	if err := c.writeReport(procs); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return exitError{exitTarget}
+	}
+	return nil
 }
 
 func cmdSymbolize(args []string) error {
@@ -234,7 +249,7 @@ func cmdSymbolize(args []string) error {
 			if file == "" {
 				file = "??"
 			}
-			fmt.Fprintf(w, "%s\n%s:%d\n", name, file, f.Line)
+			fmt.Fprintf(w, "%s\n%s:%d\n", term.Escape(name), term.Escape(file), f.Line)
 		}
 	}
 	if fromStdin {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"stackshot/internal/safefile"
+	"stackshot/internal/term"
 	"stackshot/output"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -68,7 +70,7 @@ func (s *session) warn(format string, args ...any) {
 		return
 	}
 	s.warned[msg] = true
-	fmt.Fprintf(os.Stderr, "stackshot: %s\n", msg)
+	printErr("stackshot: %s", msg)
 }
 
 func (s *session) captureOptions(deadline time.Time) ptrace.Options {
@@ -135,9 +137,10 @@ func cmdDump(args []string) error {
 		if s.interrupted() {
 			break
 		}
-		p, err := s.capture(pid, deadline)
+		id, _ := procmaps.ReadIdentity(pid) // a failure shows in the capture
+		p, err := s.safeCapture(pid, deadline)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
+			printErr("stackshot: %v", err)
 			failed++
 			continue
 		}
@@ -149,7 +152,19 @@ func cmdDump(args []string) error {
 				continue
 			}
 		}
-		procs = append(procs, s.res.Process(p, ptrace.MemReader{PID: p.MemPID()}))
+		if afterCaptureHook != nil {
+			afterCaptureHook(pid)
+		}
+		rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()}, true)
+		if err == nil && id.PID != 0 {
+			err = sameProcess(id)
+		}
+		if err != nil {
+			printErr("stackshot: %v", err)
+			failed++
+			continue
+		}
+		procs = append(procs, rp)
 	}
 	if s.interrupted() {
 		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")
@@ -179,25 +194,31 @@ func (c *common) writeReport(procs []*report.Process) error {
 	if err != nil {
 		return err
 	}
-	return writeOutput(c.output, buf.Bytes())
+	// The text writer escapes each target string; this catches any a
+	// renderer forgot. encoding/json escapes C0 controls only.
+	var data []byte
+	if c.format == "json" {
+		data = term.EscapeJSON(buf.Bytes())
+	} else {
+		data = term.EscapeText(buf.Bytes())
+	}
+	return writeOutput(c.output, data)
 }
 
 // writeOutput writes the whole report at once: to stdout, or to a file
 // through a temporary name, so nothing half-written is ever seen.
 func writeOutput(path string, data []byte) error {
+	return writeOutputMode(path, data, safefile.Public)
+}
+
+// writeOutputMode is writeOutput for a file of mode m (safefile.Private for
+// captures and cores: they hold the target's raw memory).
+func writeOutputMode(path string, data []byte, m safefile.Mode) error {
 	if path == "" || path == "-" {
 		_, err := os.Stdout.Write(data)
 		return err
 	}
-	tmp := path + ".tmp." + fmt.Sprint(os.Getpid())
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("writing %s (%v; check the directory exists and is writable)", path, errors.Unwrap(err))
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s (%v)", path, err)
-	}
-	return nil
+	return safefile.WriteFile(path, data, m)
 }
 
 func explainCaptureError(pid int, err error) error {

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"stackshot/internal/safefile"
 )
 
 // Exit codes of the command-line contract.
@@ -33,12 +35,16 @@ func (e usageError) Error() string { return e.msg }
 func main() {
 	// STACKSHOT_CPUPROFILE=FILE profiles stackshot itself (for development).
 	if path := os.Getenv("STACKSHOT_CPUPROFILE"); path != "" {
-		if f, err := os.Create(path); err == nil {
+		if f, err := safefile.Create(path, safefile.Private); err == nil {
 			pprof.StartCPUProfile(f)
 			code := run(os.Args[1:])
 			pprof.StopCPUProfile()
-			f.Close()
+			if err := f.Commit(); err != nil {
+				fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
+			}
 			os.Exit(code)
+		} else {
+			fmt.Fprintf(os.Stderr, "stackshot: STACKSHOT_CPUPROFILE: %v\n", err)
 		}
 	}
 	os.Exit(run(os.Args[1:]))
@@ -81,14 +87,14 @@ func run(args []string) int {
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(os.Stderr, "stackshot: %s (see 'stackshot help')\n", ue.msg)
+		printErr("stackshot: %s (see 'stackshot help')", ue.msg)
 		return exitUsage
 	}
 	var ee exitError
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
+	printErr("stackshot: %v", err)
 	return exitTarget
 }
 

@@ -3,13 +3,12 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"stackshot/internal/safefile"
 )
 
 // expandOutput replaces %p (pids), %t (UTC timestamp) and %h (hostname).
@@ -46,18 +45,12 @@ func expandOutput(path string, pids []int, start time.Time) string {
 	return b.String()
 }
 
-// checkWritable makes sure a file can be created beside path (where the
-// temporary file will go before its rename).
+// checkWritable makes sure path could be written (the checks of
+// safefile.Create, and a temporary file created beside it and removed)
+// before a long recording starts.
 func checkWritable(path string) error {
 	if path == "" || path == "-" {
 		return nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".stackshot-check-*")
-	if err != nil {
-		return fmt.Errorf("cannot write %s (%v; check the directory exists and is writable)", path, errors.Unwrap(err))
-	}
-	name := f.Name()
-	f.Close()
-	os.Remove(name)
-	return nil
+	return safefile.Check(path)
 }

@@ -1,0 +1,40 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"stackshot/internal/contain"
+	"stackshot/ptrace"
+	"stackshot/report"
+	"stackshot/resolve"
+)
+
+// safeCapture is session.capture with a panic (a bug met on the target's
+// bytes, e.g. its build id notes) turned into this process's error: the
+// other processes of the command go on. The capture detaches every thread
+// on its way out, panic or not.
+func (s *session) safeCapture(pid int, deadline time.Time) (p *ptrace.Process, err error) {
+	if perr := contain.Call(fmt.Sprintf("capturing process %d", pid), func() { p, err = s.capture(pid, deadline) }); perr != nil {
+		return nil, fmt.Errorf("cannot read process %d (%v)", pid, perr)
+	}
+	return p, err
+}
+
+// resolveProcess unwinds and symbolizes one capture; a panic that escapes
+// the per-thread guard (resolve) becomes this process's error.
+func resolveProcess(res *resolve.Resolver, p *ptrace.Process, mem ptrace.MemReader, live bool) (rp *report.Process, err error) {
+	perr := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() {
+		if live {
+			rp = res.Process(p, mem)
+		} else {
+			rp = res.Process(p, nil)
+		}
+	})
+	if perr != nil {
+		return nil, fmt.Errorf("cannot show process %d (%v)", p.PID, perr)
+	}
+	return rp, nil
+}

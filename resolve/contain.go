@@ -1,0 +1,27 @@
+package resolve
+
+import (
+	"fmt"
+
+	"stackshot/internal/contain"
+	"stackshot/ptrace"
+	"stackshot/report"
+)
+
+// unwindHook, when set (by tests only), is called with each thread id
+// before its stack is unwound; a test makes it panic for one thread.
+var unwindHook func(tid int)
+
+// safeThread is thread with a panic (a bug met on the target's hostile
+// bytes while unwinding or symbolizing) turned into this thread's error:
+// the other threads and processes are still reported.
+func (r *Resolver) safeThread(s *Space, th *ptrace.Thread) report.Thread {
+	var t report.Thread
+	err := contain.Call(fmt.Sprintf("resolving thread %d", th.TID), func() { t = r.thread(s, th) })
+	if err == nil {
+		return t
+	}
+	r.frames, r.syms = nil, nil // whatever the panic left half-built
+	return report.Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
+		Capture: th.Method, PauseNS: th.PauseNS, Torn: th.Torn, Signal: th.Signal, Error: err.Error()}
+}
