@@ -101,7 +101,7 @@ func TestHostileNamesEscaped(t *testing.T) {
 	var evilPC string
 	for _, th := range p.Threads {
 		for _, f := range th.Frames {
-			if f.fn() == evilFunc {
+			if f.Fn() == evilFunc {
 				evilPC = f.PC
 			}
 		}
