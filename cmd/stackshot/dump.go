@@ -125,13 +125,22 @@ func cmdDump(args []string) error {
 	default:
 		return usageError{fmt.Sprintf("dump writes text or json, not %q", c.format)}
 	}
+	if err := c.checkDiagFlags(); err != nil {
+		return err
+	}
 	s := newSession(c)
 	stop := s.catchSignals()
 	defer stop()
 	deadline := time.Now().Add(c.timeout)
 	var procs []*report.Process
 	failed := 0
+	if c.diag.count > 1 {
+		procs, failed = s.dumpSnapshots()
+	}
 	for _, pid := range c.pids {
+		if c.diag.count > 1 {
+			break
+		}
 		if s.interrupted() {
 			break
 		}
@@ -149,7 +158,7 @@ func cmdDump(args []string) error {
 				continue
 			}
 		}
-		procs = append(procs, s.res.Process(p, ptrace.MemReader{PID: p.MemPID()}))
+		procs = append(procs, s.diagnose(s.res.Process(p, ptrace.MemReader{PID: p.MemPID()}), p))
 	}
 	if s.interrupted() {
 		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")

@@ -1,0 +1,48 @@
+// Package diagnose answers what a hung process's threads wait for: which
+// lock each blocked thread waits on and who holds it, the cycles of that
+// wait-for graph (deadlocks), groups of threads with the same stack, and
+// whether threads make progress across snapshots.
+//
+// It reads a resolved report (package report) and the target's memory
+// through an io.ReaderAt (ptrace.MemReader for a live target, which uses
+// process_vm_readv and needs no stop), after every thread runs again.
+//
+// Lock layouts are glibc's for x86-64 (bits/struct_mutex.h,
+// bits/struct_rwlock.h, bits/thread-shared-types.h of glibc 2.3x) and the
+// kernel's futex protocol (linux/futex.h). Everything read from the target
+// is hostile: a lock is trusted only when the stack shows the thread in
+// that lock's slow path and every field passes its check; otherwise the
+// owner is unknown. A wrong owner is worse than none.
+package diagnose
+
+import (
+	"io"
+
+	"stackshot/report"
+)
+
+// Diagnose fills in what p's blocked threads wait for (Thread.WaitingFor)
+// and the deadlocks among them (Process.Deadlocks). mem reads the target's
+// memory; tasks is the set of the process's threads now (an owner must be
+// one of them). It never fails: what cannot be read or proved is unknown.
+func Diagnose(p *report.Process, mem io.ReaderAt, tasks map[int]bool) {
+	names := map[int]string{}
+	for i := range p.Threads {
+		names[p.Threads[i].TID] = p.Threads[i].Name
+	}
+	for i := range p.Threads {
+		t := &p.Threads[i]
+		t.WaitingFor = WaitingFor(t, mem, tasks)
+		if w := t.WaitingFor; w != nil && w.OwnerTID != nil {
+			w.OwnerName = names[*w.OwnerTID]
+		}
+	}
+	p.Deadlocks = Deadlocks(p.Threads)
+	p.Diagnosed = true
+}
+
+// Group sets p.Groups: threads with the same function sequence, largest
+// group first.
+func Group(p *report.Process) {
+	p.Groups = report.GroupThreads(p.Threads)
+}
