@@ -204,13 +204,15 @@ func normName(n string) string {
 // paths (std::sys::sync::mutex::futex::Mutex::lock_contended and older
 // std::sys::unix::locks::futex_mutex::Mutex::lock_contended).
 func rustClass(n string) (lockClass, bool) {
+	// Methods are named "<std::sys::sync::mutex::futex::Mutex>::lock_contended".
+	n = strings.TrimPrefix(n, "<")
 	if !strings.HasPrefix(n, "std::") {
 		return classNone, false
 	}
 	switch {
 	case strings.Contains(n, "::futex_wait"):
 		return classNone, true // a wrapper
-	case strings.Contains(n, "Mutex::lock_contended"):
+	case strings.Contains(n, "::Mutex>::lock_contended") || strings.Contains(n, "::Mutex::lock_contended"):
 		return classRustMutex, false
 	case strings.Contains(n, "Condvar::wait"):
 		return classCondvar, false
@@ -238,6 +240,12 @@ func classify(frames []report.Frame) (lockClass, int) {
 		}
 		n := normName(f.Function)
 		if wrappers[n] {
+			continue
+		}
+		if f.Inlined && classes[n] == classNone {
+			// Inlined helpers (futex_wait, lll_mutex_lock_optimized)
+			// belong to the physical frame whose function follows.
+			seen--
 			continue
 		}
 		return classes[n], i

@@ -88,6 +88,7 @@ func BuildErr(compiler string, srcs []string, flags ...string) (string, error) {
 type Target struct {
 	Cmd   *exec.Cmd
 	PID   int
+	Ready string // the "ready" line the target printed
 	stdin io.WriteCloser
 	out   *bufio.Reader
 	t     testing.TB
@@ -120,6 +121,7 @@ func Start(t testing.TB, bin string, args ...string) *Target {
 	if err != nil || !strings.HasPrefix(line, "ready") {
 		t.Fatalf("target %s did not get ready: %q %v", bin, line, err)
 	}
+	tg.Ready = line
 	// Every target's main thread blocks in a system call right after
 	// saying "ready": wait until it has, so tests see a settled process.
 	WaitInSyscall(tg.PID, tg.PID, 5*time.Second)
