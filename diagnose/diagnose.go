@@ -37,8 +37,57 @@ func Diagnose(p *report.Process, mem io.ReaderAt, tasks map[int]bool) {
 			w.OwnerName = names[*w.OwnerTID]
 		}
 	}
+	inferPIParked(p.Threads, names)
 	p.Deadlocks = Deadlocks(p.Threads)
 	p.Diagnosed = true
+}
+
+// inferPIParked names the owner a thread parked after EDEADLK waits for
+// when its mutex could not be found. The kernel refused its FUTEX_LOCK_PI
+// because the owner of the mutex it wanted is blocked on a chain of PI
+// futexes that ends at the parked thread itself; if exactly one thread's
+// chain of PI waits ends there, that thread is the owner. Only done when
+// the owner of every PI wait is known (an unknown edge could hide a second
+// candidate).
+func inferPIParked(threads []report.Thread, names map[int]string) {
+	next := map[int]int{}
+	for i := range threads {
+		w := threads[i].WaitingFor
+		if w == nil || w.Kind != report.WaitPIMutex || w.Note == notePIParked {
+			continue
+		}
+		if w.OwnerTID == nil {
+			return
+		}
+		next[threads[i].TID] = *w.OwnerTID
+	}
+	for i := range threads {
+		t := &threads[i]
+		w := t.WaitingFor
+		if w == nil || w.Note != notePIParked || w.OwnerTID != nil {
+			continue
+		}
+		var cands []int
+		for start := range next {
+			cur := start
+			for steps := 0; steps <= len(next); steps++ {
+				n, ok := next[cur]
+				if !ok {
+					break
+				}
+				if n == t.TID {
+					cands = append(cands, start)
+					break
+				}
+				cur = n
+			}
+		}
+		if len(cands) == 1 {
+			o := cands[0]
+			w.OwnerTID, w.OwnerName = &o, names[o]
+			w.Note = notePIParked + "; its mutex was not found, its owner is the one thread whose PI waits lead back to it"
+		}
+	}
 }
 
 // Group sets p.Groups: threads with the same function sequence, largest

@@ -269,6 +269,8 @@ func readStable(mem io.ReaderAt, addr uint64, n int) ([]byte, bool) {
 	return a, bytes.Equal(a, b)
 }
 
+const notePIParked = "the kernel reported a PI deadlock (EDEADLK); glibc parked this thread forever"
+
 const noteUnreadable = "the lock's memory could not be read, or changed while read"
 
 // WaitingFor says what thread t (blocked in futex(2)) waits for, from its
@@ -387,8 +389,7 @@ func lockFrame(t *report.Thread, at int) (lo, hi uint64) {
 // another live thread is a candidate, and only a single candidate is
 // believed.
 func parkedAfterDeadlock(t *report.Thread, lo, hi uint64, mem io.ReaderAt, tasks map[int]bool) *report.WaitingFor {
-	w := &report.WaitingFor{Kind: report.WaitPIMutex,
-		Note: "the kernel reported a PI deadlock (EDEADLK); glibc parked this thread forever"}
+	w := &report.WaitingFor{Kind: report.WaitPIMutex, Note: notePIParked}
 	buf := make([]byte, hi-lo)
 	if n, _ := mem.ReadAt(buf, int64(lo)); n != len(buf) {
 		return w

@@ -13,8 +13,8 @@ type jsonProcessDiag struct {
 }
 
 type jsonDeadlock struct {
-	TIDs      []int    `json:"tids"`
-	Addresses []string `json:"addresses"`
+	TIDs      []int     `json:"tids"`
+	Addresses []*string `json:"addresses"` // null: unknown
 }
 
 type jsonGroup struct {
@@ -55,9 +55,14 @@ func processDiagJSON(p *report.Process) jsonProcessDiag {
 	if p.Diagnosed {
 		dl := []jsonDeadlock{}
 		for _, c := range p.Deadlocks {
-			jd := jsonDeadlock{TIDs: c.TIDs, Addresses: []string{}}
+			jd := jsonDeadlock{TIDs: c.TIDs, Addresses: []*string{}}
 			for _, a := range c.Addresses {
-				jd.Addresses = append(jd.Addresses, hex(a))
+				var s *string
+				if a != 0 {
+					h := hex(a)
+					s = &h
+				}
+				jd.Addresses = append(jd.Addresses, s)
 			}
 			dl = append(dl, jd)
 		}

@@ -115,7 +115,13 @@ func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
 		} else {
 			b.WriteString(", which waits for ")
 		}
-		fmt.Fprintf(&b, "%s %#x held by %s", kindText(kind), d.Addresses[i], threadRef(d.TIDs[(i+1)%n], byTID))
+		b.WriteString(kindText(kind))
+		if d.Addresses[i] != 0 {
+			fmt.Fprintf(&b, " %#x", d.Addresses[i])
+		} else {
+			b.WriteString(" at an unknown address")
+		}
+		b.WriteString(" held by " + threadRef(d.TIDs[(i+1)%n], byTID))
 	}
 	return b.String()
 }

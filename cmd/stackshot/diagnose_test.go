@@ -33,8 +33,8 @@ type dProc struct {
 	Verdict   string    `json:"verdict"`
 	Threads   []dThread `json:"threads"`
 	Deadlocks *[]struct {
-		TIDs      []int    `json:"tids"`
-		Addresses []string `json:"addresses"`
+		TIDs      []int     `json:"tids"`
+		Addresses []*string `json:"addresses"`
 	} `json:"deadlocks"`
 	Groups []struct {
 		Count  int      `json:"count"`
@@ -135,7 +135,15 @@ func wantDeadlocks(t *testing.T, p dProc, want string) {
 	}
 	var got []string
 	for _, d := range *p.Deadlocks {
-		got = append(got, fmt.Sprint(d.TIDs, d.Addresses))
+		var as []string
+		for _, a := range d.Addresses {
+			if a == nil {
+				as = append(as, "unknown")
+			} else {
+				as = append(as, *a)
+			}
+		}
+		got = append(got, fmt.Sprint(d.TIDs, as))
 	}
 	if g := strings.Join(got, "; "); g != want {
 		t.Errorf("deadlocks %s, want %s", g, want)
@@ -207,11 +215,25 @@ func TestDeadlockPI(t *testing.T) {
 	if pw.Kind != "pi-mutex" || !strings.Contains(pw.Note, "EDEADLK") {
 		t.Errorf("parked thread %d: %+v, want a pi-mutex wait noting EDEADLK", parked, pw)
 	}
-	if pw.OwnerTID != nil && *pw.OwnerTID != blocked {
-		t.Errorf("parked thread %d: owner %d, want %d or unknown", parked, *pw.OwnerTID, blocked)
+	// Its mutex is found when a pointer to it is left in the lock call's
+	// frame, else its owner is inferred: the one thread whose PI waits
+	// lead back to it.
+	if pw.OwnerTID == nil || *pw.OwnerTID != blocked {
+		t.Fatalf("parked thread %d: owner %v, want %d", parked, pw.OwnerTID, blocked)
 	}
-	if pw.OwnerTID != nil && len(*p.Deadlocks) != 1 {
-		t.Errorf("deadlocks %v, want the one cycle", *p.Deadlocks)
+	parkedWant := m1 // locker-a wants mx1, locker-b mx0
+	if parked == b {
+		parkedWant = m0
+	}
+	if pw.Address != nil && *pw.Address != parkedWant {
+		t.Errorf("parked thread %d waits for %s, want %s", parked, *pw.Address, parkedWant)
+	}
+	if p.Deadlocks == nil || len(*p.Deadlocks) != 1 {
+		t.Fatalf("deadlocks %v, want the one cycle", p.Deadlocks)
+	}
+	d := (*p.Deadlocks)[0]
+	if fmt.Sprint(d.TIDs) != fmt.Sprint([]int{a, b}) {
+		t.Errorf("cycle %v, want [%d %d]", d.TIDs, a, b)
 	}
 }
 
