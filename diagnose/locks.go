@@ -390,6 +390,9 @@ func lockFrame(t *report.Thread, at int) (lo, hi uint64) {
 // believed.
 func parkedAfterDeadlock(t *report.Thread, lo, hi uint64, mem io.ReaderAt, tasks map[int]bool) *report.WaitingFor {
 	w := &report.WaitingFor{Kind: report.WaitPIMutex, Note: notePIParked}
+	if mem == nil {
+		return w
+	}
 	buf := make([]byte, hi-lo)
 	if n, _ := mem.ReadAt(buf, int64(lo)); n != len(buf) {
 		return w

@@ -23,6 +23,9 @@ func kindText(kind string) string {
 }
 
 func ownerText(tid int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("thread %d", tid) // not in the report (-t)
+	}
 	return fmt.Sprintf("thread %d %q", tid, name)
 }
 
