@@ -159,6 +159,7 @@ func Verdict(p *report.Process) string {
 		}
 	}
 	counts := map[target]int{}
+	names := map[target][]string{}
 	var example = map[target]*report.WaitingFor{}
 	for i := range p.Threads {
 		w := p.Threads[i].WaitingFor
@@ -170,6 +171,7 @@ func Verdict(p *report.Process) string {
 			k.owner = *w.OwnerTID
 		}
 		counts[k]++
+		names[k] = append(names[k], p.Threads[i].Name)
 		if example[k] == nil {
 			example[k] = w
 		}
@@ -191,10 +193,18 @@ func Verdict(p *report.Process) string {
 		if n > 1 {
 			verb = "wait"
 		}
-		parts = append(parts, fmt.Sprintf("%d thread%s %s for %s", n, plural(n), verb, waitText(example[top])))
+		parts = append(parts, fmt.Sprintf("%d thread%s (%s) %s for %s", n, plural(n),
+			strings.Join(quoteAll(report.FoldNames(names[top])), ", "), verb, waitText(example[top])))
 	}
 	if s := p.ProgressSummary; s != nil && s.Stuck+s.Spinning > 0 {
-		parts = append(parts, fmt.Sprintf("%d stuck, %d spinning over %d snapshots", s.Stuck, s.Spinning, s.Snapshots))
+		var ps []string
+		if s.Stuck > 0 {
+			ps = append(ps, fmt.Sprintf("%d thread%s stuck", s.Stuck, plural(s.Stuck)))
+		}
+		if s.Spinning > 0 {
+			ps = append(ps, fmt.Sprintf("%d spinning", s.Spinning))
+		}
+		parts = append(parts, strings.Join(ps, ", ")+fmt.Sprintf(" over %d snapshots", s.Snapshots))
 	}
 	if len(parts) == 0 {
 		return "no deadlock found, no thread waits on a lock"
@@ -234,11 +244,22 @@ func textGroups(w *bufio.Writer, p *report.Process, o TextOptions) bool {
 		if first.Syscall != nil && first.Syscall.InCall {
 			fmt.Fprintf(w, ", in %s", first.Syscall.Name)
 		}
-		fmt.Fprintf(w, "): %s\n", tidRanges(g.TIDs))
+		fmt.Fprintf(w, "): %s%s\n", tidRanges(g.TIDs), groupMark(p, g))
 		w.WriteString(body)
 		groupWaits(w, p, g, first)
 	}
 	return true
+}
+
+// groupMark is the progress mark of a group whose members all share it.
+func groupMark(p *report.Process, g *report.Group) string {
+	first := &p.Threads[g.Members[0]]
+	for _, m := range g.Members[1:] {
+		if p.Threads[m].Progress != first.Progress {
+			return ""
+		}
+	}
+	return progressMark(first)
 }
 
 // groupWaits lists what the other members wait for when it differs from

@@ -83,10 +83,13 @@ func (s *session) dumpSnapshots() ([]*report.Process, int) {
 	last := map[int]*report.Process{}
 	lastRaw := map[int]*ptrace.Process{}
 	failed := map[int]bool{}
+	start := time.Now()
 	for round := 0; round < c.diag.count && !s.interrupted(); round++ {
 		if round > 0 {
+			// Snapshots start DUR apart (a slow one shortens the wait).
+			wait := time.Until(start.Add(time.Duration(round) * c.diag.interval))
 			select {
-			case <-time.After(c.diag.interval):
+			case <-time.After(wait):
 			case <-s.cancel:
 			}
 			if s.interrupted() {
