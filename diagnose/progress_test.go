@@ -13,7 +13,9 @@ func TestProgressKinds(t *testing.T) {
 	snap := func(sec int, ts map[int]ThreadSample) Snapshot {
 		return Snapshot{Time: t0.Add(time.Duration(sec) * time.Second), Threads: ts}
 	}
-	s := func(stack, inner string, cpu uint64) ThreadSample { return ThreadSample{Stack: stack, Inner: inner, CPUNS: cpu} }
+	s := func(stack, inner string, cpu uint64) ThreadSample {
+		return ThreadSample{Stack: stack, Inner: inner, CPUNS: cpu}
+	}
 	snaps := []Snapshot{
 		snap(0, map[int]ThreadSample{1: s("a", "x", 5), 2: s("b", "spin", 10), 3: s("c", "y", 0), 4: s("d", "z", 0)}),
 		snap(2, map[int]ThreadSample{1: s("a", "x", 5), 2: s("b2", "spin", 20), 3: s("c2", "y2", 1), 4: s("e", "z", 0), 5: s("n", "n", 0)}),
