@@ -124,9 +124,10 @@ func GroupThreads(threads []Thread) []Group {
 }
 
 // FoldNames returns the distinct names, sorted, with names that differ
-// only in a trailing number folded to their stem and "*": worker-1,
-// worker-2 -> worker-*. At most 8 entries are returned; the rest are
-// counted in a last "(N more)" entry.
+// only in a trailing number folded to their stem and "*" (worker-1,
+// worker-2 -> worker-*), or all of them to their common prefix when they
+// share one of at least 3 bytes (locker-a, locker-b -> locker-*). At most
+// 8 entries are returned; the rest are counted in a last "(N more)" entry.
 func FoldNames(names []string) []string {
 	stems := map[string]map[string]bool{}
 	for _, n := range names {
@@ -147,6 +148,21 @@ func FoldNames(names []string) []string {
 		}
 	}
 	sort.Strings(out)
+	if len(out) > 1 {
+		// Names that all share a prefix fold to it: locker-a, locker-b
+		// -> locker-*.
+		pre := names[0]
+		for _, n := range names[1:] {
+			i := 0
+			for i < len(pre) && i < len(n) && pre[i] == n[i] {
+				i++
+			}
+			pre = pre[:i]
+		}
+		if len(pre) >= 3 {
+			return []string{pre + "*"}
+		}
+	}
 	const most = 8
 	if len(out) > most {
 		more := len(out) - most

@@ -13,7 +13,9 @@ func TestFoldNames(t *testing.T) {
 		{[]string{"worker-1", "worker-2", "worker-10"}, "[worker-*]"},
 		{[]string{"w-001", "w-002", "main"}, "[main w-*]"},
 		{[]string{"io", "io"}, "[io]"},
-		{[]string{"pool-3-thread-1", "pool-3-thread-2", "pool-4-thread-1"}, "[pool-3-thread-* pool-4-thread-1]"},
+		{[]string{"pool-3-thread-1", "pool-3-thread-2", "pool-4-thread-1"}, "[pool-*]"},
+		{[]string{"locker-a", "locker-b"}, "[locker-*]"},
+		{[]string{"ab", "ac"}, "[ab ac]"},
 		{[]string{"a1", "b1", "c1", "d1", "e1", "f1", "g1", "h1", "i1", "j1"}, "[a1 b1 c1 d1 e1 f1 g1 h1 (2 more)]"},
 	} {
 		if got := fmt.Sprint(FoldNames(c.in)); got != c.want {

@@ -287,6 +287,18 @@ func TestCondvarSemaphoreNoOwner(t *testing.T) {
 		wantWait(t, p, tidOf(t, v, n), "semaphore", addrOf(t, v, "sem"), 0)
 	}
 	wantDeadlocks(t, p, "")
+	if p.Groups != nil {
+		t.Errorf("groups without --group for %d threads", len(p.Threads))
+	}
+	// --group on a small process: waiters on the same call chain fold.
+	g := diagJSON(t, "--group", strconv.Itoa(tg.PID))
+	var groups []string
+	for _, x := range g.Groups {
+		groups = append(groups, fmt.Sprint(x.Count, x.Names))
+	}
+	if fmt.Sprint(groups) != fmt.Sprintf("[2 [cwait-*] 2 [swait-*] 1 [%s]]", threadByTID(t, p, tg.PID).Name) {
+		t.Errorf("groups %v", groups)
+	}
 	out, _, _ := runSS(t, "dump", strconv.Itoa(tg.PID))
 	want := fmt.Sprintf("    --- waiting for condition variable %s (owner unknown: a condition variable has no owner) ---\n", addrOf(t, v, "cv"))
 	if !strings.Contains(out, want) {
