@@ -61,6 +61,8 @@ func TestMutexOwnerChecks(t *testing.T) {
 		{"errorcheck", mutexBytes(2, 0, 200, 1, 2), 100, 200},
 		{"adaptive", mutexBytes(2, 0, 200, 1, 3), 100, 200},
 		{"robust", mutexBytes(0x80000000|200, 0, 200, 1, 16), 100, 200},
+		{"priority protect, ceiling 5", mutexBytes(5<<19|2, 0, 200, 1, 64), 100, 200},
+		{"priority protect, free", mutexBytes(5<<19, 0, 200, 1, 64), 100, 0},
 		{"robust word disagrees", mutexBytes(0x80000000|100, 0, 200, 1, 16), 100, 0},
 		{"free", mutexBytes(0, 0, 200, 1, 0), 100, 0},
 		{"owner not a thread", mutexBytes(2, 0, 300, 1, 0), 100, 0},

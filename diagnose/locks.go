@@ -38,6 +38,8 @@ const (
 	pthreadMutexElision   = 256
 	pthreadMutexNoElision = 512
 	pthreadRWLockWRLocked = 2 // __readers bit: a writer holds the lock
+
+	pthreadMutexPrioCeilingMask = 0xfff80000 // PTHREAD_MUTEX_PRIO_CEILING_MASK
 )
 
 // pthread_mutex_t (bits/struct_mutex.h, x86-64): __lock int @0, __count
@@ -75,14 +77,18 @@ func mutexOwner(m mutexWords, self int, tasks map[int]bool) (int, string) {
 	if m.Kind&pthreadMutexPI != 0 {
 		return piOwner(m.Lock, self, tasks)
 	}
-	if m.Lock == 0 {
+	lock := m.Lock
+	if m.Kind&pthreadMutexPP != 0 {
+		lock &^= pthreadMutexPrioCeilingMask // the ceiling lives in the high bits
+	}
+	if lock == 0 {
 		return 0, "the mutex was free when read"
 	}
 	if m.Kind&pthreadMutexRobust != 0 {
 		if int32(m.Lock&FUTEX_TID_MASK) != m.Owner {
 			return 0, "the mutex's lock word and owner field disagree"
 		}
-	} else if m.Lock > 2 {
+	} else if lock > 2 {
 		return 0, "the lock word is not a mutex's"
 	}
 	if m.Owner == mutexInconsistent || m.Owner == mutexNotRecoverable {
