@@ -452,3 +452,16 @@ func TestProgressStuckSpinning(t *testing.T) {
 		t.Errorf("no [stuck] mark:\n%s", out)
 	}
 }
+
+func TestDiagnoseFlagsBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"dump", "--count", "0", "1"},
+		{"dump", "--count", "3", "--interval", "0s", "1"},
+		{"dump", "--group", "--no-group", "1"},
+	} {
+		_, errOut, code := runSS(t, args...)
+		if code != 2 || !strings.HasPrefix(errOut, "stackshot: ") {
+			t.Errorf("%v: exit %d, stderr %q; want usage error (2)", args, code, errOut)
+		}
+	}
+}
