@@ -83,25 +83,23 @@ func (s *session) dumpSnapshots() ([]*report.Process, int) {
 	last := map[int]*report.Process{}
 	lastRaw := map[int]*ptrace.Process{}
 	failed := map[int]bool{}
-	start := time.Now()
+	began := map[int]time.Time{} // when each target's last snapshot began
 	for round := 0; round < c.diag.count && !s.interrupted(); round++ {
-		if round > 0 {
-			// Snapshots start DUR apart (a slow one shortens the wait).
-			wait := time.Until(start.Add(time.Duration(round) * c.diag.interval))
-			select {
-			case <-time.After(wait):
-			case <-s.cancel:
-			}
-			if s.interrupted() {
-				break
-			}
-		}
-		deadline := time.Now().Add(c.timeout)
 		for _, pid := range c.pids {
 			if failed[pid] || s.interrupted() {
 				continue
 			}
-			p, err := s.capture(pid, deadline)
+			// Each target's snapshots begin --interval apart (a slow one
+			// shortens the wait; several targets do not).
+			if t, ok := began[pid]; ok {
+				select {
+				case <-time.After(time.Until(t.Add(c.diag.interval))):
+				case <-s.cancel:
+					continue
+				}
+			}
+			began[pid] = time.Now()
+			p, err := s.capture(pid, began[pid].Add(c.timeout))
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
 				failed[pid] = true
