@@ -117,6 +117,7 @@ func TestClassify(t *testing.T) {
 		{fr("__futex_abstimed_wait_common", "__new_sem_wait_slow64.constprop.0", "main"), classSemaphore},
 		{fr("syscall", "<std::sys::sync::mutex::futex::Mutex>::lock_contended", "main"), classRustMutex},
 		{fr("__lll_lock_wait_private", "malloc"), classNone}, // an internal lock
+		{fr("+futex_wait", "+__condvar_acquire_lock", "+__condvar_cancel_waiting", "__pthread_cond_wait_common", "main"), classNone},
 		{fr("my_futex_wait_loop", "pthread_mutex_lock"), classNone},
 		{fr("syscall", "main"), classNone},
 	} {

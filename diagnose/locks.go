@@ -248,6 +248,12 @@ func classify(frames []report.Frame) (lockClass, int) {
 		if wrappers[n] {
 			continue
 		}
+		if strings.HasPrefix(n, "condvar_") {
+			// glibc's condvar internals wait on the condvar's internal
+			// lock (__g1_orig_size), not on a signal: not the wait
+			// the address computation below assumes.
+			return classNone, -1
+		}
 		if f.Inlined && classes[n] == classNone {
 			// Inlined helpers (futex_wait, lll_mutex_lock_optimized)
 			// belong to the physical frame whose function follows.
