@@ -21,6 +21,7 @@ type jsonProcess struct {
 	Warnings []string     `json:"warnings,omitempty"`
 	WallUS   int64        `json:"wall_us"`
 	Threads  []jsonThread `json:"threads"`
+	jsonProcessDiag
 }
 
 type jsonSyscall struct {
@@ -42,6 +43,7 @@ type jsonThread struct {
 	Error   *string      `json:"error"`
 	Stop    string       `json:"stop,omitempty"`
 	Torn    bool         `json:"torn,omitempty"`
+	jsonThreadDiag
 }
 
 type jsonFrame struct {
@@ -84,8 +86,10 @@ func toJSON(p *report.Process) jsonProcess {
 		for j := range t.Frames {
 			jt.Frames = append(jt.Frames, frameJSON(&t.Frames[j]))
 		}
+		jt.jsonThreadDiag = threadDiagJSON(t)
 		jp.Threads = append(jp.Threads, jt)
 	}
+	jp.jsonProcessDiag = processDiagJSON(p)
 	return jp
 }
 

@@ -42,7 +42,11 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 	for _, wmsg := range p.Warnings {
 		fmt.Fprintf(w, "  note: %s\n", term.Escape(wmsg))
 	}
+	textDiagnosis(w, p)
 	for i := range p.Threads {
+		if textGroups(w, p, o) {
+			break
+		}
 		textThread(w, &p.Threads[i], o)
 	}
 	if o.Verbose {
@@ -68,7 +72,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	if o.Verbose && t.Capture == "ptrace" {
 		fmt.Fprintf(w, ", paused %.1fus", float64(t.PauseNS)/1000)
 	}
-	fmt.Fprintf(w, "):\n")
+	fmt.Fprintf(w, "):%s\n", progressMark(t))
 	n := 0
 	boundary := false
 	for i := range t.Frames {
@@ -77,6 +81,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 			boundary = true
 			if n > 0 || (t.Syscall != nil && t.Syscall.InCall) {
 				w.WriteString(syscallLine(t))
+				w.WriteString(waitLine(t))
 			}
 		}
 		if f.Inlined && !o.Inline {
@@ -87,6 +92,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	}
 	if !boundary && n > 0 && t.Syscall != nil && t.Syscall.InCall {
 		w.WriteString(syscallLine(t))
+		w.WriteString(waitLine(t))
 	}
 	if t.Error != "" {
 		fmt.Fprintf(w, "    (%s)\n", term.Escape(t.Error))

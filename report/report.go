@@ -10,6 +10,7 @@ import "time"
 // user frames.
 type Frame struct {
 	PC              uint64
+	SP              uint64 // user frames: the stack pointer in this frame (its callee's CFA); 0 unknown
 	Kind            string // "kernel" | "user"
 	Function        string // "" unknown
 	Offset          uint64 // PC minus the function's start
@@ -52,6 +53,10 @@ type Thread struct {
 	Stop    string // why the unwind ended
 	Torn    bool
 	Signal  int
+	// Diagnosis (see diagnosis.go); zero when not diagnosed.
+	WaitingFor *WaitingFor
+	Progress   string  // ProgressStuck | ProgressSpinning | ProgressMoving; "" single snapshot
+	SameStackS float64 // seconds the user stack stayed the same across snapshots
 }
 
 // Process is one process's symbolized resolve.
@@ -64,4 +69,9 @@ type Process struct {
 	Threads  []Thread
 	Warnings []string
 	WallNS   int64
+	// Diagnosis (see diagnosis.go); Diagnosed is true when it ran.
+	Diagnosed       bool
+	Deadlocks       []Deadlock
+	Groups          []Group // nil when grouping is off
+	ProgressSummary *ProgressSummary
 }

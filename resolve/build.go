@@ -164,7 +164,7 @@ func (r *Resolver) kallsyms() *symtab.Kallsyms {
 // userFrame appends the logical frames (inlined ones first) of one physical
 // frame.
 func (r *Resolver) userFrame(s *Space, out []report.Frame, f unwind.Frame) []report.Frame {
-	base := report.Frame{PC: f.PC, Kind: "user", Method: f.Method.String(), SignalFrame: f.SignalFrame}
+	base := report.Frame{PC: f.PC, SP: f.SP, Kind: "user", Method: f.Method.String(), SignalFrame: f.SignalFrame}
 	lookup := f.PC
 	if !f.Exact && !f.SignalFrame && lookup > 0 {
 		lookup-- // a return address: the call is the instruction before

@@ -127,13 +127,22 @@ func cmdDump(args []string) error {
 	default:
 		return usageError{fmt.Sprintf("dump writes text or json, not %q", c.format)}
 	}
+	if err := c.checkDiagFlags(); err != nil {
+		return err
+	}
 	s := newSession(c)
 	stop := s.catchSignals()
 	defer stop()
 	deadline := time.Now().Add(c.timeout)
 	var procs []*report.Process
 	failed := 0
+	if c.diag.count > 1 {
+		procs, failed = s.dumpSnapshots()
+	}
 	for _, pid := range c.pids {
+		if c.diag.count > 1 {
+			break
+		}
 		if s.interrupted() {
 			break
 		}
@@ -164,7 +173,7 @@ func cmdDump(args []string) error {
 			failed++
 			continue
 		}
-		procs = append(procs, rp)
+		procs = append(procs, s.diagnose(rp, p))
 	}
 	if s.interrupted() {
 		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")

@@ -41,6 +41,7 @@ type common struct {
 	freq      int
 	duration  time.Duration
 	perThread bool
+	diag      diagFlags // dump: --group, --interval, --count (diagnose.go)
 }
 
 func newCommon(name string) *common {
@@ -65,6 +66,9 @@ func newCommon(name string) *common {
 	fs.BoolVar(&c.noDemangle, "no-demangle", false, "keep raw symbol names")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "no progress or warnings on stderr")
+	if name == "dump" {
+		c.addDiagFlags()
+	}
 	if name == "record" {
 		fs.IntVarP(&c.freq, "freq", "F", 99, "samples per second")
 		fs.DurationVarP(&c.duration, "duration", "d", 10*time.Second, "how long to record")

@@ -176,6 +176,7 @@ func compilerVersion(compiler string) string {
 type Target struct {
 	Cmd   *exec.Cmd
 	PID   int
+	Ready string // the "ready" line the target printed
 	stdin io.WriteCloser
 	out   *bufio.Reader
 	t     testing.TB
@@ -208,6 +209,7 @@ func Start(t testing.TB, bin string, args ...string) *Target {
 	if err != nil || !strings.HasPrefix(line, "ready") {
 		t.Fatalf("target %s did not get ready: %q %v", bin, line, err)
 	}
+	tg.Ready = line
 	// Every target's threads either block in a system call or spin once
 	// it has said "ready": wait until each has, so tests see a settled
 	// process.

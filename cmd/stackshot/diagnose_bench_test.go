@@ -1,0 +1,65 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"stackshot/internal/testutil"
+	"stackshot/output"
+	"stackshot/ptrace"
+	"stackshot/report"
+)
+
+// BenchmarkDiagnose measures what the diagnosis (lock owners, deadlocks,
+// grouping, verdict) adds to a text dump of a 512-thread process: "dump"
+// is capture + unwind + symbolize + text, "dump+diagnose" the same with
+// the diagnosis; the ratio is the overhead (goal: under 5%); "diagnose-only"
+// is the diagnosis by itself. The workers
+// wait on a condition variable, and main's mutex is read too.
+func BenchmarkDiagnose(b *testing.B) {
+	bin := testutil.Build(b, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(b, bin, "512")
+	c := newCommon("dump")
+	if err := c.parse([]string{fmt.Sprint(tg.PID)}, true); err != nil {
+		b.Fatal(err)
+	}
+	s := newSession(c)
+	for _, diag := range []bool{false, true} {
+		name := "dump"
+		if diag {
+			name = "dump+diagnose"
+		}
+		b.Run(name, func(b *testing.B) {
+			var buf bytes.Buffer
+			for i := 0; i < b.N; i++ {
+				p, err := s.capture(tg.PID, time.Now().Add(c.timeout))
+				if err != nil {
+					b.Fatal(err)
+				}
+				rp := s.res.Process(p, ptrace.MemReader{PID: p.MemPID()})
+				if diag {
+					s.diagnose(rp, p)
+				}
+				buf.Reset()
+				output.Text(&buf, []*report.Process{rp}, output.TextOptions{})
+			}
+		})
+	}
+	// The diagnosis alone, on one resolved snapshot: less noisy than the
+	// difference of two whole dumps on a shared machine.
+	b.Run("diagnose-only", func(b *testing.B) {
+		p, err := s.capture(tg.PID, time.Now().Add(c.timeout))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rp := s.res.Process(p, ptrace.MemReader{PID: p.MemPID()})
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			s.diagnose(rp, p)
+		}
+	})
+}
