@@ -12,43 +12,12 @@ import (
 	"stackshot/internal/testutil"
 )
 
-// The diagnosis part of the JSON contract.
-type dWait struct {
-	Kind     string  `json:"kind"`
-	Address  *string `json:"address"`
-	OwnerTID *int    `json:"owner_tid"`
-	Note     string  `json:"note"`
-}
-
-type dThread struct {
-	TID        int      `json:"tid"`
-	Name       string   `json:"name"`
-	WaitingFor *dWait   `json:"waiting_for"`
-	Progress   string   `json:"progress"`
-	SameStackS *float64 `json:"same_stack_s"`
-}
-
-type dProc struct {
-	PID       int       `json:"pid"`
-	Verdict   string    `json:"verdict"`
-	Threads   []dThread `json:"threads"`
-	Deadlocks *[]struct {
-		TIDs      []int     `json:"tids"`
-		Addresses []*string `json:"addresses"`
-	} `json:"deadlocks"`
-	Groups []struct {
-		Count  int      `json:"count"`
-		TIDs   []int    `json:"tids"`
-		Names  []string `json:"names"`
-		Frames []jFrame `json:"frames"`
-	} `json:"groups"`
-	ProgressSummary *struct {
-		Snapshots int `json:"snapshots"`
-		Stuck     int `json:"stuck"`
-		Spinning  int `json:"spinning"`
-		Moving    int `json:"moving"`
-	} `json:"progress_summary"`
-}
+// The diagnosis part of the JSON contract (testutil's reading).
+type (
+	dWait   = testutil.WaitingFor
+	dThread = testutil.DumpThread
+	dProc   = testutil.DumpProcess
+)
 
 func diagJSON(t *testing.T, args ...string) dProc {
 	t.Helper()

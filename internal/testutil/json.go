@@ -13,6 +13,32 @@ type DumpProcess struct {
 	State    string       `json:"state"`
 	Warnings []string     `json:"warnings"`
 	Threads  []DumpThread `json:"threads"`
+	// The diagnosis: what the process waits for.
+	Verdict   string `json:"verdict"`
+	Deadlocks *[]struct {
+		TIDs      []int     `json:"tids"`
+		Addresses []*string `json:"addresses"`
+	} `json:"deadlocks"`
+	Groups []struct {
+		Count  int         `json:"count"`
+		TIDs   []int       `json:"tids"`
+		Names  []string    `json:"names"`
+		Frames []JSONFrame `json:"frames"`
+	} `json:"groups"`
+	ProgressSummary *struct {
+		Snapshots int `json:"snapshots"`
+		Stuck     int `json:"stuck"`
+		Spinning  int `json:"spinning"`
+		Moving    int `json:"moving"`
+	} `json:"progress_summary"`
+}
+
+// WaitingFor is what a blocked thread waits for, and who holds it.
+type WaitingFor struct {
+	Kind     string  `json:"kind"`
+	Address  *string `json:"address"`
+	OwnerTID *int    `json:"owner_tid"`
+	Note     string  `json:"note"`
 }
 
 // DumpThread is one thread of a dumped process.
@@ -29,6 +55,10 @@ type DumpThread struct {
 	Frames  []JSONFrame `json:"frames"`
 	Error   *string     `json:"error"`
 	Stop    string      `json:"stop"`
+	// The diagnosis of the thread.
+	WaitingFor *WaitingFor `json:"waiting_for"`
+	Progress   string      `json:"progress"`
+	SameStackS *float64    `json:"same_stack_s"`
 }
 
 // JSONFrame is one frame object, as dumps and profiles carry them.
