@@ -133,6 +133,9 @@ func cmdReport(args []string) error {
 		}
 		res := resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && cf.Kernel})
 		for _, p := range cf.Processes {
+			if !c.keepThreads(p) {
+				continue
+			}
 			procs = append(procs, res.Process(p, nil))
 		}
 	}

@@ -123,7 +123,10 @@ func cmdDump(args []string) error {
 	switch c.format {
 	case "", "text", "json":
 	default:
-		return usageError{fmt.Sprintf("dump writes text or json, not %q", c.format)}
+		return usageErr(fmt.Sprintf("--format %s", c.format), "dump writes text or json", "")
+	}
+	if err := checkWritable(c.output); err != nil {
+		return err
 	}
 	s := newSession(c)
 	stop := s.catchSignals()
@@ -141,13 +144,9 @@ func cmdDump(args []string) error {
 			failed++
 			continue
 		}
-		if missing := missingThreads(c.tids, p); len(missing) > 0 {
-			fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (list its threads with 'ls /proc/%d/task')\n",
-				joinInts(missing), pid, pid)
-			if len(p.Threads) == 0 {
-				failed++
-				continue
-			}
+		if !c.keepThreads(p) {
+			failed++
+			continue
 		}
 		procs = append(procs, s.res.Process(p, ptrace.MemReader{PID: p.MemPID()}))
 	}
@@ -207,8 +206,10 @@ func explainCaptureError(pid int, err error) error {
 			return fmt.Errorf("cannot read process %d (%v; give the process id)", pid, err)
 		}
 		return fmt.Errorf("cannot read process %d (no such process; check the pid with ps)", pid)
-	case errors.Is(err, ptrace.ErrPermission):
+	case errors.Is(err, ptrace.ErrPermission), errors.Is(err, os.ErrPermission):
 		return fmt.Errorf("cannot read process %d (permission denied; %s)", pid, permissionHelp(pid))
+	case errors.Is(err, syscall.ESRCH), errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("cannot read process %d (it exited while being read; nothing to show)", pid)
 	}
 	return fmt.Errorf("cannot read process %d (%v)", pid, err)
 }
@@ -221,6 +222,7 @@ func permissionHelp(pid int) string {
 			why = append(why, fmt.Sprintf("already traced by pid %d (%s): detach that debugger first", st.TracerPid, procmaps.Exe(st.TracerPid)))
 		}
 		if uid := os.Getuid(); uid != 0 && st.UID != uid {
+			// As root, ownership is no reason.
 			why = append(why, fmt.Sprintf("it belongs to uid %d: run as that user or as root", st.UID))
 		}
 	}
@@ -228,35 +230,50 @@ func permissionHelp(pid int) string {
 		scope := strings.TrimSpace(string(b))
 		switch scope {
 		case "1":
-			why = append(why, "kernel.yama.ptrace_scope=1 lets only a parent trace: run as root, grant CAP_SYS_PTRACE, or set it to 0")
+			why = append(why, "kernel.yama.ptrace_scope=1 lets only a parent trace: grant CAP_SYS_PTRACE (root has it), or set it to 0")
 		case "2":
-			why = append(why, "kernel.yama.ptrace_scope=2 needs CAP_SYS_PTRACE: run as root")
+			why = append(why, "kernel.yama.ptrace_scope=2 needs CAP_SYS_PTRACE (root has it)")
 		case "3":
 			why = append(why, "kernel.yama.ptrace_scope=3 forbids ptrace until reboot")
 		}
 	}
-	if len(why) == 0 {
+	if len(why) == 0 && os.Geteuid() == 0 {
+		why = append(why, "refused although stackshot runs as root: a container without CAP_SYS_PTRACE, or a security module (SELinux, AppArmor), forbids it; grant CAP_SYS_PTRACE or run on the host")
+	} else if len(why) == 0 {
 		why = append(why, "run as the process owner or as root (CAP_SYS_PTRACE); in a container, add CAP_SYS_PTRACE")
 	}
 	return strings.Join(why, "; ")
 }
 
-// missingThreads lists the requested thread ids (-t) the capture lacks.
-func missingThreads(tids []int, p *ptrace.Process) []int {
-	var out []int
-	for _, t := range tids {
-		found := false
-		for i := range p.Threads {
-			if p.Threads[i].TID == t {
-				found = true
-				break
-			}
-		}
-		if !found {
-			out = append(out, t)
+// keepThreads keeps the threads asked for with -t (a saved capture has
+// them all) and says which are missing; false when none is left.
+func (c *common) keepThreads(p *ptrace.Process) bool {
+	if len(c.tids) == 0 {
+		return true
+	}
+	want := map[int]bool{}
+	for _, t := range c.tids {
+		want[t] = true
+	}
+	kept := p.Threads[:0]
+	for _, th := range p.Threads {
+		if want[th.TID] {
+			kept = append(kept, th)
+			delete(want, th.TID)
 		}
 	}
-	return out
+	p.Threads = kept
+	if len(want) > 0 {
+		var missing []int
+		for _, t := range c.tids {
+			if want[t] {
+				missing = append(missing, t)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (the capture has %d of the threads asked for; check the ids)\n",
+			joinInts(missing), p.PID, len(kept))
+	}
+	return len(kept) > 0
 }
 
 func joinInts(v []int) string {

@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,7 +14,8 @@ import (
 	"stackshot/ptrace"
 )
 
-// common holds the flags shared by dump, capture, report and record.
+// common holds the flags of dump, record, capture, report and symbolize;
+// each command registers only the ones it takes (see flagSets).
 type common struct {
 	fs         *pflag.FlagSet
 	pids       []int
@@ -36,70 +36,143 @@ type common struct {
 	noDemangle bool
 	verbose    bool
 	quiet      bool
-	files      bool // positional arguments are files (report), not pids
+	files      bool  // positional arguments are files (report), not pids
+	badID      error // a -p or -t value that is not a number
 	// record
 	freq      int
 	duration  time.Duration
 	perThread bool
+	idle      bool
+}
+
+// Groups of flags, by what they are for.
+const (
+	fPID     = 1 << iota // -p
+	fFormat              // --format, --json
+	fOutput              // -o
+	fTID                 // -t
+	fKernel              // --kernel, --no-kernel
+	fShow                // -s, -i
+	fUnwind              // --max-frames, --debug-dir, --no-demangle
+	fCapture             // --mode, --consistent, --timeout, --stack-bytes
+	fVerbose             // -v
+	fQuiet               // -q
+	fRecord              // -F, -d, --per-thread, --idle
+)
+
+var flagSets = map[string]int{
+	"dump":      fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fVerbose | fQuiet,
+	"record":    fPID | fFormat | fOutput | fTID | fKernel | fUnwind | fCapture | fQuiet | fRecord,
+	"capture":   fPID | fOutput | fTID | fKernel | fCapture | fQuiet,
+	"report":    fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fVerbose | fQuiet,
+	"symbolize": fPID | fUnwind,
 }
 
 func newCommon(name string) *common {
-	c := &common{fs: pflag.NewFlagSet(name, pflag.ContinueOnError)}
-	fs := c.fs
+	c := &common{fs: pflag.NewFlagSet(name, pflag.ContinueOnError), kernel: true, maxFrames: 1024,
+		mode: "auto", timeout: 10 * time.Second, freq: 99, duration: 10 * time.Second}
+	fs, set := c.fs, flagSets[name]
 	fs.SortFlags = false
-	fs.IntSliceVarP(&c.pids, "pid", "p", nil, "target process (repeatable)")
-	fs.StringVar(&c.format, "format", "", "output format: text, json (record: folded, pprof, svg, json, text)")
-	fs.BoolVar(&c.jsonOut, "json", false, "short for --format json")
-	fs.StringVarP(&c.output, "output", "o", "", "write to FILE instead of stdout")
-	fs.IntSliceVarP(&c.tids, "tid", "t", nil, "only these threads (repeatable)")
-	fs.BoolVar(&c.kernel, "kernel", true, "add each thread's kernel frames")
-	fs.BoolVar(&c.noKernel, "no-kernel", false, "no kernel frames")
-	fs.BoolVarP(&c.source, "source", "s", false, "show file:line where debug info has it")
-	fs.BoolVarP(&c.inline, "inline", "i", false, "expand inlined functions into their own frames")
-	fs.IntVar(&c.maxFrames, "max-frames", 1024, "stop unwinding a thread after N frames")
-	fs.StringArrayVar(&c.debugDirs, "debug-dir", nil, "extra root for separate debug files (repeatable)")
-	fs.StringVar(&c.mode, "mode", "auto", "capture: auto, stop or nostop")
-	fs.BoolVar(&c.consistent, "consistent", false, "stop all threads first, resume together")
-	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on the whole command")
-	fs.IntVar(&c.stackBytes, "stack-bytes", 0, "most stack bytes copied per thread (default: the thread's stack, capped at 4 MiB)")
-	fs.BoolVar(&c.noDemangle, "no-demangle", false, "keep raw symbol names")
-	fs.BoolVarP(&c.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
-	fs.BoolVarP(&c.quiet, "quiet", "q", false, "no progress or warnings on stderr")
-	if name == "record" {
+	fs.Usage = func() {}
+	fs.SetOutput(discard{})
+	if set&fPID != 0 {
+		fs.VarP(&idList{&c.pids, "process", &c.badID}, "pid", "p", "target process (repeatable)")
+	}
+	if set&fFormat != 0 {
+		help := "output format: text or json"
+		if name == "record" {
+			help = "output format: folded, pprof, svg, json or text (default: by -o extension, else folded)"
+		}
+		fs.StringVar(&c.format, "format", "", help)
+		fs.BoolVar(&c.jsonOut, "json", false, "short for --format json")
+	}
+	if set&fOutput != 0 {
+		fs.StringVarP(&c.output, "output", "o", "", "write to FILE instead of stdout")
+	}
+	if set&fTID != 0 {
+		fs.VarP(&idList{&c.tids, "thread", &c.badID}, "tid", "t", "only these threads (repeatable)")
+	}
+	if set&fKernel != 0 {
+		fs.BoolVar(&c.kernel, "kernel", true, "add each thread's kernel frames")
+		fs.BoolVar(&c.noKernel, "no-kernel", false, "no kernel frames")
+	}
+	if set&fShow != 0 {
+		fs.BoolVarP(&c.source, "source", "s", false, "show file:line where debug info has it")
+		fs.BoolVarP(&c.inline, "inline", "i", false, "expand inlined functions into their own frames")
+	}
+	if set&fUnwind != 0 {
+		if name != "symbolize" {
+			fs.IntVar(&c.maxFrames, "max-frames", 1024, "stop unwinding a thread after N frames")
+		}
+		fs.StringArrayVar(&c.debugDirs, "debug-dir", nil, "extra root for separate debug files (repeatable)")
+		fs.BoolVar(&c.noDemangle, "no-demangle", false, "keep raw symbol names")
+	}
+	if set&fCapture != 0 {
+		fs.StringVar(&c.mode, "mode", "auto", "capture: auto, stop or nostop")
+		fs.BoolVar(&c.consistent, "consistent", false, "stop all threads first, resume together")
+		fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on the whole command (record: default duration+10s)")
+		fs.IntVar(&c.stackBytes, "stack-bytes", 0, "most stack bytes copied per thread (default: the thread's stack, capped at 4 MiB)")
+	}
+	if set&fRecord != 0 {
 		fs.IntVarP(&c.freq, "freq", "F", 99, "samples per second")
 		fs.DurationVarP(&c.duration, "duration", "d", 10*time.Second, "how long to record")
 		fs.BoolVar(&c.perThread, "per-thread", false, "thread name as the root frame")
+		fs.BoolVar(&c.idle, "idle", false, "also sample threads that are not running (a wall-clock profile)")
 	}
-	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: stackshot %s [flags] PID...\n\nflags:\n%s", name, fs.FlagUsages())
+	if set&fVerbose != 0 {
+		fs.BoolVarP(&c.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
+	}
+	if set&fQuiet != 0 {
+		fs.BoolVarP(&c.quiet, "quiet", "q", false, "no progress or warnings on stderr")
 	}
 	return c
 }
 
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// idList is a repeatable flag of process or thread ids, with an error in
+// the contract's words (not strconv's).
+type idList struct {
+	ids  *[]int
+	what string
+	bad  *error
+}
+
+func (l *idList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		id, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || id <= 0 {
+			*l.bad = usageErr(fmt.Sprintf("%q is not a %s id", s, l.what), "want a positive number",
+				"list them with 'ls /proc' or 'ls /proc/PID/task'")
+			return *l.bad
+		}
+		*l.ids = append(*l.ids, id)
+	}
+	return nil
+}
+
+func (l *idList) String() string { return joinInts(*l.ids) }
+func (l *idList) Type() string   { return "id" }
+
 // parse parses args and collects PIDs from flags and positional arguments.
 func (c *common) parse(args []string, needPID bool) error {
 	if err := c.fs.Parse(args); err != nil {
-		if err == pflag.ErrHelp {
-			return err
-		}
-		return usageError{err.Error()}
+		return c.flagError(err)
 	}
 	for _, a := range c.fs.Args() {
 		if c.files {
 			break
 		}
-		pid, err := strconv.Atoi(a)
-		if err != nil || pid <= 0 {
-			return usageError{fmt.Sprintf("%q is not a process id", a)}
+		if err := (&idList{&c.pids, "process", &c.badID}).Set(a); err != nil {
+			return usageErr(fmt.Sprintf("%q is not a command or a process id", a), "want a number",
+				"list processes with ps, or see 'stackshot help'")
 		}
-		c.pids = append(c.pids, pid)
 	}
 	seen := map[int]bool{}
 	uniq := c.pids[:0]
 	for _, p := range c.pids {
-		if p <= 0 {
-			return usageError{fmt.Sprintf("%d is not a process id", p)}
-		}
 		if !seen[p] { // the same pid twice is one target
 			seen[p] = true
 			uniq = append(uniq, p)
@@ -107,28 +180,67 @@ func (c *common) parse(args []string, needPID bool) error {
 	}
 	c.pids = uniq
 	if needPID && len(c.pids) == 0 {
-		return usageError{"no process id given"}
+		return usageErr("no process id given", c.fs.Name()+" needs the PID of a running process",
+			"e.g. 'stackshot "+c.fs.Name()+" 1234'; see 'stackshot help'")
 	}
+	return c.check()
+}
+
+// flagError turns pflag's errors into the contract's form.
+func (c *common) flagError(err error) error {
+	if err == pflag.ErrHelp {
+		return err
+	}
+	if c.badID != nil {
+		return c.badID
+	}
+	msg := err.Error()
+	name := c.fs.Name()
+	switch {
+	case strings.HasPrefix(msg, "unknown flag: "), strings.HasPrefix(msg, "unknown shorthand flag: "):
+		flag := msg[strings.LastIndexByte(msg, ' ')+1:]
+		return usageErr("unknown flag "+flag, name+" does not take it", "see 'stackshot "+name+" --help'")
+	case strings.HasPrefix(msg, "flag needs an argument: "):
+		return usageErr(strings.TrimPrefix(msg, "flag needs an argument: ")+" needs a value", "none was given",
+			"see 'stackshot "+name+" --help'")
+	}
+	var val, flag string
+	if n, _ := fmt.Sscanf(msg, "invalid argument %q for %q flag:", &val, &flag); n == 2 {
+		why := strings.TrimSpace(msg[strings.Index(msg, " flag:")+6:]) // pflag's "must be an integer"
+		if i := strings.LastIndex(flag, "--"); i >= 0 {
+			flag = flag[i:]
+		}
+		return usageErr(fmt.Sprintf("%s %q", flag, val), why, "see 'stackshot "+name+" --help'")
+	}
+	return usageErr(msg, "bad usage", "see 'stackshot "+name+" --help'")
+}
+
+// check validates flag values and their combinations.
+func (c *common) check() error {
 	if c.jsonOut {
 		if c.format != "" && c.format != "json" {
-			return usageError{"--json and --format " + c.format + " disagree"}
+			return usageErr("--json and --format "+c.format+" disagree", "they name two formats", "give one of them")
 		}
 		c.format = "json"
 	}
 	if c.noKernel {
 		c.kernel = false
 	}
-	if c.maxFrames <= 0 {
-		return usageError{"--max-frames must be positive"}
+	switch {
+	case c.maxFrames <= 0:
+		return usageErr(fmt.Sprintf("--max-frames %d", c.maxFrames), "want a positive number", "")
+	case c.timeout <= 0:
+		return usageErr("--timeout "+c.timeout.String(), "want a positive duration", "")
+	case c.stackBytes < 0:
+		return usageErr(fmt.Sprintf("--stack-bytes %d", c.stackBytes), "want 0 (the default) or more", "")
 	}
-	if c.timeout <= 0 {
-		return usageError{"--timeout must be positive"}
-	}
-	if c.stackBytes < 0 {
-		return usageError{"--stack-bytes must not be negative"}
-	}
-	if _, err := c.captureMode(); err != nil {
+	mode, err := c.captureMode()
+	if err != nil {
 		return err
+	}
+	if c.consistent && mode == ptrace.ModeNoStop {
+		return usageErr("--consistent with --mode nostop", "a consistent capture stops every thread; nostop stops none",
+			"leave one of them out")
 	}
 	return nil
 }
@@ -149,7 +261,7 @@ func (c *common) captureMode() (ptrace.Mode, error) {
 	case "nostop":
 		return ptrace.ModeNoStop, nil
 	}
-	return 0, usageError{fmt.Sprintf("--mode %q: want auto, stop or nostop", c.mode)}
+	return 0, usageErr(fmt.Sprintf("--mode %q", c.mode), "want auto, stop or nostop", "")
 }
 
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }

@@ -52,6 +52,9 @@ func checkWritable(path string) error {
 	if path == "" || path == "-" {
 		return nil
 	}
+	if isDir(path) {
+		return usageErr("cannot write to "+path, "it is a directory", "give a file name, e.g. -o "+filepath.Join(path, "stacks.txt"))
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".stackshot-check-*")
 	if err != nil {
 		return fmt.Errorf("cannot write %s (%v; check the directory exists and is writable)", path, errors.Unwrap(err))
@@ -60,4 +63,10 @@ func checkWritable(path string) error {
 	f.Close()
 	os.Remove(name)
 	return nil
+}
+
+// isDir reports whether path names an existing directory.
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
