@@ -416,15 +416,15 @@ func stackKey(b []byte, pid int, th *ptrace.Thread, fr []unwind.Frame, kernel bo
 	return b
 }
 
-// uniqueStacks counts distinct stacks across threads: samples that differ
-// only in their thread are one stack.
+// uniqueStacks counts distinct stacks across threads, as the outputs show
+// them: by function (module and offset when unnamed), whatever the thread.
 func uniqueStacks(samples []output.Sample) int {
 	seen := map[string]bool{}
 	var b []byte
 	for i := range samples {
 		b = binary.LittleEndian.AppendUint32(b[:0], uint32(samples[i].PID))
-		for _, f := range samples[i].Frames {
-			b = frameKey(b, &f)
+		for j := range samples[i].Frames {
+			b = frameKey(b, &samples[i].Frames[j])
 		}
 		seen[string(b)] = true
 	}
@@ -432,9 +432,13 @@ func uniqueStacks(samples []output.Sample) int {
 }
 
 func frameKey(b []byte, f *report.Frame) []byte {
-	b = binary.LittleEndian.AppendUint64(b, f.PC)
 	b = append(b, f.Kind...)
 	b = append(b, 0)
-	b = append(b, f.Function...)
+	if f.Function != "" {
+		b = append(b, f.Function...)
+	} else {
+		b = append(b, f.Module...)
+		b = binary.LittleEndian.AppendUint64(b, f.ModuleOffset)
+	}
 	return append(b, 0)
 }
