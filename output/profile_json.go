@@ -108,6 +108,24 @@ func frameJSON(f *report.Frame) jsonFrame {
 	return jf
 }
 
+// inlinedOffsets gives each inlined frame the offset of the frame it was
+// inlined into (the next one that is not inlined, at the same pc): where pc
+// lies in the function whose code holds it. DWARF gives an inlined
+// function no entry of its own to count from.
+func inlinedOffsets(frames []jsonFrame) {
+	for i := range frames {
+		if !frames[i].Inlined || frames[i].Offset != nil {
+			continue
+		}
+		for j := i + 1; j < len(frames) && frames[j].PC == frames[i].PC; j++ {
+			if !frames[j].Inlined {
+				frames[i].Offset = frames[j].Offset
+				break
+			}
+		}
+	}
+}
+
 // WriteProfileJSON writes p as the JSON object documented above.
 func WriteProfileJSON(w io.Writer, p *Profile) error {
 	jp := jsonProfile{
@@ -145,6 +163,7 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 		for j := range s.Frames {
 			js.Frames = append(js.Frames, frameJSON(&s.Frames[j]))
 		}
+		inlinedOffsets(js.Frames)
 		jp.Stacks = append(jp.Stacks, js)
 	}
 	sort.SliceStable(jp.Stacks, func(i, j int) bool {
