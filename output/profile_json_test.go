@@ -176,7 +176,7 @@ func TestProfileJSONRoundTrip(t *testing.T) {
 	want.Samples = nil
 	for _, s := range p.Samples {
 		if s.Count > 0 {
-			want.Samples = append(want.Samples, s)
+			want.Samples = append(want.Samples, withInlinedOffsets(s))
 		}
 	}
 	sortSamples(want.Samples)
@@ -262,4 +262,20 @@ func TestProfileJSONEmpty(t *testing.T) {
 	if p, ok := m["processes"].([]any); !ok || len(p) != 0 {
 		t.Errorf("processes %v, want []", m["processes"])
 	}
+}
+
+// withInlinedOffsets is s as its JSON carries it: an inlined frame with the
+// offset of the frame it was inlined into.
+func withInlinedOffsets(s Sample) Sample {
+	s.Frames = append([]report.Frame(nil), s.Frames...)
+	for i := range s.Frames {
+		f := &s.Frames[i]
+		for j := i + 1; f.Inlined && !f.HasOffset && j < len(s.Frames) && s.Frames[j].PC == f.PC; j++ {
+			if !s.Frames[j].Inlined {
+				f.Offset, f.HasOffset = s.Frames[j].Offset, s.Frames[j].HasOffset
+				break
+			}
+		}
+	}
+	return s
 }
