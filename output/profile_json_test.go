@@ -19,6 +19,7 @@ type readProfile struct {
 	DurationNS int64  `json:"duration_ns"`
 	FreqHz     int    `json:"freq_hz"`
 	PerThread  bool   `json:"per_thread"`
+	Clock      string `json:"clock"`
 	Processes  []struct {
 		PID  int    `json:"pid"`
 		Comm string `json:"comm"`
@@ -40,6 +41,8 @@ type readProfile struct {
 		Stopped  int64 `json:"stopped"`
 		ProcOnly int64 `json:"proc_only"`
 		Exited   bool  `json:"exited"`
+		OffCPU   int64 `json:"off_cpu"`
+		Unique   int   `json:"unique_stacks"`
 	} `json:"stats"`
 	Stacks []struct {
 		PID    int               `json:"pid"`
@@ -82,7 +85,8 @@ func backToProfile(t *testing.T, r *readProfile) *Profile {
 	if err != nil {
 		t.Fatalf("start %q: %v", r.Start, err)
 	}
-	p := &Profile{Start: start, Duration: time.Duration(r.DurationNS), FreqHz: r.FreqHz, PerThread: r.PerThread}
+	p := &Profile{Start: start, Duration: time.Duration(r.DurationNS), FreqHz: r.FreqHz, PerThread: r.PerThread,
+		OffCPU: r.Clock == "wall"}
 	for _, pr := range r.Processes {
 		p.Processes = append(p.Processes, ProfileProcess{PID: pr.PID, Comm: pr.Comm, Exe: pr.Exe})
 	}
@@ -90,7 +94,7 @@ func backToProfile(t *testing.T, r *readProfile) *Profile {
 	p.Stats = Stats{Ticks: st.Ticks, Samples: st.Samples, AchievedHz: st.AchievedHz, Threads: st.Threads,
 		Truncated: st.Truncated, TruncatedWhy: st.TruncatedBy, PauseMedUS: st.PauseUS.Median,
 		PauseP99US: st.PauseUS.P99, PauseMaxUS: st.PauseUS.Max, NoStop: st.NoStop, Stopped: st.Stopped,
-		ProcOnly: st.ProcOnly, Exited: st.Exited}
+		ProcOnly: st.ProcOnly, Exited: st.Exited, OffCPU: st.OffCPU, UniqueStacks: st.Unique}
 	for _, s := range r.Stacks {
 		smp := Sample{PID: s.PID, TID: s.TID, Thread: s.Thread, Count: s.Count}
 		for _, raw := range s.Frames {
@@ -137,6 +141,8 @@ func TestProfileJSONRoundTrip(t *testing.T) {
 	p.Start = time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.FixedZone("CET", 3600))
 	p.Duration = 9*time.Second + 987654321
 	p.Stats.Exited = true
+	p.Stats.OffCPU, p.Stats.UniqueStacks = 17, 3
+	p.OffCPU = true // "clock": "wall"
 	// A signal frame and a build-id mismatch, as dump would show them.
 	p.Samples[7].Frames = append([]report.Frame{
 		{PC: 0x7f1100042520, Kind: "user", Function: "__restore_rt", Module: fxLibc, HasModule: true,
