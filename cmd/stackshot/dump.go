@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -23,34 +24,24 @@ import (
 // session holds what a command shares across its targets.
 type session struct {
 	c      *common
-	sym    *symtab.Symbolizer
 	res    *resolve.Resolver
-	cancel chan struct{}
+	cancel <-chan struct{}
 	warned map[string]bool
 }
 
 func newSession(c *common) *session {
-	s := &session{c: c, cancel: make(chan struct{}), warned: map[string]bool{}}
-	s.sym = symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
-	s.res = resolve.NewResolver(s.sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true,
-		KernelAddrs: c.format == "json"})
-	return s
+	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
+	return &session{c: c, warned: map[string]bool{}, cancel: make(chan struct{}),
+		res: resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true,
+			KernelAddrs: c.format == "json"})}
 }
 
 // catchSignals makes SIGINT/SIGTERM end the command cleanly: captures in
 // flight detach every thread before it returns.
 func (s *session) catchSignals() func() {
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ch:
-			close(s.cancel)
-		case <-done:
-		}
-	}()
-	return func() { signal.Stop(ch); close(done) }
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	s.cancel = ctx.Done()
+	return stop
 }
 
 func (s *session) interrupted() bool {
@@ -63,12 +54,10 @@ func (s *session) interrupted() bool {
 }
 
 func (s *session) warn(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if s.c.quiet || s.warned[msg] {
-		return
+	if msg := fmt.Sprintf(format, args...); !s.c.quiet && !s.warned[msg] {
+		s.warned[msg] = true
+		fmt.Fprintf(os.Stderr, "stackshot: %s\n", msg)
 	}
-	s.warned[msg] = true
-	fmt.Fprintf(os.Stderr, "stackshot: %s\n", msg)
 }
 
 func (s *session) captureOptions(deadline time.Time) ptrace.Options {
@@ -79,21 +68,9 @@ func (s *session) captureOptions(deadline time.Time) ptrace.Options {
 
 // capture takes one raw snapshot of pid, with build ids and the vdso.
 func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) {
-	var space interface{ CheckNoStop(*ptrace.Thread) bool }
-	check := func(p *ptrace.Process, th *ptrace.Thread) bool {
-		if space == nil {
-			mem := ptrace.MemReader{PID: p.MemPID()}
-			resolve.CollectImages(p, mem)
-			space = s.res.Space(p, mem)
-		}
-		return space.CheckNoStop(th)
-	}
-	p, err := ptrace.Capture(pid, s.captureOptions(deadline), check)
+	p, err := s.res.CaptureLive(pid, s.captureOptions(deadline))
 	if err != nil {
 		return nil, explainCaptureError(pid, err)
-	}
-	if p.BuildIDs == nil {
-		resolve.CollectImages(p, ptrace.MemReader{PID: p.MemPID()})
 	}
 	s.noteProcess(p)
 	return p, nil
