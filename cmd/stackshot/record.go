@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -81,8 +79,11 @@ func cmdRecord(args []string) error {
 	if err := writeOutput(path, buf.Bytes()); err != nil {
 		return err
 	}
-	if !c.quiet {
-		printRecordSummary(prof, end, path)
+	if where := path; !c.quiet {
+		if where == "" || where == "-" {
+			where = "stdout"
+		}
+		output.WriteSummary(os.Stderr, prof, end.String(), where)
 	}
 	return nil
 }
@@ -102,33 +103,6 @@ func clearLine(progress bool) string {
 		return "\r\033[K"
 	}
 	return ""
-}
-
-func printRecordSummary(p *output.Profile, end sampler.End, path string) {
-	st := p.Stats
-	where := "stdout"
-	if path != "" && path != "-" {
-		where = path
-	}
-	what := "on-CPU samples"
-	if p.OffCPU {
-		what = "samples (on and off CPU)"
-	}
-	fmt.Fprintf(os.Stderr, "stackshot: %s after %s: %d ticks (%.1f Hz of %d), %d %s of %d threads, %d unique stacks, written to %s\n",
-		end, p.Duration.Round(time.Millisecond), st.Ticks, st.AchievedHz, p.FreqHz, st.Samples, what, st.Threads, st.UniqueStacks, where)
-	if !p.OffCPU && st.OffCPU > 0 {
-		fmt.Fprintf(os.Stderr, "stackshot: %d captures of threads not running left out (--idle keeps them)\n", st.OffCPU)
-	}
-	fmt.Fprintf(os.Stderr, "stackshot: captures: %d without a stop, %d stopped (pause median %.0fus, p99 %.0fus, max %.0fus), %d from /proc only\n",
-		st.NoStop, st.Stopped, st.PauseMedUS, st.PauseP99US, st.PauseMaxUS, st.ProcOnly)
-	if st.Truncated > 0 {
-		var why []string
-		for k, v := range st.TruncatedWhy {
-			why = append(why, fmt.Sprintf("%s: %d", k, v))
-		}
-		sort.Strings(why)
-		fmt.Fprintf(os.Stderr, "stackshot: %d stacks truncated (%s)\n", st.Truncated, strings.Join(why, ", "))
-	}
 }
 
 func isTerminal(fd int) bool {
