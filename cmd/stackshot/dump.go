@@ -225,32 +225,11 @@ func permissionHelp(pid int) string {
 // keepThreads keeps the threads asked for with -t (a saved capture has
 // them all) and says which are missing; false when none is left.
 func (c *common) keepThreads(p *ptrace.Process) bool {
-	if len(c.tids) == 0 {
-		return true
+	if missing := p.KeepThreads(c.tids); len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')\n",
+			joinInts(missing), p.PID, p.PID)
 	}
-	want := map[int]bool{}
-	for _, t := range c.tids {
-		want[t] = true
-	}
-	kept := p.Threads[:0]
-	for _, th := range p.Threads {
-		if want[th.TID] {
-			kept = append(kept, th)
-			delete(want, th.TID)
-		}
-	}
-	p.Threads = kept
-	if len(want) > 0 {
-		var missing []int
-		for _, t := range c.tids {
-			if want[t] {
-				missing = append(missing, t)
-			}
-		}
-		fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (the capture has %d of the threads asked for; check the ids)\n",
-			joinInts(missing), p.PID, len(kept))
-	}
-	return len(kept) > 0
+	return len(p.Threads) > 0
 }
 
 func joinInts(v []int) string {

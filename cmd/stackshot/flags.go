@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,35 +15,23 @@ import (
 	"stackshot/ptrace"
 )
 
-// common holds the flags of dump, record, capture, report and symbolize;
-// each command registers only the ones it takes (see flagSets).
+// common holds the flags of every command; each registers only the ones it
+// takes (flagSets).
 type common struct {
-	fs         *pflag.FlagSet
-	pids       []int
-	format     string
-	jsonOut    bool
-	output     string
-	tids       []int
-	kernel     bool
-	noKernel   bool
-	source     bool
-	inline     bool
-	maxFrames  int
-	debugDirs  []string
-	mode       string
-	consistent bool
-	timeout    time.Duration
-	stackBytes int
-	noDemangle bool
-	verbose    bool
-	quiet      bool
-	files      bool  // positional arguments are files (report), not pids
-	badID      error // a -p or -t value that is not a number
-	// record
-	freq      int
-	duration  time.Duration
-	perThread bool
-	idle      bool
+	fs                         *pflag.FlagSet
+	pids, tids                 []int
+	format, output, mode       string
+	debugDirs                  []string
+	jsonOut, kernel, noKernel  bool
+	source, inline, noDemangle bool
+	consistent, verbose, quiet bool
+	maxFrames, stackBytes      int
+	timeout                    time.Duration
+	files                      bool  // positional arguments are not pids (report, symbolize)
+	badID                      error // a -p or -t value that is not an id
+	freq                       int   // record
+	duration                   time.Duration
+	perThread, idle            bool
 }
 
 // Groups of flags, by what they are for.
@@ -52,38 +41,33 @@ const (
 	fOutput              // -o
 	fTID                 // -t
 	fKernel              // --kernel, --no-kernel
-	fShow                // -s, -i
+	fShow                // -s, -i, -v
 	fUnwind              // --max-frames, --debug-dir, --no-demangle
 	fCapture             // --mode, --consistent, --timeout, --stack-bytes
-	fVerbose             // -v
 	fQuiet               // -q
 	fRecord              // -F, -d, --per-thread, --idle
 )
 
 var flagSets = map[string]int{
-	"dump":      fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fVerbose | fQuiet,
+	"dump":      fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fQuiet,
 	"record":    fPID | fFormat | fOutput | fTID | fKernel | fUnwind | fCapture | fQuiet | fRecord,
 	"capture":   fPID | fOutput | fTID | fKernel | fCapture | fQuiet,
-	"report":    fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fVerbose | fQuiet,
+	"report":    fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fQuiet,
 	"symbolize": fPID | fUnwind,
 }
 
 func newCommon(name string) *common {
-	c := &common{fs: pflag.NewFlagSet(name, pflag.ContinueOnError), kernel: true, maxFrames: 1024,
-		mode: "auto", timeout: 10 * time.Second, freq: 99, duration: 10 * time.Second}
+	c := &common{fs: pflag.NewFlagSet(name, pflag.ContinueOnError), maxFrames: 1024}
 	fs, set := c.fs, flagSets[name]
 	fs.SortFlags = false
 	fs.Usage = func() {}
-	fs.SetOutput(discard{})
+	fs.SetOutput(io.Discard)
 	if set&fPID != 0 {
 		fs.VarP(&idList{&c.pids, "process", &c.badID}, "pid", "p", "target process (repeatable)")
 	}
 	if set&fFormat != 0 {
-		help := "output format: text or json"
-		if name == "record" {
-			help = "output format: folded, pprof, svg, json or text (default: by -o extension, else folded)"
-		}
-		fs.StringVar(&c.format, "format", "", help)
+		formats := map[bool]string{false: "text or json", true: "folded, pprof, svg, json or text (default: by -o extension, else folded)"}
+		fs.StringVar(&c.format, "format", "", "output format: "+formats[name == "record"])
 		fs.BoolVar(&c.jsonOut, "json", false, "short for --format json")
 	}
 	if set&fOutput != 0 {
@@ -99,6 +83,7 @@ func newCommon(name string) *common {
 	if set&fShow != 0 {
 		fs.BoolVarP(&c.source, "source", "s", false, "show file:line where debug info has it")
 		fs.BoolVarP(&c.inline, "inline", "i", false, "expand inlined functions into their own frames")
+		fs.BoolVarP(&c.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
 	}
 	if set&fUnwind != 0 {
 		if name != "symbolize" {
@@ -119,21 +104,14 @@ func newCommon(name string) *common {
 		fs.BoolVar(&c.perThread, "per-thread", false, "thread name as the root frame")
 		fs.BoolVar(&c.idle, "idle", false, "also sample threads that are not running (a wall-clock profile)")
 	}
-	if set&fVerbose != 0 {
-		fs.BoolVarP(&c.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
-	}
 	if set&fQuiet != 0 {
 		fs.BoolVarP(&c.quiet, "quiet", "q", false, "no progress or warnings on stderr")
 	}
 	return c
 }
 
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
-// idList is a repeatable flag of process or thread ids, with an error in
-// the contract's words (not strconv's).
+// idList is a repeatable flag of process or thread ids, refused in the
+// contract's words (not strconv's).
 type idList struct {
 	ids  *[]int
 	what string
@@ -162,10 +140,7 @@ func (c *common) parse(args []string, needPID bool) error {
 		return c.flagError(err)
 	}
 	for _, a := range c.fs.Args() {
-		if c.files {
-			break
-		}
-		if err := (&idList{&c.pids, "process", &c.badID}).Set(a); err != nil {
+		if !c.files && (&idList{&c.pids, "process", &c.badID}).Set(a) != nil {
 			return usageErr(fmt.Sprintf("%q is not a command or a process id", a), "want a number",
 				"list processes with ps, or see 'stackshot help'")
 		}
@@ -178,8 +153,7 @@ func (c *common) parse(args []string, needPID bool) error {
 			uniq = append(uniq, p)
 		}
 	}
-	c.pids = uniq
-	if needPID && len(c.pids) == 0 {
+	if c.pids = uniq; needPID && len(c.pids) == 0 {
 		return usageErr("no process id given", c.fs.Name()+" needs the PID of a running process",
 			"e.g. 'stackshot "+c.fs.Name()+" 1234'; see 'stackshot help'")
 	}
@@ -194,51 +168,39 @@ func (c *common) flagError(err error) error {
 	if c.badID != nil {
 		return c.badID
 	}
-	msg := err.Error()
-	name := c.fs.Name()
-	switch {
-	case strings.HasPrefix(msg, "unknown flag: "), strings.HasPrefix(msg, "unknown shorthand flag: "):
-		flag := msg[strings.LastIndexByte(msg, ' ')+1:]
-		return usageErr("unknown flag "+flag, name+" does not take it", "see 'stackshot "+name+" --help'")
-	case strings.HasPrefix(msg, "flag needs an argument: "):
-		return usageErr(strings.TrimPrefix(msg, "flag needs an argument: ")+" needs a value", "none was given",
-			"see 'stackshot "+name+" --help'")
-	}
+	msg, name := err.Error(), c.fs.Name()
 	var val, flag string
-	if n, _ := fmt.Sscanf(msg, "invalid argument %q for %q flag:", &val, &flag); n == 2 {
+	switch _, scanErr := fmt.Sscanf(msg, "invalid argument %q for %q flag:", &val, &flag); {
+	case strings.HasPrefix(msg, "unknown "):
+		return usageErr("unknown flag "+msg[strings.LastIndexByte(msg, ' ')+1:], name+" does not take it", "")
+	case strings.HasPrefix(msg, "flag needs an argument: "):
+		return usageErr(strings.TrimPrefix(msg, "flag needs an argument: ")+" needs a value", "none was given", "")
+	case scanErr == nil:
 		why := strings.TrimSpace(msg[strings.Index(msg, " flag:")+6:]) // pflag's "must be an integer"
-		if i := strings.LastIndex(flag, "--"); i >= 0 {
-			flag = flag[i:]
-		}
-		return usageErr(fmt.Sprintf("%s %q", flag, val), why, "see 'stackshot "+name+" --help'")
+		return usageErr(fmt.Sprintf("%s %q", flag[strings.LastIndex(flag, "--"):], val), why, "")
 	}
-	return usageErr(msg, "bad usage", "see 'stackshot "+name+" --help'")
+	return usageErr(msg, "bad usage", "")
 }
 
 // check validates flag values and their combinations.
 func (c *common) check() error {
-	if c.jsonOut {
-		if c.format != "" && c.format != "json" {
-			return usageErr("--json and --format "+c.format+" disagree", "they name two formats", "give one of them")
-		}
+	if c.jsonOut && c.format != "" && c.format != "json" {
+		return usageErr("--json and --format "+c.format+" disagree", "they name two formats", "give one of them")
+	} else if c.jsonOut {
 		c.format = "json"
 	}
-	if c.noKernel {
-		c.kernel = false
-	}
+	c.kernel = c.kernel && !c.noKernel
+	mode, err := c.captureMode()
 	switch {
+	case err != nil:
+		return err
 	case c.maxFrames <= 0:
 		return usageErr(fmt.Sprintf("--max-frames %d", c.maxFrames), "want a positive number", "")
-	case c.timeout <= 0:
+	case c.timeout <= 0 && c.fs.Lookup("timeout") != nil:
 		return usageErr("--timeout "+c.timeout.String(), "want a positive duration", "")
 	case c.stackBytes < 0:
 		return usageErr(fmt.Sprintf("--stack-bytes %d", c.stackBytes), "want 0 (the default) or more", "")
-	}
-	mode, err := c.captureMode()
-	if err != nil {
-		return err
-	}
-	if c.consistent && mode == ptrace.ModeNoStop {
+	case c.consistent && mode == ptrace.ModeNoStop:
 		return usageErr("--consistent with --mode nostop", "a consistent capture stops every thread; nostop stops none",
 			"leave one of them out")
 	}

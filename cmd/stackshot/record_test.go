@@ -265,7 +265,10 @@ func TestRecordInterruptWritesProfile(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(1500 * time.Millisecond)
+		// Long enough for the first capture's symbols to load and ticks to
+		// run even on a loaded machine (a signal during loading ends the
+		// recording before its first tick, with an empty profile).
+		time.Sleep(3 * time.Second)
 		cmd.Process.Signal(sig)
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("%v: exit %v: %s", sig, err, se.String())
