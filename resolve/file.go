@@ -1,14 +1,33 @@
 package resolve
 
 import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+
 	"stackshot/report"
 	"stackshot/symtab"
 )
 
+// ErrNotELF means a file given to FileSymbolizer is not an ELF file.
+var ErrNotELF = errors.New("not an ELF file")
+
 // FileSymbolizer names addresses of one ELF file (its virtual addresses),
 // as addr2line does: each address's logical frames, innermost (inlined)
-// first.
+// first. A file that cannot be opened gives the os error; one that is not
+// ELF, ErrNotELF.
 func FileSymbolizer(sym *symtab.Symbolizer, path string) (func(addr uint64) []report.Frame, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	magic := make([]byte, 4)
+	_, err = io.ReadFull(f, magic)
+	f.Close()
+	if err != nil || !bytes.Equal(magic, []byte("\x7fELF")) {
+		return nil, ErrNotELF
+	}
 	mod, err := sym.Module(symtab.ModuleRef{Path: path})
 	if err != nil {
 		return nil, err

@@ -52,7 +52,7 @@ func checkWritable(path string) error {
 	if path == "" || path == "-" {
 		return nil
 	}
-	if isDir(path) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return usageErr("cannot write to "+path, "it is a directory", "give a file name, e.g. -o "+filepath.Join(path, "stacks.txt"))
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".stackshot-check-*")
@@ -63,10 +63,4 @@ func checkWritable(path string) error {
 	f.Close()
 	os.Remove(name)
 	return nil
-}
-
-// isDir reports whether path names an existing directory.
-func isDir(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.IsDir()
 }

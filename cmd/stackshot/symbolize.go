@@ -4,10 +4,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -98,22 +96,14 @@ func addressLookup(sym *symtab.Symbolizer, exe string, pids []int) (func(uint64)
 	if abs, err := filepath.Abs(exe); err == nil {
 		exe = abs // a relative path, as addr2line takes it
 	}
-	f, err := os.Open(exe)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("cannot read %s (no such file; check the path)", exe)
-		}
-		return nil, fmt.Errorf("cannot read %s (%v; check its permissions)", exe, errors.Unwrap(err))
-	}
-	magic := make([]byte, 4)
-	_, err = io.ReadFull(f, magic)
-	f.Close()
-	if err != nil || !bytes.Equal(magic, []byte("\x7fELF")) {
-		return nil, fmt.Errorf("cannot read %s (not an ELF file; give an executable or a shared library)", exe)
-	}
 	lookup, err := resolve.FileSymbolizer(sym, exe)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read %s (%v; check it is an executable or a shared library)", exe, err)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("cannot read %s (no such file; check the path)", exe)
+	case errors.Is(err, resolve.ErrNotELF):
+		return nil, fmt.Errorf("cannot read %s (not an ELF file; give an executable or a shared library)", exe)
+	case err != nil:
+		return nil, fmt.Errorf("cannot read %s (%v; check it is a readable executable or shared library)", exe, err)
 	}
 	return lookup, nil
 }
