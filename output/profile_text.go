@@ -207,7 +207,7 @@ func WriteSummary(w io.Writer, p *Profile, end, where string) {
 	if !p.OffCPU && st.OffCPU > 0 {
 		fmt.Fprintf(w, "stackshot: %d captures of threads not running left out (--idle keeps them)\n", st.OffCPU)
 	}
-	fmt.Fprintf(w, "stackshot: captures: %d without a stop, %d stopped (pause median %.0fus, p99 %.0fus, max %.0fus), %d from /proc only\n",
+	fmt.Fprintf(w, "stackshot: samples read: %d without a stop, %d stopped (pause median %.0fus, p99 %.0fus, max %.0fus), %d from /proc only\n",
 		st.NoStop, st.Stopped, st.PauseMedUS, st.PauseP99US, st.PauseMaxUS, st.ProcOnly)
 	if st.Truncated > 0 {
 		fmt.Fprintf(w, "stackshot: %d stacks truncated (%s)\n", st.Truncated, reasonList(st.TruncatedWhy))

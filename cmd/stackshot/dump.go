@@ -97,11 +97,6 @@ func cmdDump(args []string) error {
 	if err := c.parse(args, true); err != nil {
 		return err
 	}
-	switch c.format {
-	case "", "text", "json":
-	default:
-		return usageErr(fmt.Sprintf("--format %s", c.format), "dump writes text or json", "")
-	}
 	if err := checkWritable(c.output); err != nil {
 		return err
 	}

@@ -191,9 +191,11 @@ func (c *common) check() error {
 	}
 	c.kernel = c.kernel && !c.noKernel
 	mode, err := c.captureMode()
-	switch {
+	switch name := c.fs.Name(); {
 	case err != nil:
 		return err
+	case name != "record" && c.format != "" && c.format != "text" && c.format != "json":
+		return usageErr("--format "+c.format, name+" writes text or json", "")
 	case c.maxFrames <= 0:
 		return usageErr(fmt.Sprintf("--max-frames %d", c.maxFrames), "want a positive number", "")
 	case c.timeout <= 0 && c.fs.Lookup("timeout") != nil:
