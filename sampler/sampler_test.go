@@ -236,3 +236,28 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// A target killed (and reaped) mid-recording: the next tick finds it gone,
+// says so, and the run ends with what was sampled before.
+func TestSamplerTargetKilled(t *testing.T) {
+	tg := testutil.Start(t, buildTarget(t, "hot"))
+	var killedAt int64
+	cfg := Config{Duration: time.Minute}
+	s, warnings := newSampler(t, tg.PID, cfg)
+	s.cfg.Progress = func(p Progress) {
+		if killedAt == 0 {
+			killedAt = p.Ticks
+			tg.Stop() // SIGKILL by pid, and reap
+		}
+	}
+	if end := s.Run(); end != EndExited {
+		t.Fatalf("Run ended with %q, want %q", end, EndExited)
+	}
+	want := fmt.Sprintf("process %d exited after ", tg.PID)
+	if len(*warnings) != 1 || !strings.HasPrefix((*warnings)[0], want) {
+		t.Errorf("warnings %q, want one starting %q", *warnings, want)
+	}
+	if st := s.Profile().Stats; killedAt == 0 || st.Ticks != killedAt+1 || st.Samples == 0 {
+		t.Errorf("killed after tick %d; %d ticks, %d samples: want one tick more, to find it gone", killedAt, st.Ticks, st.Samples)
+	}
+}
