@@ -95,7 +95,11 @@ func newCommon(name string) *common {
 	if set&fCapture != 0 {
 		fs.StringVar(&c.mode, "mode", "auto", "capture: auto, stop or nostop")
 		fs.BoolVar(&c.consistent, "consistent", false, "stop all threads first, resume together")
-		fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on the whole command (record: default duration+10s)")
+		if name == "record" {
+			fs.DurationVar(&c.timeout, "timeout", 0, "bound on the whole command, recording included (default: the duration + 10s)")
+		} else {
+			fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on the whole command")
+		}
 		fs.IntVar(&c.stackBytes, "stack-bytes", 0, "most stack bytes copied per thread (default: the thread's stack, capped at 4 MiB)")
 	}
 	if set&fRecord != 0 {
@@ -198,7 +202,7 @@ func (c *common) check() error {
 		return usageErr("--format "+c.format, name+" writes text or json", "")
 	case c.maxFrames <= 0:
 		return usageErr(fmt.Sprintf("--max-frames %d", c.maxFrames), "want a positive number", "")
-	case c.timeout <= 0 && c.fs.Lookup("timeout") != nil:
+	case c.timeout <= 0 && c.fs.Changed("timeout"):
 		return usageErr("--timeout "+c.timeout.String(), "want a positive duration", "")
 	case c.stackBytes < 0:
 		return usageErr(fmt.Sprintf("--stack-bytes %d", c.stackBytes), "want 0 (the default) or more", "")

@@ -39,11 +39,10 @@ func cmdRecord(args []string) error {
 	if err := checkWritable(path); err != nil {
 		return err
 	}
-	// Without --timeout, the recording bounds itself; with it, the
-	// timeout bounds the whole command, sampling included.
-	deadline := start.Add(c.duration + c.timeout)
-	if c.fs.Changed("timeout") {
-		deadline = start.Add(c.timeout)
+	// --timeout bounds the whole command, sampling included.
+	deadline := start.Add(c.timeout)
+	if c.timeout == 0 {
+		deadline = start.Add(c.duration + 10*time.Second)
 	}
 	s := newSession(c)
 	stop := s.catchSignals()
