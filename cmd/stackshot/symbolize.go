@@ -59,9 +59,10 @@ func cmdSymbolize(args []string) error {
 		if a.Addr, a.OK = v, err == nil; a.OK {
 			a.Frames = lookup(v)
 		}
-		if all = append(all, a); !o.jsonOut {
+		if o.jsonOut {
+			all = append(all, a) // one array, written at the end
+		} else {
 			output.Addr2line(w, a, o.showAddr)
-			all = all[:0]
 		}
 	}
 	for _, a := range c.fs.Args() {
