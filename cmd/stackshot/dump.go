@@ -76,6 +76,32 @@ func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) 
 	return p, nil
 }
 
+// captureEach captures each pid in turn and hands the capture to use,
+// saying on stderr why a pid could not be read (or lacks the threads asked
+// for). It returns how many could not; interrupted, an exitError (every
+// thread was detached, nothing is written).
+func (s *session) captureEach(deadline time.Time, use func(*ptrace.Process)) (failed int, err error) {
+	for _, pid := range s.c.pids {
+		if s.interrupted() {
+			break
+		}
+		p, err := s.capture(pid, deadline)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
+		}
+		if err != nil || !s.c.keepThreads(p) {
+			failed++
+			continue
+		}
+		use(p)
+	}
+	if s.interrupted() {
+		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")
+		return failed, exitError{exitTarget}
+	}
+	return failed, nil
+}
+
 // noteProcess turns per-thread conditions into one-line warnings.
 func (s *session) noteProcess(p *ptrace.Process) {
 	denied := 0
@@ -104,28 +130,12 @@ func cmdDump(args []string) error {
 	s := newSession(c)
 	stop := s.catchSignals()
 	defer stop()
-	deadline := time.Now().Add(c.timeout)
 	var procs []*report.Process
-	failed := 0
-	for _, pid := range c.pids {
-		if s.interrupted() {
-			break
-		}
-		p, err := s.capture(pid, deadline)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
-			failed++
-			continue
-		}
-		if !c.keepThreads(p) {
-			failed++
-			continue
-		}
+	failed, err := s.captureEach(time.Now().Add(c.timeout), func(p *ptrace.Process) {
 		procs = append(procs, s.res.Process(p, ptrace.MemReader{PID: p.MemPID()}))
-	}
-	if s.interrupted() {
-		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")
-		return exitError{exitTarget}
+	})
+	if err != nil {
+		return err
 	}
 	if len(procs) > 0 {
 		if err := c.writeReport(procs); err != nil {
