@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -56,62 +57,78 @@ var flagSets = map[string]int{
 	"symbolize": fPID | fUnwind,
 }
 
+// fOld are the flags every command took before each took only its own.
+const fOld = fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fQuiet
+
 func newCommon(name string) *common {
 	c := &common{fs: pflag.NewFlagSet(name, pflag.ContinueOnError), maxFrames: 1024}
-	fs, set := c.fs, flagSets[name]
-	fs.SortFlags = false
-	fs.Usage = func() {}
-	fs.SetOutput(io.Discard)
+	c.fs.SortFlags = false
+	c.fs.Usage = func() {}
+	c.fs.SetOutput(io.Discard)
+	c.register(name, flagSets[name], c)
+	// The old ones this command ignored stay accepted, hidden, with a
+	// warning (the contract's deprecation path); their values go nowhere.
+	own := map[string]bool{}
+	c.fs.VisitAll(func(f *pflag.Flag) { own[f.Name] = true })
+	c.register(name, fOld&^flagSets[name], &common{})
+	c.fs.VisitAll(func(f *pflag.Flag) { f.Hidden = !own[f.Name] })
+	return c
+}
+
+// register adds the flags of the groups in set, bound to v's fields.
+func (c *common) register(name string, set int, v *common) {
+	fs := c.fs
 	if set&fPID != 0 {
-		fs.VarP(&idList{&c.pids, "process", &c.badID}, "pid", "p", "target process (repeatable)")
+		fs.VarP(&idList{&v.pids, "process", &c.badID}, "pid", "p", "target process (repeatable)")
 	}
 	if set&fFormat != 0 {
 		formats := map[bool]string{false: "text or json", true: "folded, pprof, svg, json or text (default: by -o extension, else folded)"}
-		fs.StringVar(&c.format, "format", "", "output format: "+formats[name == "record"])
-		fs.BoolVar(&c.jsonOut, "json", false, "short for --format json")
+		fs.StringVar(&v.format, "format", "", "output format: "+formats[name == "record"])
+		if name != "symbolize" { // whose --json is its own
+			fs.BoolVar(&v.jsonOut, "json", false, "short for --format json")
+		}
 	}
 	if set&fOutput != 0 {
-		fs.StringVarP(&c.output, "output", "o", "", "write to FILE instead of stdout")
+		fs.StringVarP(&v.output, "output", "o", "", "write to FILE instead of stdout")
 	}
 	if set&fTID != 0 {
-		fs.VarP(&idList{&c.tids, "thread", &c.badID}, "tid", "t", "only these threads (repeatable)")
+		fs.VarP(&idList{&v.tids, "thread", &c.badID}, "tid", "t", "only these threads (repeatable)")
 	}
 	if set&fKernel != 0 {
-		fs.BoolVar(&c.kernel, "kernel", true, "add each thread's kernel frames")
-		fs.BoolVar(&c.noKernel, "no-kernel", false, "no kernel frames")
+		fs.BoolVar(&v.kernel, "kernel", true, "add each thread's kernel frames")
+		fs.BoolVar(&v.noKernel, "no-kernel", false, "no kernel frames")
 	}
 	if set&fShow != 0 {
-		fs.BoolVarP(&c.source, "source", "s", false, "show file:line where debug info has it")
-		fs.BoolVarP(&c.inline, "inline", "i", false, "expand inlined functions into their own frames")
-		fs.BoolVarP(&c.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
+		fs.BoolVarP(&v.source, "source", "s", false, "show file:line where debug info has it")
+		fs.BoolVarP(&v.inline, "inline", "i", false, "expand inlined functions into their own frames")
+		fs.BoolVarP(&v.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
 	}
 	if set&fUnwind != 0 {
 		if name != "symbolize" {
-			fs.IntVar(&c.maxFrames, "max-frames", 1024, "stop unwinding a thread after N frames")
+			fs.IntVar(&v.maxFrames, "max-frames", 1024, "stop unwinding a thread after N frames")
 		}
-		fs.StringArrayVar(&c.debugDirs, "debug-dir", nil, "extra root for separate debug files (repeatable)")
-		fs.BoolVar(&c.noDemangle, "no-demangle", false, "keep raw symbol names")
+		fs.StringArrayVar(&v.debugDirs, "debug-dir", nil, "extra root for separate debug files (repeatable)")
+		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
 	}
 	if set&fCapture != 0 {
-		fs.StringVar(&c.mode, "mode", "auto", "capture: auto, stop or nostop")
-		fs.BoolVar(&c.consistent, "consistent", false, "stop all threads first, resume together")
+		fs.StringVar(&v.mode, "mode", "auto", "capture: auto, stop or nostop")
+		fs.BoolVar(&v.consistent, "consistent", false, "stop all threads first, resume together")
 		if name == "record" {
-			fs.DurationVar(&c.timeout, "timeout", 0, "bound on the whole command, recording included (default: the duration + 10s)")
+			fs.DurationVar(&v.timeout, "timeout", 0, "bound on the whole command, recording included (default: the duration + 10s)")
 		} else {
-			fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on the whole command")
+			fs.DurationVar(&v.timeout, "timeout", 10*time.Second, "bound on the whole command")
 		}
-		fs.IntVar(&c.stackBytes, "stack-bytes", 0, "most stack bytes copied per thread (default: the thread's stack, capped at 4 MiB)")
+		fs.IntVar(&v.stackBytes, "stack-bytes", 0, "most stack bytes copied per thread (default: the thread's stack, capped at 4 MiB)")
 	}
 	if set&fRecord != 0 {
-		fs.IntVarP(&c.freq, "freq", "F", 99, "samples per second")
-		fs.DurationVarP(&c.duration, "duration", "d", 10*time.Second, "how long to record")
-		fs.BoolVar(&c.perThread, "per-thread", false, "thread name as the root frame")
-		fs.BoolVar(&c.idle, "idle", false, "also sample threads that are not running (a wall-clock profile)")
+		fs.IntVarP(&v.freq, "freq", "F", 99, "samples per second")
+		fs.DurationVarP(&v.duration, "duration", "d", 10*time.Second, "how long to record")
+		fs.BoolVar(&v.perThread, "per-thread", false, "thread name as the root frame")
+		fs.BoolVar(&v.idle, "idle", false, "also sample threads that are not running (a wall-clock profile)")
 	}
 	if set&fQuiet != 0 {
-		fs.BoolVarP(&c.quiet, "quiet", "q", false, "no progress or warnings on stderr")
+		fs.BoolVarP(&v.quiet, "quiet", "q", false, "no progress or warnings on stderr")
 	}
-	return c
 }
 
 // idList is a repeatable flag of process or thread ids, refused in the
@@ -143,6 +160,11 @@ func (c *common) parse(args []string, needPID bool) error {
 	if err := c.fs.Parse(args); err != nil {
 		return c.flagError(err)
 	}
+	c.fs.Visit(func(f *pflag.Flag) {
+		if f.Hidden && !c.quiet {
+			fmt.Fprintf(os.Stderr, "stackshot: --%s has no effect on %s (ignored; leave it out: a later release will refuse it)\n", f.Name, c.fs.Name())
+		}
+	})
 	for _, a := range c.fs.Args() {
 		if !c.files && (&idList{&c.pids, "process", &c.badID}).Set(a) != nil {
 			return usageErr(fmt.Sprintf("%q is not a command or a process id", a), "want a number",
