@@ -38,7 +38,7 @@ type jsonThread struct {
 	State   string       `json:"state"`
 	Syscall *jsonSyscall `json:"syscall"`
 	Capture string       `json:"capture"`
-	PauseUS float64      `json:"pause_us"`
+	PauseUS int64        `json:"pause_us"` // whole microseconds, rounded
 	Frames  []jsonFrame  `json:"frames"`
 	Error   *string      `json:"error"`
 	Stop    string       `json:"stop,omitempty"`
@@ -71,7 +71,7 @@ func toJSON(p *report.Process) jsonProcess {
 	for i := range p.Threads {
 		t := &p.Threads[i]
 		jt := jsonThread{TID: t.TID, Name: t.Name, State: t.State, Capture: t.Capture,
-			PauseUS: float64(t.PauseNS/100) / 10, Frames: []jsonFrame{}, Stop: t.Stop, Torn: t.Torn}
+			PauseUS: (t.PauseNS + 500) / 1000, Frames: []jsonFrame{}, Stop: t.Stop, Torn: t.Torn}
 		if t.Syscall != nil && t.Syscall.InCall {
 			js := &jsonSyscall{Nr: t.Syscall.Nr, Name: t.Syscall.Name, SP: hex(t.Syscall.SP), PC: hex(t.Syscall.PC)}
 			for _, a := range t.Syscall.Args {
@@ -86,6 +86,7 @@ func toJSON(p *report.Process) jsonProcess {
 		for j := range t.Frames {
 			jt.Frames = append(jt.Frames, frameJSON(&t.Frames[j]))
 		}
+		inlinedOffsets(jt.Frames)
 		jt.jsonThreadDiag = threadDiagJSON(t)
 		jp.Threads = append(jp.Threads, jt)
 	}

@@ -12,6 +12,10 @@ type Profile struct {
 	Duration  time.Duration // how long sampling ran
 	FreqHz    int           // requested samples per second
 	PerThread bool          // thread name as the root frame
+	// OffCPU says the samples include threads that were not running
+	// (record --idle): a wall-clock profile. Otherwise every sample is of
+	// a running thread: an on-CPU profile.
+	OffCPU    bool
 	Processes []ProfileProcess
 	Samples   []Sample
 	Stats     Stats
@@ -50,6 +54,8 @@ type Stats struct {
 	Stopped      int64 // thread samples taken with a ptrace stop
 	ProcOnly     int64 // thread samples with only /proc information
 	Exited       bool  // every target exited before the end
+	OffCPU       int64 // thread captures left out: not running, and OffCPU was not asked for
+	UniqueStacks int   // distinct stacks across threads (Samples are per thread name)
 }
 
 // ProfileFormats lists what record can write, and the -o extensions that

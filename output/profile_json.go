@@ -20,6 +20,8 @@ import (
 //	  "duration_ns": 10000000000,             // how long sampling ran
 //	  "freq_hz": 99,                          // requested samples per second
 //	  "per_thread": false,
+//	  "clock": "cpu",                         // "cpu": samples of running threads only (on-CPU);
+//	                                          // "wall": every thread at every tick (record --idle)
 //	  "processes": [{"pid": 1234, "comm": "myserver", "exe": "/usr/sbin/myserver"}],
 //	  "stats": {
 //	    "ticks": 990,                         // sampling instants
@@ -30,7 +32,9 @@ import (
 //	    "truncated_by_reason": {"depth": 2, "no-cfi": 1},
 //	    "pause_us": {"median": 12.5, "p99": 40.1, "max": 88},  // per-thread ptrace pause
 //	    "no_stop": 3000, "stopped": 950, "proc_only": 10,      // how thread samples were taken
-//	    "exited": false                       // every target exited before the end
+//	    "exited": false,                      // every target exited before the end
+//	    "off_cpu": 2970,                      // clock "cpu": thread captures left out, not running
+//	    "unique_stacks": 57                   // distinct stacks across threads (by function)
 //	  },
 //	  "stacks": [
 //	    {"pid": 1234, "tid": 1236, "thread": "worker-1", "count": 742,
@@ -50,6 +54,7 @@ type jsonProfile struct {
 	DurationNS int64                `json:"duration_ns"`
 	FreqHz     int                  `json:"freq_hz"`
 	PerThread  bool                 `json:"per_thread"`
+	Clock      string               `json:"clock"`
 	Processes  []jsonProfileProcess `json:"processes"`
 	Stats      jsonProfileStats     `json:"stats"`
 	Stacks     []jsonStack          `json:"stacks"`
@@ -79,6 +84,8 @@ type jsonProfileStats struct {
 	Stopped     int64            `json:"stopped"`
 	ProcOnly    int64            `json:"proc_only"`
 	Exited      bool             `json:"exited"`
+	OffCPU      int64            `json:"off_cpu"`
+	Unique      int              `json:"unique_stacks"`
 }
 
 type jsonStack struct {
@@ -108,6 +115,24 @@ func frameJSON(f *report.Frame) jsonFrame {
 	return jf
 }
 
+// inlinedOffsets gives each inlined frame the offset of the frame it was
+// inlined into (the next one that is not inlined, at the same pc): where pc
+// lies in the function whose code holds it. DWARF gives an inlined
+// function no entry of its own to count from.
+func inlinedOffsets(frames []jsonFrame) {
+	for i := range frames {
+		if !frames[i].Inlined || frames[i].Offset != nil {
+			continue
+		}
+		for j := i + 1; j < len(frames) && frames[j].PC == frames[i].PC; j++ {
+			if !frames[j].Inlined {
+				frames[i].Offset = frames[j].Offset
+				break
+			}
+		}
+	}
+}
+
 // WriteProfileJSON writes p as the JSON object documented above.
 func WriteProfileJSON(w io.Writer, p *Profile) error {
 	jp := jsonProfile{
@@ -116,8 +141,12 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 		DurationNS: p.Duration.Nanoseconds(),
 		FreqHz:     p.FreqHz,
 		PerThread:  p.PerThread,
+		Clock:      "cpu",
 		Processes:  make([]jsonProfileProcess, 0, len(p.Processes)),
 		Stacks:     make([]jsonStack, 0, len(p.Samples)),
+	}
+	if p.OffCPU {
+		jp.Clock = "wall"
 	}
 	if !p.Start.IsZero() {
 		jp.Start = p.Start.UTC().Format(time.RFC3339Nano)
@@ -131,6 +160,7 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 		Truncated: st.Truncated, TruncatedBy: map[string]int64{},
 		PauseUS: jsonPause{Median: st.PauseMedUS, P99: st.PauseP99US, Max: st.PauseMaxUS},
 		NoStop:  st.NoStop, Stopped: st.Stopped, ProcOnly: st.ProcOnly, Exited: st.Exited,
+		OffCPU: st.OffCPU, Unique: st.UniqueStacks,
 	}
 	for k, v := range st.TruncatedWhy {
 		jp.Stats.TruncatedBy[k] = v
@@ -145,6 +175,7 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 		for j := range s.Frames {
 			js.Frames = append(js.Frames, frameJSON(&s.Frames[j]))
 		}
+		inlinedOffsets(js.Frames)
 		jp.Stacks = append(jp.Stacks, js)
 	}
 	sort.SliceStable(jp.Stacks, func(i, j int) bool {

@@ -20,6 +20,7 @@ type readProfile struct {
 	DurationNS int64  `json:"duration_ns"`
 	FreqHz     int    `json:"freq_hz"`
 	PerThread  bool   `json:"per_thread"`
+	Clock      string `json:"clock"`
 	Processes  []struct {
 		PID  int    `json:"pid"`
 		Comm string `json:"comm"`
@@ -41,6 +42,8 @@ type readProfile struct {
 		Stopped  int64 `json:"stopped"`
 		ProcOnly int64 `json:"proc_only"`
 		Exited   bool  `json:"exited"`
+		OffCPU   int64 `json:"off_cpu"`
+		Unique   int   `json:"unique_stacks"`
 	} `json:"stats"`
 	Stacks []struct {
 		PID    int               `json:"pid"`
@@ -69,7 +72,8 @@ func backToProfile(t *testing.T, r *readProfile) *Profile {
 	if err != nil {
 		t.Fatalf("start %q: %v", r.Start, err)
 	}
-	p := &Profile{Start: start, Duration: time.Duration(r.DurationNS), FreqHz: r.FreqHz, PerThread: r.PerThread}
+	p := &Profile{Start: start, Duration: time.Duration(r.DurationNS), FreqHz: r.FreqHz, PerThread: r.PerThread,
+		OffCPU: r.Clock == "wall"}
 	for _, pr := range r.Processes {
 		p.Processes = append(p.Processes, ProfileProcess{PID: pr.PID, Comm: pr.Comm, Exe: pr.Exe})
 	}
@@ -77,7 +81,7 @@ func backToProfile(t *testing.T, r *readProfile) *Profile {
 	p.Stats = Stats{Ticks: st.Ticks, Samples: st.Samples, AchievedHz: st.AchievedHz, Threads: st.Threads,
 		Truncated: st.Truncated, TruncatedWhy: st.TruncatedBy, PauseMedUS: st.PauseUS.Median,
 		PauseP99US: st.PauseUS.P99, PauseMaxUS: st.PauseUS.Max, NoStop: st.NoStop, Stopped: st.Stopped,
-		ProcOnly: st.ProcOnly, Exited: st.Exited}
+		ProcOnly: st.ProcOnly, Exited: st.Exited, OffCPU: st.OffCPU, UniqueStacks: st.Unique}
 	for _, s := range r.Stacks {
 		smp := Sample{PID: s.PID, TID: s.TID, Thread: s.Thread, Count: s.Count}
 		for _, raw := range s.Frames {
@@ -124,6 +128,8 @@ func TestProfileJSONRoundTrip(t *testing.T) {
 	p.Start = time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.FixedZone("CET", 3600))
 	p.Duration = 9*time.Second + 987654321
 	p.Stats.Exited = true
+	p.Stats.OffCPU, p.Stats.UniqueStacks = 17, 3
+	p.OffCPU = true // "clock": "wall"
 	// A signal frame and a build-id mismatch, as dump would show them.
 	p.Samples[7].Frames = append([]report.Frame{
 		{PC: 0x7f1100042520, Kind: "user", Function: "__restore_rt", Module: fxLibc, HasModule: true,
@@ -163,7 +169,7 @@ func TestProfileJSONRoundTrip(t *testing.T) {
 	want.Samples = nil
 	for _, s := range p.Samples {
 		if s.Count > 0 {
-			want.Samples = append(want.Samples, s)
+			want.Samples = append(want.Samples, withInlinedOffsets(s))
 		}
 	}
 	sortSamples(want.Samples)
@@ -249,4 +255,20 @@ func TestProfileJSONEmpty(t *testing.T) {
 	if p, ok := m["processes"].([]any); !ok || len(p) != 0 {
 		t.Errorf("processes %v, want []", m["processes"])
 	}
+}
+
+// withInlinedOffsets is s as its JSON carries it: an inlined frame with the
+// offset of the frame it was inlined into.
+func withInlinedOffsets(s Sample) Sample {
+	s.Frames = append([]report.Frame(nil), s.Frames...)
+	for i := range s.Frames {
+		f := &s.Frames[i]
+		for j := i + 1; f.Inlined && !f.HasOffset && j < len(s.Frames) && s.Frames[j].PC == f.PC; j++ {
+			if !s.Frames[j].Inlined {
+				f.Offset, f.HasOffset = s.Frames[j].Offset, s.Frames[j].HasOffset
+				break
+			}
+		}
+	}
+	return s
 }

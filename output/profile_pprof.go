@@ -26,8 +26,11 @@ var errNoFreq = errors.New("profile has no sampling frequency")
 // WritePprof writes p as a gzipped pprof protobuf (what `go tool pprof`
 // reads).
 //
-// Sample values are samples/count and cpu/nanoseconds (count * 1e9/FreqHz);
-// the period is cpu/nanoseconds, 1e9/FreqHz. Each sample carries the labels
+// Sample values are samples/count and CLOCK/nanoseconds (count * 1e9/FreqHz),
+// where CLOCK is "cpu" for an on-CPU profile (every sample is of a running
+// thread) and "wall" when Profile.OffCPU is set (every thread at every tick,
+// so the values of N threads add up to N times the duration); the period is
+// CLOCK/nanoseconds, 1e9/FreqHz. Each sample carries the labels
 // thread (name), tid and pid (numeric).
 //
 // Mappings: one per module as loaded (same file, build id and load bias; a
@@ -105,13 +108,17 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 		return nil, errNoFreq
 	}
 	period := int64(1e9) / int64(p.FreqHz)
+	clock := "cpu"
+	if p.OffCPU {
+		clock = "wall"
+	}
 	out := &profile.Profile{
 		SampleType: []*profile.ValueType{
 			{Type: "samples", Unit: "count"},
-			{Type: "cpu", Unit: "nanoseconds"},
+			{Type: clock, Unit: "nanoseconds"},
 		},
-		DefaultSampleType: "cpu",
-		PeriodType:        &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		DefaultSampleType: clock,
+		PeriodType:        &profile.ValueType{Type: clock, Unit: "nanoseconds"},
 		Period:            period,
 		DurationNanos:     p.Duration.Nanoseconds(),
 	}

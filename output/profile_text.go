@@ -46,8 +46,8 @@ func textProfileHeader(w *bufio.Writer, p *Profile, total int64) {
 		fmt.Fprintf(w, " from %s", p.Start.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintf(w, ", %d Hz requested, %.1f Hz achieved (%d ticks)\n", p.FreqHz, st.AchievedHz, st.Ticks)
-	fmt.Fprintf(w, "Samples: %d thread stacks from %d thread%s in %d process%s\n",
-		total, st.Threads, plural(st.Threads), len(p.Processes), pluralES(len(p.Processes)))
+	fmt.Fprintf(w, "Samples: %d thread stacks from %d thread%s in %d process%s (%s)\n",
+		total, st.Threads, plural(st.Threads), len(p.Processes), pluralES(len(p.Processes)), clockText(p))
 	for _, pr := range p.Processes {
 		exe := pr.Exe
 		if exe == "" {
@@ -185,4 +185,31 @@ func textTopFunctions(w *bufio.Writer, p *Profile, total int64, top int) {
 	}
 	list("self", func(fc *funcCount) int64 { return fc.self })
 	list("total", func(fc *funcCount) int64 { return fc.total })
+}
+
+func clockText(p *Profile) string {
+	if p.OffCPU {
+		return "wall clock: every thread at every tick, running or not"
+	}
+	return "on-CPU: running threads only"
+}
+
+// WriteSummary writes the few lines `record` prints on stderr at its end:
+// how it ended (end), what it sampled, how, and where the profile went.
+func WriteSummary(w io.Writer, p *Profile, end, where string) {
+	st := &p.Stats
+	what := "on-CPU samples"
+	if p.OffCPU {
+		what = "samples (on and off CPU)"
+	}
+	fmt.Fprintf(w, "stackshot: %s after %s: %d ticks (%.1f Hz of %d), %d %s of %d threads, %d unique stacks, written to %s\n",
+		end, p.Duration.Round(time.Millisecond), st.Ticks, st.AchievedHz, p.FreqHz, st.Samples, what, st.Threads, st.UniqueStacks, where)
+	if !p.OffCPU && st.OffCPU > 0 {
+		fmt.Fprintf(w, "stackshot: %d captures of threads not running left out (--idle keeps them)\n", st.OffCPU)
+	}
+	fmt.Fprintf(w, "stackshot: samples read: %d without a stop, %d stopped (pause median %.0fus, p99 %.0fus, max %.0fus), %d from /proc only\n",
+		st.NoStop, st.Stopped, st.PauseMedUS, st.PauseP99US, st.PauseMaxUS, st.ProcOnly)
+	if st.Truncated > 0 {
+		fmt.Fprintf(w, "stackshot: %d stacks truncated (%s)\n", st.Truncated, reasonList(st.TruncatedWhy))
+	}
 }

@@ -18,7 +18,7 @@ func TestProfileText(t *testing.T) {
 	// but the truncated one (161), hot_a and what is above it on 100.
 	for _, want := range []string{
 		"Profile: 10s from 2026-11-30T12:00:00Z, 99 Hz requested, 99.0 Hz achieved (990 ticks)\n",
-		"Samples: 164 thread stacks from 6 threads in 2 processes\n",
+		"Samples: 164 thread stacks from 6 threads in 2 processes (on-CPU: running threads only)\n",
 		"  4242 myserver (/usr/sbin/myserver)\n",
 		"  5151 batch;job (/opt/batch/bin/batch)\n",
 		"Truncated stacks: 3 (1.8%): no-cfi 2, depth 1\n",

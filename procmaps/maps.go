@@ -96,7 +96,7 @@ func ParseMaps(r io.Reader) ([]Mapping, error) {
 		out = append(out, m)
 	}
 	if err := sc.Err(); err != nil {
-		return out, fmt.Errorf("reading maps: %w", err)
+		return out, err // names the file already; callers say what they were doing
 	}
 	return out, nil
 }

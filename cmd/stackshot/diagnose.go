@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"stackshot/diagnose"
@@ -75,54 +74,47 @@ func (s *session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Proc
 	return rp
 }
 
-// dumpSnapshots is dump with --count N: N snapshots of every target, the
-// report being the last one with each thread's progress.
-func (s *session) dumpSnapshots() ([]*report.Process, int) {
+// dumpSnapshots takes --count snapshots of every target, --interval
+// apart, and returns the last of each (for the targets the last round
+// read), its threads marked stuck, spinning or moving.
+func (s *session) dumpSnapshots() ([]*report.Process, int, error) {
 	c := s.c
 	snaps := map[int][]diagnose.Snapshot{}
-	last := map[int]*report.Process{}
-	lastRaw := map[int]*ptrace.Process{}
-	failed := map[int]bool{}
-	began := map[int]time.Time{} // when each target's last snapshot began
-	for round := 0; round < c.diag.count && !s.interrupted(); round++ {
-		for _, pid := range c.pids {
-			if failed[pid] || s.interrupted() {
-				continue
+	var last map[int]*report.Process
+	var failed int
+	var began time.Time
+	for round := 0; round < c.diag.count; round++ {
+		if round > 0 {
+			select {
+			case <-time.After(time.Until(began.Add(c.diag.interval))):
+			case <-s.cancel:
 			}
-			// Each target's snapshots begin --interval apart (a slow one
-			// shortens the wait; several targets do not).
-			if t, ok := began[pid]; ok {
-				select {
-				case <-time.After(time.Until(t.Add(c.diag.interval))):
-				case <-s.cancel:
-					continue
-				}
-			}
-			began[pid] = time.Now()
-			p, err := s.capture(pid, began[pid].Add(c.timeout))
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
-				failed[pid] = true
-				continue
-			}
-			rp := s.res.Process(p, ptrace.MemReader{PID: p.MemPID()})
-			snaps[pid] = append(snaps[pid], diagnose.Sample(rp, cpuTimes(pid, rp)))
-			last[pid], lastRaw[pid] = rp, p
 		}
+		began = time.Now()
+		last = map[int]*report.Process{}
+		final := round == c.diag.count-1
+		f, err := s.captureEach(began.Add(c.timeout), func(p *ptrace.Process) (func(), error) {
+			rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()}, true)
+			if err != nil {
+				return nil, err
+			}
+			if final {
+				s.diagnose(rp, p) // the last snapshot is the report
+			}
+			sample := diagnose.Sample(rp, cpuTimes(p.PID, rp))
+			return func() { snaps[p.PID] = append(snaps[p.PID], sample); last[p.PID] = rp }, nil
+		})
+		if err != nil {
+			return nil, f, err
+		}
+		failed = f
 	}
 	var procs []*report.Process
 	for _, pid := range c.pids {
-		rp := last[pid]
-		if rp == nil || failed[pid] {
-			continue
+		if rp := last[pid]; rp != nil {
+			diagnose.Progress(rp, snaps[pid])
+			procs = append(procs, rp)
 		}
-		if missing := missingThreads(c.tids, lastRaw[pid]); len(missing) > 0 {
-			fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (list its threads with 'ls /proc/%d/task')\n",
-				joinInts(missing), pid, pid)
-		}
-		s.diagnose(rp, lastRaw[pid])
-		diagnose.Progress(rp, snaps[pid])
-		procs = append(procs, rp)
 	}
-	return procs, len(failed)
+	return procs, failed, nil
 }

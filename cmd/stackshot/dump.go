@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -25,34 +26,24 @@ import (
 // session holds what a command shares across its targets.
 type session struct {
 	c      *common
-	sym    *symtab.Symbolizer
 	res    *resolve.Resolver
-	cancel chan struct{}
+	cancel <-chan struct{}
 	warned map[string]bool
 }
 
 func newSession(c *common) *session {
-	s := &session{c: c, cancel: make(chan struct{}), warned: map[string]bool{}}
-	s.sym = symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
-	s.res = resolve.NewResolver(s.sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true,
-		KernelAddrs: c.format == "json"})
-	return s
+	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
+	return &session{c: c, warned: map[string]bool{}, cancel: make(chan struct{}),
+		res: resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true,
+			KernelAddrs: c.format == "json"})}
 }
 
 // catchSignals makes SIGINT/SIGTERM end the command cleanly: captures in
 // flight detach every thread before it returns.
 func (s *session) catchSignals() func() {
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ch:
-			close(s.cancel)
-		case <-done:
-		}
-	}()
-	return func() { signal.Stop(ch); close(done) }
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	s.cancel = ctx.Done()
+	return stop
 }
 
 func (s *session) interrupted() bool {
@@ -65,12 +56,10 @@ func (s *session) interrupted() bool {
 }
 
 func (s *session) warn(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if s.c.quiet || s.warned[msg] {
-		return
+	if msg := fmt.Sprintf(format, args...); !s.c.quiet && !s.warned[msg] {
+		s.warned[msg] = true
+		printErr("stackshot: %s", msg)
 	}
-	s.warned[msg] = true
-	printErr("stackshot: %s", msg)
 }
 
 func (s *session) captureOptions(deadline time.Time) ptrace.Options {
@@ -81,24 +70,62 @@ func (s *session) captureOptions(deadline time.Time) ptrace.Options {
 
 // capture takes one raw snapshot of pid, with build ids and the vdso.
 func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) {
-	var space interface{ CheckNoStop(*ptrace.Thread) bool }
-	check := func(p *ptrace.Process, th *ptrace.Thread) bool {
-		if space == nil {
-			mem := ptrace.MemReader{PID: p.MemPID()}
-			resolve.CollectImages(p, mem)
-			space = s.res.Space(p, mem)
-		}
-		return space.CheckNoStop(th)
-	}
-	p, err := ptrace.Capture(pid, s.captureOptions(deadline), check)
+	p, err := s.res.CaptureLive(pid, s.captureOptions(deadline))
 	if err != nil {
 		return nil, explainCaptureError(pid, err)
 	}
-	if p.BuildIDs == nil {
-		resolve.CollectImages(p, ptrace.MemReader{PID: p.MemPID()})
-	}
 	s.noteProcess(p)
 	return p, nil
+}
+
+// captureEach captures each pid in turn and hands the capture to use,
+// saying on stderr why a pid could not be read (or lacks the threads asked
+// for, or was replaced meanwhile). use reads the live process and returns
+// what to keep once the pid is known to still name the process captured.
+// It returns how many could not; interrupted, an exitError (every thread
+// was detached, nothing is written).
+func (s *session) captureEach(deadline time.Time, use func(*ptrace.Process) (keep func(), err error)) (failed int, err error) {
+	for _, pid := range s.c.pids {
+		if s.interrupted() {
+			break
+		}
+		id, _ := procmaps.ReadIdentity(pid) // a failure shows in the capture
+		p, err := s.safeCapture(pid, deadline)
+		if err != nil {
+			printErr("stackshot: %v", err)
+		}
+		if err != nil || !s.c.keepThreads(p) {
+			failed++
+			continue
+		}
+		if afterCaptureHook != nil {
+			afterCaptureHook(pid)
+		}
+		keep, err := use(p)
+		if err == nil && id.PID != 0 {
+			err = sameProcess(id)
+		}
+		if err != nil {
+			printErr("stackshot: %v", err)
+			failed++
+			continue
+		}
+		keep()
+	}
+	if s.interrupted() {
+		printErr("stackshot: interrupted (every thread was detached; nothing written)")
+		return failed, exitError{exitTarget}
+	}
+	return failed, nil
+}
+
+// resolveLive unwinds, symbolizes and diagnoses a live capture.
+func (s *session) resolveLive(p *ptrace.Process) (*report.Process, error) {
+	rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()}, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.diagnose(rp, p), nil
 }
 
 // noteProcess turns per-thread conditions into one-line warnings.
@@ -106,7 +133,8 @@ func (s *session) noteProcess(p *ptrace.Process) {
 	denied := 0
 	for _, th := range p.Threads {
 		if s.c.kernel && th.KernelErr != "" && strings.Contains(th.KernelErr, "permission denied") {
-			s.warn("kernel stacks are not readable (need root or CAP_SYS_ADMIN); showing user frames only")
+			s.warn("kernel stacks are not readable (%s; showing user frames only)", map[bool]string{
+				false: "they need root or CAP_SYS_ADMIN", true: "refused although stackshot runs as root: a container or a security module hides them"}[os.Geteuid() == 0])
 		}
 		if strings.HasPrefix(th.Err, "ptrace not permitted") {
 			denied++
@@ -122,10 +150,8 @@ func cmdDump(args []string) error {
 	if err := c.parse(args, true); err != nil {
 		return err
 	}
-	switch c.format {
-	case "", "text", "json":
-	default:
-		return usageError{fmt.Sprintf("dump writes text or json, not %q", c.format)}
+	if err := checkWritable(c.output); err != nil {
+		return err
 	}
 	if err := c.checkDiagFlags(); err != nil {
 		return err
@@ -133,51 +159,19 @@ func cmdDump(args []string) error {
 	s := newSession(c)
 	stop := s.catchSignals()
 	defer stop()
-	deadline := time.Now().Add(c.timeout)
 	var procs []*report.Process
-	failed := 0
+	var failed int
+	var err error
 	if c.diag.count > 1 {
-		procs, failed = s.dumpSnapshots()
+		procs, failed, err = s.dumpSnapshots()
+	} else {
+		failed, err = s.captureEach(time.Now().Add(c.timeout), func(p *ptrace.Process) (func(), error) {
+			rp, err := s.resolveLive(p)
+			return func() { procs = append(procs, rp) }, err
+		})
 	}
-	for _, pid := range c.pids {
-		if c.diag.count > 1 {
-			break
-		}
-		if s.interrupted() {
-			break
-		}
-		id, _ := procmaps.ReadIdentity(pid) // a failure shows in the capture
-		p, err := s.safeCapture(pid, deadline)
-		if err != nil {
-			printErr("stackshot: %v", err)
-			failed++
-			continue
-		}
-		if missing := missingThreads(c.tids, p); len(missing) > 0 {
-			fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (list its threads with 'ls /proc/%d/task')\n",
-				joinInts(missing), pid, pid)
-			if len(p.Threads) == 0 {
-				failed++
-				continue
-			}
-		}
-		if afterCaptureHook != nil {
-			afterCaptureHook(pid)
-		}
-		rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()}, true)
-		if err == nil && id.PID != 0 {
-			err = sameProcess(id)
-		}
-		if err != nil {
-			printErr("stackshot: %v", err)
-			failed++
-			continue
-		}
-		procs = append(procs, s.diagnose(rp, p))
-	}
-	if s.interrupted() {
-		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")
-		return exitError{exitTarget}
+	if err != nil {
+		return err
 	}
 	if len(procs) > 0 {
 		if err := c.writeReport(procs); err != nil {
@@ -237,8 +231,10 @@ func explainCaptureError(pid int, err error) error {
 			return fmt.Errorf("cannot read process %d (%v; give the process id)", pid, err)
 		}
 		return fmt.Errorf("cannot read process %d (no such process; check the pid with ps)", pid)
-	case errors.Is(err, ptrace.ErrPermission):
+	case errors.Is(err, ptrace.ErrPermission), errors.Is(err, os.ErrPermission):
 		return fmt.Errorf("cannot read process %d (permission denied; %s)", pid, permissionHelp(pid))
+	case errors.Is(err, syscall.ESRCH), errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("cannot read process %d (it exited while being read; nothing to show)", pid)
 	}
 	return fmt.Errorf("cannot read process %d (%v)", pid, err)
 }
@@ -251,6 +247,7 @@ func permissionHelp(pid int) string {
 			why = append(why, fmt.Sprintf("already traced by pid %d (%s): detach that debugger first", st.TracerPid, procmaps.Exe(st.TracerPid)))
 		}
 		if uid := os.Getuid(); uid != 0 && st.UID != uid {
+			// As root, ownership is no reason.
 			why = append(why, fmt.Sprintf("it belongs to uid %d: run as that user or as root", st.UID))
 		}
 	}
@@ -258,35 +255,29 @@ func permissionHelp(pid int) string {
 		scope := strings.TrimSpace(string(b))
 		switch scope {
 		case "1":
-			why = append(why, "kernel.yama.ptrace_scope=1 lets only a parent trace: run as root, grant CAP_SYS_PTRACE, or set it to 0")
+			why = append(why, "kernel.yama.ptrace_scope=1 lets only a parent trace: grant CAP_SYS_PTRACE (root has it), or set it to 0")
 		case "2":
-			why = append(why, "kernel.yama.ptrace_scope=2 needs CAP_SYS_PTRACE: run as root")
+			why = append(why, "kernel.yama.ptrace_scope=2 needs CAP_SYS_PTRACE (root has it)")
 		case "3":
 			why = append(why, "kernel.yama.ptrace_scope=3 forbids ptrace until reboot")
 		}
 	}
-	if len(why) == 0 {
+	if len(why) == 0 && os.Geteuid() == 0 {
+		why = append(why, "refused although stackshot runs as root: a container without CAP_SYS_PTRACE, or a security module (SELinux, AppArmor), forbids it; grant CAP_SYS_PTRACE or run on the host")
+	} else if len(why) == 0 {
 		why = append(why, "run as the process owner or as root (CAP_SYS_PTRACE); in a container, add CAP_SYS_PTRACE")
 	}
 	return strings.Join(why, "; ")
 }
 
-// missingThreads lists the requested thread ids (-t) the capture lacks.
-func missingThreads(tids []int, p *ptrace.Process) []int {
-	var out []int
-	for _, t := range tids {
-		found := false
-		for i := range p.Threads {
-			if p.Threads[i].TID == t {
-				found = true
-				break
-			}
-		}
-		if !found {
-			out = append(out, t)
-		}
+// keepThreads keeps the threads asked for with -t (a saved capture has
+// them all) and says which are missing; false when none is left.
+func (c *common) keepThreads(p *ptrace.Process) bool {
+	if missing := p.KeepThreads(c.tids); len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')\n",
+			joinInts(missing), p.PID, p.PID)
 	}
-	return out
+	return len(p.Threads) > 0
 }
 
 func joinInts(v []int) string {

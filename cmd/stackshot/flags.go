@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -15,124 +16,225 @@ import (
 	"stackshot/ptrace"
 )
 
-// common holds the flags shared by dump, capture, report and record.
+// common holds the flags of every command; each registers only the ones it
+// takes (flagSets).
 type common struct {
-	fs         *pflag.FlagSet
-	pids       []int
-	format     string
-	jsonOut    bool
-	output     string
-	tids       []int
-	kernel     bool
-	noKernel   bool
-	source     bool
-	inline     bool
-	maxFrames  int
-	debugDirs  []string
-	mode       string
-	consistent bool
-	timeout    time.Duration
-	stackBytes int
-	noDemangle bool
-	verbose    bool
-	quiet      bool
-	files      bool // positional arguments are files (report), not pids
-	// record
-	freq      int
-	duration  time.Duration
-	perThread bool
-	diag      diagFlags // dump: --group, --interval, --count (diagnose.go)
+	fs                         *pflag.FlagSet
+	pids, tids                 []int
+	format, output, mode       string
+	debugDirs                  []string
+	jsonOut, kernel, noKernel  bool
+	source, inline, noDemangle bool
+	consistent, verbose, quiet bool
+	maxFrames, stackBytes      int
+	timeout                    time.Duration
+	files                      bool  // positional arguments are not pids (report, symbolize)
+	badID                      error // a -p or -t value that is not an id
+	freq                       int   // record
+	duration                   time.Duration
+	perThread, idle            bool
+	diag                       diagFlags // dump: --group, --interval, --count (diagnose.go)
 }
 
+// Groups of flags, by what they are for.
+const (
+	fPID     = 1 << iota // -p
+	fFormat              // --format, --json
+	fOutput              // -o
+	fTID                 // -t
+	fKernel              // --kernel, --no-kernel
+	fShow                // -s, -i, -v
+	fUnwind              // --max-frames, --debug-dir, --no-demangle
+	fCapture             // --mode, --consistent, --timeout, --stack-bytes
+	fQuiet               // -q
+	fRecord              // -F, -d, --per-thread, --idle
+)
+
+var flagSets = map[string]int{
+	"dump":      fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fQuiet,
+	"record":    fPID | fFormat | fOutput | fTID | fKernel | fUnwind | fCapture | fQuiet | fRecord,
+	"capture":   fPID | fOutput | fTID | fKernel | fCapture | fQuiet,
+	"report":    fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fQuiet,
+	"symbolize": fPID | fUnwind,
+}
+
+// fOld are the flags every command took before each took only its own.
+const fOld = fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fQuiet
+
 func newCommon(name string) *common {
-	c := &common{fs: pflag.NewFlagSet(name, pflag.ContinueOnError)}
-	fs := c.fs
-	fs.SortFlags = false
-	fs.IntSliceVarP(&c.pids, "pid", "p", nil, "target process (repeatable)")
-	fs.StringVar(&c.format, "format", "", "output format: text, json (record: folded, pprof, svg, json, text)")
-	fs.BoolVar(&c.jsonOut, "json", false, "short for --format json")
-	fs.StringVarP(&c.output, "output", "o", "", "write to FILE instead of stdout")
-	fs.IntSliceVarP(&c.tids, "tid", "t", nil, "only these threads (repeatable)")
-	fs.BoolVar(&c.kernel, "kernel", true, "add each thread's kernel frames")
-	fs.BoolVar(&c.noKernel, "no-kernel", false, "no kernel frames")
-	fs.BoolVarP(&c.source, "source", "s", false, "show file:line where debug info has it")
-	fs.BoolVarP(&c.inline, "inline", "i", false, "expand inlined functions into their own frames")
-	fs.IntVar(&c.maxFrames, "max-frames", 1024, "stop unwinding a thread after N frames")
-	fs.StringArrayVar(&c.debugDirs, "debug-dir", nil, "extra root for separate debug files (repeatable)")
-	fs.StringVar(&c.mode, "mode", "auto", "capture: auto, stop or nostop")
-	fs.BoolVar(&c.consistent, "consistent", false, "stop all threads first, resume together")
-	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on the whole command")
-	fs.IntVar(&c.stackBytes, "stack-bytes", 0, "most stack bytes copied per thread (default: the thread's stack, capped at 4 MiB)")
-	fs.BoolVar(&c.noDemangle, "no-demangle", false, "keep raw symbol names")
-	fs.BoolVarP(&c.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
-	fs.BoolVarP(&c.quiet, "quiet", "q", false, "no progress or warnings on stderr")
+	c := &common{fs: pflag.NewFlagSet(name, pflag.ContinueOnError), maxFrames: 1024}
+	c.fs.SortFlags = false
+	c.fs.Usage = func() {}
+	c.fs.SetOutput(io.Discard)
+	c.register(name, flagSets[name], c)
 	if name == "dump" {
 		c.addDiagFlags()
 	}
-	if name == "record" {
-		fs.IntVarP(&c.freq, "freq", "F", 99, "samples per second")
-		fs.DurationVarP(&c.duration, "duration", "d", 10*time.Second, "how long to record")
-		fs.BoolVar(&c.perThread, "per-thread", false, "thread name as the root frame")
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: stackshot %s [flags] PID...\n\nflags:\n%s", name, fs.FlagUsages())
-	}
+	// The old ones this command ignored stay accepted, hidden, with a
+	// warning (the contract's deprecation path); their values go nowhere.
+	own := map[string]bool{}
+	c.fs.VisitAll(func(f *pflag.Flag) { own[f.Name] = true })
+	c.register(name, fOld&^flagSets[name], &common{})
+	c.fs.VisitAll(func(f *pflag.Flag) { f.Hidden = !own[f.Name] })
 	return c
 }
+
+// register adds the flags of the groups in set, bound to v's fields.
+func (c *common) register(name string, set int, v *common) {
+	fs := c.fs
+	if set&fPID != 0 {
+		fs.VarP(&idList{&v.pids, "process", &c.badID}, "pid", "p", "target process (repeatable)")
+	}
+	if set&fFormat != 0 {
+		formats := map[bool]string{false: "text or json", true: "folded, pprof, svg, json or text (default: by -o extension, else folded)"}
+		fs.StringVar(&v.format, "format", "", "output format: "+formats[name == "record"])
+		if name != "symbolize" { // whose --json is its own
+			fs.BoolVar(&v.jsonOut, "json", false, "short for --format json")
+		}
+	}
+	if set&fOutput != 0 {
+		fs.StringVarP(&v.output, "output", "o", "", "write to FILE instead of stdout")
+	}
+	if set&fTID != 0 {
+		fs.VarP(&idList{&v.tids, "thread", &c.badID}, "tid", "t", "only these threads (repeatable)")
+	}
+	if set&fKernel != 0 {
+		fs.BoolVar(&v.kernel, "kernel", true, "add each thread's kernel frames")
+		fs.BoolVar(&v.noKernel, "no-kernel", false, "no kernel frames")
+	}
+	if set&fShow != 0 {
+		fs.BoolVarP(&v.source, "source", "s", false, "show file:line where debug info has it")
+		fs.BoolVarP(&v.inline, "inline", "i", false, "expand inlined functions into their own frames")
+		fs.BoolVarP(&v.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
+	}
+	if set&fUnwind != 0 {
+		if name != "symbolize" {
+			fs.IntVar(&v.maxFrames, "max-frames", 1024, "stop unwinding a thread after N frames")
+		}
+		fs.StringArrayVar(&v.debugDirs, "debug-dir", nil, "extra root for separate debug files (repeatable)")
+		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
+	}
+	if set&fCapture != 0 {
+		fs.StringVar(&v.mode, "mode", "auto", "capture: auto, stop or nostop")
+		fs.BoolVar(&v.consistent, "consistent", false, "stop all threads first, resume together")
+		if name == "record" {
+			fs.DurationVar(&v.timeout, "timeout", 0, "bound on the whole command, recording included (default: the duration + 10s)")
+		} else {
+			fs.DurationVar(&v.timeout, "timeout", 10*time.Second, "bound on the whole command")
+		}
+		fs.IntVar(&v.stackBytes, "stack-bytes", 0, "most stack bytes copied per thread (default: the thread's stack, capped at 4 MiB)")
+	}
+	if set&fRecord != 0 {
+		fs.IntVarP(&v.freq, "freq", "F", 99, "samples per second")
+		fs.DurationVarP(&v.duration, "duration", "d", 10*time.Second, "how long to record")
+		fs.BoolVar(&v.perThread, "per-thread", false, "thread name as the root frame")
+		fs.BoolVar(&v.idle, "idle", false, "also sample threads that are not running (a wall-clock profile)")
+	}
+	if set&fQuiet != 0 {
+		fs.BoolVarP(&v.quiet, "quiet", "q", false, "no progress or warnings on stderr")
+	}
+}
+
+// idList is a repeatable flag of process or thread ids, refused in the
+// contract's words (not strconv's).
+type idList struct {
+	ids  *[]int
+	what string
+	bad  *error
+}
+
+func (l *idList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		id, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || id <= 0 {
+			*l.bad = usageErr(fmt.Sprintf("%q is not a %s id", s, l.what), "want a positive number",
+				"list them with 'ls /proc' or 'ls /proc/PID/task'")
+			return *l.bad
+		}
+		*l.ids = append(*l.ids, id)
+	}
+	return nil
+}
+
+func (l *idList) String() string { return joinInts(*l.ids) }
+func (l *idList) Type() string   { return "id" }
 
 // parse parses args and collects PIDs from flags and positional arguments.
 func (c *common) parse(args []string, needPID bool) error {
 	if err := c.fs.Parse(args); err != nil {
-		if err == pflag.ErrHelp {
-			return err
-		}
-		return usageError{err.Error()}
+		return c.flagError(err)
 	}
+	c.fs.Visit(func(f *pflag.Flag) {
+		if f.Hidden && !c.quiet {
+			fmt.Fprintf(os.Stderr, "stackshot: --%s has no effect on %s (ignored; leave it out: a later release will refuse it)\n", f.Name, c.fs.Name())
+		}
+	})
 	for _, a := range c.fs.Args() {
-		if c.files {
-			break
+		if !c.files && (&idList{&c.pids, "process", &c.badID}).Set(a) != nil {
+			return usageErr(fmt.Sprintf("%q is not a command or a process id", a), "want a number",
+				"list processes with ps, or see 'stackshot help'")
 		}
-		pid, err := strconv.Atoi(a)
-		if err != nil || pid <= 0 {
-			return usageError{fmt.Sprintf("%q is not a process id", a)}
-		}
-		c.pids = append(c.pids, pid)
 	}
 	seen := map[int]bool{}
 	uniq := c.pids[:0]
 	for _, p := range c.pids {
-		if p <= 0 {
-			return usageError{fmt.Sprintf("%d is not a process id", p)}
-		}
 		if !seen[p] { // the same pid twice is one target
 			seen[p] = true
 			uniq = append(uniq, p)
 		}
 	}
-	c.pids = uniq
-	if needPID && len(c.pids) == 0 {
-		return usageError{"no process id given"}
+	if c.pids = uniq; needPID && len(c.pids) == 0 {
+		return usageErr("no process id given", c.fs.Name()+" needs the PID of a running process",
+			"e.g. 'stackshot "+c.fs.Name()+" 1234'; see 'stackshot help'")
 	}
-	if c.jsonOut {
-		if c.format != "" && c.format != "json" {
-			return usageError{"--json and --format " + c.format + " disagree"}
-		}
+	return c.check()
+}
+
+// flagError turns pflag's errors into the contract's form.
+func (c *common) flagError(err error) error {
+	if err == pflag.ErrHelp {
+		return err
+	}
+	if c.badID != nil {
+		return c.badID
+	}
+	msg, name := err.Error(), c.fs.Name()
+	var val, flag string
+	switch _, scanErr := fmt.Sscanf(msg, "invalid argument %q for %q flag:", &val, &flag); {
+	case strings.HasPrefix(msg, "unknown "):
+		return usageErr("unknown flag "+msg[strings.LastIndexByte(msg, ' ')+1:], name+" does not take it", "")
+	case strings.HasPrefix(msg, "flag needs an argument: "):
+		return usageErr(strings.TrimPrefix(msg, "flag needs an argument: ")+" needs a value", "none was given", "")
+	case scanErr == nil:
+		why := strings.TrimSpace(msg[strings.Index(msg, " flag:")+6:]) // pflag's "must be an integer"
+		return usageErr(fmt.Sprintf("%s %q", flag[strings.LastIndex(flag, "--"):], val), why, "")
+	}
+	return usageErr(msg, "bad usage", "")
+}
+
+// check validates flag values and their combinations.
+func (c *common) check() error {
+	if c.jsonOut && c.format != "" && c.format != "json" {
+		return usageErr("--json and --format "+c.format+" disagree", "they name two formats", "give one of them")
+	} else if c.jsonOut {
 		c.format = "json"
 	}
-	if c.noKernel {
-		c.kernel = false
-	}
-	if c.maxFrames <= 0 {
-		return usageError{"--max-frames must be positive"}
-	}
-	if c.timeout <= 0 {
-		return usageError{"--timeout must be positive"}
-	}
-	if c.stackBytes < 0 {
-		return usageError{"--stack-bytes must not be negative"}
-	}
-	if _, err := c.captureMode(); err != nil {
+	c.kernel = c.kernel && !c.noKernel
+	mode, err := c.captureMode()
+	switch name := c.fs.Name(); {
+	case err != nil:
 		return err
+	case name != "record" && c.format != "" && c.format != "text" && c.format != "json":
+		return usageErr("--format "+c.format, name+" writes text or json", "")
+	case c.maxFrames <= 0:
+		return usageErr(fmt.Sprintf("--max-frames %d", c.maxFrames), "want a positive number", "")
+	case c.timeout <= 0 && c.fs.Changed("timeout"):
+		return usageErr("--timeout "+c.timeout.String(), "want a positive duration", "")
+	case c.stackBytes < 0:
+		return usageErr(fmt.Sprintf("--stack-bytes %d", c.stackBytes), "want 0 (the default) or more", "")
+	case c.consistent && mode == ptrace.ModeNoStop:
+		return usageErr("--consistent with --mode nostop", "a consistent capture stops every thread; nostop stops none",
+			"leave one of them out")
 	}
 	return nil
 }
@@ -153,7 +255,7 @@ func (c *common) captureMode() (ptrace.Mode, error) {
 	case "nostop":
 		return ptrace.ModeNoStop, nil
 	}
-	return 0, usageError{fmt.Sprintf("--mode %q: want auto, stop or nostop", c.mode)}
+	return 0, usageErr(fmt.Sprintf("--mode %q", c.mode), "want auto, stop or nostop", "")
 }
 
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"embed"
 	"errors"
 	"fmt"
 	"os"
@@ -28,9 +29,30 @@ var (
 	commit  = "unknown"
 )
 
+// usageError is bad usage (exit 2). Its message is in the contract's
+// words (see usageErr); a bare one gets a pointer to the command's help.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
+
+// helpHint stands for "see 'stackshot CMD --help'" until the command is known.
+const helpHint = "see 'stackshot \x00 --help'"
+
+// usageErr says what is wrong, why, and what to do ("": the help).
+func usageErr(what, why, do string) error {
+	if do == "" {
+		do = helpHint
+	}
+	if why == "" {
+		return usageError{what + " (" + do + ")"}
+	}
+	return usageError{what + " (" + why + "; " + do + ")"}
+}
+
+// exitError carries an exit code whose message was already printed.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
 	// STACKSHOT_CPUPROFILE=FILE profiles stackshot itself (for development).
@@ -50,72 +72,67 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-func run(args []string) int {
-	cmd := "dump"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		switch args[0] {
-		case "dump", "record", "capture", "report", "symbolize", "version", "help":
-			cmd, args = args[0], args[1:]
-		default:
-			// "stackshot PID...": pstack habit.
-		}
-	}
-	var err error
-	switch cmd {
-	case "dump":
-		err = cmdDump(args)
-	case "record":
-		err = cmdRecord(args)
-	case "capture":
-		err = cmdCapture(args)
-	case "report":
-		err = cmdReport(args)
-	case "symbolize":
-		err = cmdSymbolize(args)
-	case "version":
-		fmt.Printf("stackshot %s (commit %s, %s)\n", version, commit, goVersion())
-		return exitOK
-	case "help":
-		usage(os.Stdout)
-		return exitOK
-	}
-	if err == nil {
-		return exitOK
-	}
-	if errors.Is(err, pflag.ErrHelp) {
-		return exitOK
-	}
-	var ue usageError
-	if errors.As(err, &ue) {
-		printErr("stackshot: %s (see 'stackshot help')", ue.msg)
-		return exitUsage
-	}
-	var ee exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	printErr("stackshot: %v", err)
-	return exitTarget
+var commands = map[string]func([]string) error{
+	"dump": cmdDump, "record": cmdRecord, "capture": cmdCapture, "report": cmdReport, "symbolize": cmdSymbolize,
 }
 
-// exitError carries an exit code whose message was already printed.
-type exitError struct{ code int }
+func run(args []string) int {
+	cmd := "dump" // "stackshot PID...": the pstack habit
+	if len(args) > 0 {
+		switch a := args[0]; {
+		case a == "version" || a == "--version":
+			fmt.Printf("stackshot %s (commit %s, %s)\n", version, commit, goVersion())
+			return exitOK
+		case a == "help" || a == "-h" || a == "--help":
+			return help(args[1:])
+		case commands[a] != nil:
+			cmd, args = a, args[1:]
+		}
+	}
+	err := commands[cmd](args)
+	var ue usageError
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.Is(err, pflag.ErrHelp):
+		return help([]string{cmd})
+	case errors.As(err, &ue):
+		if !strings.HasSuffix(ue.msg, ")") {
+			ue.msg += " (" + helpHint + ")"
+		}
+		printErr("stackshot: %s", strings.ReplaceAll(ue.msg, "\x00", cmd))
+		return exitUsage
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		printErr("stackshot: %v", err)
+		return exitTarget
+	}
+	return exitOK
+}
 
-func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+//go:embed help/*.txt
+var helpFiles embed.FS
 
-func usage(w *os.File) {
-	fmt.Fprint(w, `stackshot: what every thread of a live process is doing
-
-usage:
-  stackshot PID...                       same as 'stackshot dump PID...'
-  stackshot dump [flags] PID...          one snapshot of every thread, printed
-  stackshot record [flags] PID...        sample stacks, write a profile
-  stackshot capture [flags] PID -o FILE  save a raw snapshot, without unwinding
-  stackshot report [flags] FILE          unwind and symbolize a saved capture
-  stackshot symbolize [-e FILE] [-p PID] [-a] [ADDR...]
-  stackshot version
-
-Run 'stackshot dump --help' for the flags. Exit status: 0 success,
-1 a target could not be read, 2 bad usage.
-`)
+// help prints the overview, or a command's help with the flags it takes,
+// to stdout.
+func help(args []string) int {
+	if len(args) == 0 {
+		b, _ := helpFiles.ReadFile("help/overview.txt")
+		os.Stdout.Write(b)
+		return exitOK
+	}
+	name := args[0]
+	if commands[name] == nil {
+		fmt.Fprintf(os.Stderr, "stackshot: no command %q (the commands are dump, record, capture, report, symbolize and version; see 'stackshot help')\n", name)
+		return exitUsage
+	}
+	b, _ := helpFiles.ReadFile("help/" + name + ".txt")
+	text, examples, _ := strings.Cut(string(b), "\nexamples:\n")
+	c := newCommon(name)
+	if name == "symbolize" {
+		symbolizeFlags(c)
+	}
+	fmt.Printf("usage: %s\nflags:\n%s\nexamples:\n%s", text, c.fs.FlagUsages(), examples)
+	return exitOK
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +52,9 @@ func expandOutput(path string, pids []int, start time.Time) string {
 func checkWritable(path string) error {
 	if path == "" || path == "-" {
 		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return usageErr("cannot write to "+path, "it is a directory", "give a file name, e.g. -o "+filepath.Join(path, "stacks.txt"))
 	}
 	return safefile.Check(path)
 }

@@ -250,7 +250,7 @@ func TestRealLeaderExited(t *testing.T) {
 	}
 	// record must not take the zombie leader for the end of the process.
 	folded := filepath.Join(t.TempDir(), "p.folded")
-	_, errOut, code := runSS(t, "record", "-F", "50", "-d", "500ms", "-o", folded, strconv.Itoa(tg.PID))
+	_, errOut, code := runSS(t, "record", "--idle", "-F", "50", "-d", "500ms", "-o", folded, strconv.Itoa(tg.PID))
 	if code != 0 {
 		t.Fatalf("record: exit %d: %s", code, errOut)
 	}

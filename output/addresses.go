@@ -1,0 +1,88 @@
+package output
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"stackshot/internal/term"
+	"stackshot/report"
+)
+
+// Address is one address that `symbolize` was asked about.
+type Address struct {
+	Text   string // as given
+	Addr   uint64
+	OK     bool           // Text is a hexadecimal address
+	Frames []report.Frame // logical frames, innermost (inlined) first; none when unknown
+}
+
+// Addr2line writes a as addr2line does: with showAddr the address, then
+// "function" and "file:line" per frame, "??" for what is unknown.
+func Addr2line(w io.Writer, a Address, showAddr bool) {
+	if showAddr {
+		fmt.Fprintf(w, "0x%016x\n", a.Addr)
+	}
+	if len(a.Frames) == 0 {
+		fmt.Fprintf(w, "??\n??:0\n")
+	}
+	for _, f := range a.Frames {
+		fmt.Fprintf(w, "%s\n%s:%d\n", term.Escape(orUnknown(f.Function)), term.Escape(orUnknown(f.File)), f.Line)
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "??"
+	}
+	return s
+}
+
+// The JSON of `symbolize --json`: an array with one object per address,
+// in the order given:
+//
+//	[{"address": "0x401136",
+//	  "frames": [{"function": "leaf", "file": "/src/a.c", "line": 12, "inlined": true},
+//	             {"function": "main", "file": "/src/a.c", "line": 30, "inlined": false}]},
+//	 {"address": "zz", "error": "not a hexadecimal address", "frames": []}]
+//
+// frames are innermost first: an inlined function, then the function it
+// was inlined into; empty when nothing is known of the address. function
+// and file are null when unknown, line 0.
+type jsonAddress struct {
+	Address string        `json:"address"`
+	Error   string        `json:"error,omitempty"`
+	Frames  []jsonAddrFrm `json:"frames"`
+}
+
+type jsonAddrFrm struct {
+	Function *string `json:"function"`
+	File     *string `json:"file"`
+	Line     int     `json:"line"`
+	Inlined  bool    `json:"inlined"`
+}
+
+// AddressesJSON writes addrs as documented above.
+func AddressesJSON(w io.Writer, addrs []Address) error {
+	out := make([]jsonAddress, 0, len(addrs))
+	for _, a := range addrs {
+		ja := jsonAddress{Address: hex(a.Addr), Frames: []jsonAddrFrm{}}
+		if !a.OK {
+			ja.Address, ja.Error = a.Text, "not a hexadecimal address"
+		}
+		for _, f := range a.Frames {
+			jf := jsonAddrFrm{Line: f.Line, Inlined: f.Inlined}
+			if f.Function != "" {
+				jf.Function = &f.Function
+			}
+			if f.File != "" {
+				jf.File = &f.File
+			}
+			ja.Frames = append(ja.Frames, jf)
+		}
+		out = append(out, ja)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
