@@ -39,8 +39,9 @@ func (m *Module) findDebugFile() *openFile {
 	if id := m.buildID; len(id) > 2 {
 		for _, d := range dirs {
 			for _, root := range roots {
-				p := joinRoot(root, d+"/.build-id/"+id[:2]+"/"+id[2:]+".debug")
-				f, err := openELF(p)
+				// (Build-id links may be symlinks: followed inside the
+				// root, never out of it.)
+				f, err := m.sym.openELF(root, d+"/.build-id/"+id[:2]+"/"+id[2:]+".debug", true)
 				if err != nil {
 					continue
 				}
@@ -68,7 +69,7 @@ func (m *Module) findDebugFile() *openFile {
 			continue
 		}
 		for _, root := range roots {
-			f, err := openELF(joinRoot(root, c))
+			f, err := m.sym.openELF(root, c, true)
 			if err != nil {
 				continue
 			}
@@ -99,7 +100,7 @@ func debugLink(f *openFile) (string, uint32, bool) {
 	if s == nil || s.Size > 4096 {
 		return "", 0, false
 	}
-	b, err := sectionData(s, f.size)
+	b, err := f.data(s)
 	if err != nil {
 		return "", 0, false
 	}

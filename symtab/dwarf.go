@@ -1,8 +1,6 @@
 package symtab
 
 import (
-	"bytes"
-	"compress/zlib"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
@@ -11,7 +9,6 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -92,7 +89,7 @@ type fnNode struct {
 // loadDWARF builds the index of the DWARF sections of f; alt is the dwz
 // file it refers to, or nil.
 func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
-	ef, size := f.ef, f.size
+	ef := f.ef
 	sec := func(name string) ([]byte, error) {
 		s := ef.Section(".debug_" + name)
 		if s == nil {
@@ -101,16 +98,15 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			return nil, nil
 		}
-		if strings.HasPrefix(s.Name, ".zdebug_") {
-			return zdebugData(s, size)
-		}
-		return sectionData(s, size)
+		return f.data(s) // decompressed within the budget
 	}
 	if s := ef.Section(".debug_info"); (s == nil || s.Type == elf.SHT_NOBITS) && ef.Section(".zdebug_info") == nil {
 		return nil, ErrNoSymbols
 	}
 	// Read (and mostly decompress) the sections in parallel: on a cold
-	// start this is a third of the work.
+	// start this is a third of the work. Each read is charged to the
+	// Symbolizer's budget before it allocates, so ten at once are bounded
+	// together.
 	names := []string{"info", "abbrev", "line", "ranges", "str", "aranges", "addr", "line_str", "str_offsets", "rnglists"}
 	datas := make([][]byte, len(names))
 	errs := make([]error, len(names))
@@ -159,35 +155,6 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 		return nil, fmt.Errorf("dwarf: %w", err)
 	}
 	return x, nil
-}
-
-// zdebugData decompresses a legacy .zdebug_* section ("ZLIB", big-endian
-// 64-bit size, zlib stream).
-func zdebugData(s *elf.Section, size int64) ([]byte, error) {
-	if s.Size > uint64(size) || s.Offset > uint64(size)-s.Size || s.Size < 12 {
-		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "bad size"}
-	}
-	raw := make([]byte, s.Size)
-	if _, err := s.ReaderAt.ReadAt(raw, 0); err != nil && err != io.EOF {
-		return nil, fmt.Errorf("read %s: %w", s.Name, err)
-	}
-	if string(raw[:4]) != "ZLIB" {
-		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "no ZLIB header"}
-	}
-	n := binary.BigEndian.Uint64(raw[4:12])
-	if n > maxSectionBytes {
-		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "too large"}
-	}
-	zr, err := zlib.NewReader(bytes.NewReader(raw[12:]))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Name, err)
-	}
-	out := make([]byte, 0, n)
-	buf := bytes.NewBuffer(out)
-	if _, err := io.Copy(buf, io.LimitReader(zr, int64(n))); err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Name, err)
-	}
-	return buf.Bytes(), nil
 }
 
 // unitHeader is a compilation unit found in .debug_info.

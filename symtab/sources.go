@@ -5,8 +5,11 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
+	"sync/atomic"
+
+	"stackshot/internal/bin"
+	"stackshot/internal/safeelf"
 
 	"github.com/ulikunitz/xz"
 )
@@ -22,18 +25,55 @@ type sources struct {
 	gotab  *goTable  // Go pclntab, loaded on first use (see goTable)
 	syms   *symTable // .symtab + .gnu_debugdata + .dynsym, merged
 	errs   []error   // problems met while loading (diagnostics)
+
+	// partial: loading stopped at the Context's end, some sources are
+	// missing; broken: a panic while loading or looking up (a parser bug
+	// met on hostile input): the module resolves nothing more.
+	partial bool
+	broken  atomic.Bool
 }
 
 func (m *Module) sources() *sources {
-	m.loadOnce.Do(func() { m.src = m.loadSources() })
+	m.loadOnce.Do(func() {
+		var src *sources
+		if err := safely("module "+m.path, func() error {
+			src = m.loadSources()
+			return nil
+		}); err != nil {
+			src = &sources{syms: buildSymTable(nil), errs: []error{err}}
+			src.broken.Store(true)
+		}
+		m.src = src
+		m.isLoaded.Store(true)
+	})
 	return m.src
+}
+
+// loaded reports whether the module's sources were loaded.
+func (m *Module) loaded() bool { return m.isLoaded.Load() }
+
+// poison makes the module resolve nothing more after a panic in it.
+func (m *Module) poison(err error) {
+	if src := m.sources(); src != nil {
+		src.broken.Store(true)
+		src.errs = append(src.errs, err)
+	}
 }
 
 func (m *Module) loadSources() *sources {
 	src := &sources{}
+	defer func() {
+		if m.sym.expired() != nil {
+			src.partial = true
+		}
+	}()
 	ef := m.file.ef
 	var raw []rawSym
 	var err error
+	if m.sym.expired() != nil {
+		src.syms = buildSymTable(nil)
+		return src
+	}
 	src.debug = m.findDebugFile()
 	// DWARF: the debug file's, else the binary's (not at all for a
 	// names-only symbolizer: decompressing and indexing a large debug file
@@ -64,6 +104,10 @@ func (m *Module) loadSources() *sources {
 		}
 	}
 	src.goFile = m.file
+	if m.sym.expired() != nil {
+		src.syms = buildSymTable(nil)
+		return src
+	}
 	if src.dw == nil {
 		// With DWARF the pclntab is only a fallback: loaded on first need.
 		if src.goTable() != nil {
@@ -71,7 +115,7 @@ func (m *Module) loadSources() *sources {
 		}
 	}
 	if src.debug != nil && hasSymtab(src.debug.ef) {
-		raw, err = collectSyms(src.debug.ef, false, rankDebugSymtab, raw)
+		raw, err = collectSyms(src.debug, false, rankDebugSymtab, raw)
 		if err == nil {
 			src.names = append(src.names, "debug-symtab")
 		} else {
@@ -79,7 +123,7 @@ func (m *Module) loadSources() *sources {
 		}
 	}
 	if hasSymtab(ef) {
-		raw, err = collectSyms(ef, false, rankSymtab, raw)
+		raw, err = collectSyms(m.file, false, rankSymtab, raw)
 		if err == nil {
 			src.names = append(src.names, "symtab")
 		} else {
@@ -88,6 +132,7 @@ func (m *Module) loadSources() *sources {
 	}
 	if mini, err := miniDebugInfo(m.file); err == nil && mini != nil {
 		n := len(raw)
+		// (The decompressed image stays charged: its symbols are kept.)
 		raw, err = collectSyms(mini, false, rankMiniDebug, raw)
 		if err == nil && len(raw) > n {
 			src.names = append(src.names, "gnu_debugdata")
@@ -96,7 +141,7 @@ func (m *Module) loadSources() *sources {
 		src.errs = append(src.errs, err)
 	}
 	n := len(raw)
-	raw, err = collectSyms(ef, true, rankDynsym, raw)
+	raw, err = collectSyms(m.file, true, rankDynsym, raw)
 	if err == nil && len(raw) > n {
 		src.names = append(src.names, "dynsym")
 	}
@@ -126,41 +171,89 @@ func hasSymtab(ef *elf.File) bool {
 	return false
 }
 
+// maxXZDict bounds the LZMA2 dictionary an xz stream may ask for (the xz
+// reader allocates it up front; xz -9 uses 64 MiB).
+const maxXZDict = 64 << 20
+
 // miniDebugInfo decompresses .gnu_debugdata (an xz-compressed ELF holding
 // the symbols left out of .dynsym), or returns nil.
-func miniDebugInfo(f *openFile) (*elf.File, error) {
+func miniDebugInfo(f *openFile) (*openFile, error) {
 	sec := f.ef.Section(".gnu_debugdata")
 	if sec == nil || sec.Type == elf.SHT_NOBITS {
 		return nil, nil
 	}
-	comp, err := sectionData(sec, f.size)
+	comp, err := f.data(sec)
 	if err != nil {
 		return nil, err
 	}
+	defer f.sym.budget.Give(int64(len(comp)))
+	if d, ok := xzDictSize(comp); !ok || d > maxXZDict {
+		return nil, &FormatError{Section: ".gnu_debugdata", Msg: "xz dictionary missing or too large"}
+	}
+	if err := f.sym.budget.Take(maxXZDict); err != nil {
+		return nil, fmt.Errorf("decompress .gnu_debugdata: %w", err)
+	}
+	defer f.sym.budget.Give(maxXZDict)
 	var data []byte
 	err = safely("gnu_debugdata", func() error {
 		zr, err := xz.NewReader(bytes.NewReader(comp))
 		if err != nil {
 			return err
 		}
-		data, err = io.ReadAll(io.LimitReader(zr, maxMiniDebug+1))
+		data, err = safeelf.ReadStream(f.sym.opts.Context, ".gnu_debugdata", zr, f.sym.budget)
 		return err
 	})
 	if err != nil {
+		f.sym.noteLimit(err)
 		return nil, fmt.Errorf("decompress .gnu_debugdata: %w", err)
 	}
-	if len(data) > maxMiniDebug {
-		return nil, &FormatError{Section: ".gnu_debugdata", Msg: "decompressed size too large"}
+	return f.sym.parseFile(bytes.NewReader(data), int64(len(data)), f.name+"[.gnu_debugdata]")
+}
+
+// xzDictSize returns the LZMA2 dictionary size of the first block of an
+// xz stream: 12-byte stream header, block header (size byte, flags,
+// optional sizes, filter flags), LZMA2 filter (id 0x21) with one property
+// byte. Streams whose later blocks ask for more are bounded by the xz
+// reader's own checks only.
+func xzDictSize(b []byte) (uint64, bool) {
+	if len(b) < 13 || string(b[:6]) != "\xfd7zXZ\x00" {
+		return 0, false
 	}
-	mf, err := parseFile(bytes.NewReader(data), int64(len(data)), f.name+"[.gnu_debugdata]")
-	if err != nil {
-		return nil, err
+	hs := (int(b[12]) + 1) * 4
+	if b[12] == 0 || len(b) < 12+hs {
+		return 0, false
 	}
-	return mf.ef, nil
+	r := bin.NewReader(b[12:12+hs], nil)
+	r.U8()
+	flags := r.U8()
+	if flags&0x40 != 0 {
+		r.ULEB()
+	}
+	if flags&0x80 != 0 {
+		r.ULEB()
+	}
+	for i := 0; i < int(flags&3)+1 && r.Err() == nil; i++ {
+		id := r.ULEB()
+		props := r.Bytes(r.ULEB())
+		if id == 0x21 {
+			if len(props) != 1 || props[0] > 40 {
+				return 0, false
+			}
+			p := uint64(props[0])
+			if p == 40 {
+				return 1<<32 - 1, true
+			}
+			return (2 | p&1) << (p/2 + 11), true
+		}
+	}
+	return 0, false
 }
 
 // lookup resolves pc through the best source that knows it.
 func (s *sources) lookup(pc uint64, out []Sym, demangle bool) []Sym {
+	if s.broken.Load() {
+		return out
+	}
 	var lineOnly *Sym
 	if s.dw != nil {
 		n := len(out)

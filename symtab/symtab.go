@@ -32,11 +32,15 @@
 package symtab
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"stackshot/internal/bin"
+	"stackshot/internal/safeelf"
 )
 
 // ErrNoSymbols means the module has no usable symbol source.
@@ -48,19 +52,13 @@ var ErrNoBuildID = errors.New("no build id")
 // ErrNotFound means no file for the module could be opened.
 var ErrNotFound = errors.New("module file not found")
 
-// FormatError reports malformed input in a file.
-type FormatError struct {
-	Section string
-	Offset  uint64
-	Msg     string
-}
+// FormatError reports malformed input in a file (the project's one format
+// error, shared with unwind).
+type FormatError = bin.FormatError
 
-func (e *FormatError) Error() string {
-	if e.Section == "" {
-		return "malformed elf: " + e.Msg
-	}
-	return fmt.Sprintf("malformed %s at %#x: %s", e.Section, e.Offset, e.Msg)
-}
+// ErrBudget means a file needed more memory than the debug-data budget
+// left (Options.MaxDebugBytes, MaxSectionBytes): its names were given up.
+var ErrBudget = safeelf.ErrBudget
 
 // Options configure a Symbolizer.
 type Options struct {
@@ -70,6 +68,25 @@ type Options struct {
 	// (and the Go pclntab), without file, line or inlined frames. For
 	// plain pstack-style text, where the debug info's cost buys nothing.
 	NamesOnly bool
+
+	// MaxDebugBytes bounds everything read into memory from module and
+	// debug files over the Symbolizer's life (0: 512 MiB); MaxSectionBytes
+	// bounds one section, decompressed (0: 256 MiB, at most MaxDebugBytes).
+	// Sizes are checked before anything is allocated; a file that needs
+	// more loses its names, the rest of the run goes on.
+	MaxDebugBytes   int64
+	MaxSectionBytes int64
+
+	// Context bounds symbolization in time: once it is done (a --timeout
+	// deadline, an interrupt) no more files are opened or decoded and
+	// addresses not yet resolved stay unresolved (see Expired). nil: no
+	// bound.
+	Context context.Context
+
+	// PerfMap is the perf map to use for JIT code when no live root is
+	// given (a saved capture, with report --perf-map FILE); "" none.
+	// For live targets the target's own /tmp/perf-PID.map is used.
+	PerfMap string
 }
 
 // ModuleRef says how to find the file behind a mapping of a target process.
@@ -96,7 +113,11 @@ type devIno struct{ dev, ino uint64 }
 // Symbolizer loads and caches modules (by build id, then dev+inode). It is
 // safe for concurrent use.
 type Symbolizer struct {
-	opts Options
+	opts   Options
+	budget *safeelf.Budget
+
+	expiredFlag atomic.Bool // a lookup was cut short by the Context
+	limitFlag   atomic.Bool // a file was refused for the budget
 
 	mu        sync.Mutex
 	byBuildID map[string]*Module
@@ -111,6 +132,7 @@ type Symbolizer struct {
 func New(opts Options) *Symbolizer {
 	return &Symbolizer{
 		opts:      opts,
+		budget:    safeelf.NewBudget(opts.MaxDebugBytes, opts.MaxSectionBytes),
 		byBuildID: make(map[string]*Module),
 		byInode:   make(map[devIno]*Module),
 		mismatch:  make(map[ModuleRef]*Module),
@@ -160,6 +182,9 @@ func (s *Symbolizer) Close() error {
 // pass the build id read from memory whenever there is one.
 func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 	ref.BuildID = strings.ToLower(ref.BuildID)
+	if err := s.expired(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ref.BuildID != "" {
@@ -175,7 +200,7 @@ func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 			return m, nil
 		}
 	}
-	f, err := openModuleFile(ref)
+	f, err := s.openModuleFile(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +239,7 @@ func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 // ModuleFromImage parses an ELF image held in memory (the vdso). The image
 // is not copied: the caller must not modify it.
 func (s *Symbolizer) ModuleFromImage(image []byte, name string) (*Module, error) {
-	f, err := parseFile(bytesReaderAt(image), int64(len(image)), name)
+	f, err := s.parseFile(bytesReaderAt(image), int64(len(image)), name)
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +274,7 @@ type Module struct {
 	loads []loadSeg
 
 	loadOnce sync.Once
+	isLoaded atomic.Bool
 	src      *sources // symbol sources, loaded on first use
 
 	results resultCache
@@ -337,10 +363,62 @@ func (m *Module) Lookup(vaddr uint64, out []Sym) []Sym {
 	if r, ok := m.results.get(vaddr); ok {
 		return append(out, r...)
 	}
+	if m.sym.expired() != nil && !m.loaded() {
+		return out // out of time: not loaded now, and not cached as unknown
+	}
 	n := len(out)
-	out = m.sources().lookup(vaddr, out, !m.sym.opts.NoDemangle)
+	var src *sources
+	err := safely("module "+m.path, func() error {
+		src = m.sources()
+		out = src.lookup(vaddr, out, !m.sym.opts.NoDemangle)
+		return nil
+	})
+	if err != nil {
+		// A parser bug costs this module its names, nothing else.
+		m.poison(err)
+		return out[:n]
+	}
+	if src.partial && m.sym.expired() != nil {
+		return out // decoded only in part for lack of time: not cached
+	}
 	m.results.put(vaddr, out[n:])
 	return out
+}
+
+// Expired reports whether the Context ended before every lookup asked of
+// the Symbolizer could be resolved: some addresses were left unnamed for
+// lack of time, and the output should say so.
+func (s *Symbolizer) Expired() bool { return s.expiredFlag.Load() }
+
+// BudgetExceeded reports whether some file was given up because it needed
+// more than the debug-data budget (Options.MaxDebugBytes).
+func (s *Symbolizer) BudgetExceeded() bool { return s.limitFlag.Load() }
+
+// BudgetUsed is the number of bytes charged to the debug-data budget.
+func (s *Symbolizer) BudgetUsed() int64 { return s.budget.Used() }
+
+// expired returns the Context's error once it is done, and remembers that
+// work was cut short.
+func (s *Symbolizer) expired() error {
+	ctx := s.opts.Context
+	if ctx == nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		s.expiredFlag.Store(true)
+		return err
+	}
+	return nil
+}
+
+// noteLimit records why a read failed when it was a budget or deadline.
+func (s *Symbolizer) noteLimit(err error) {
+	switch {
+	case errors.Is(err, safeelf.ErrBudget), errors.Is(err, safeelf.ErrTooLarge):
+		s.limitFlag.Store(true)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		s.expiredFlag.Store(true)
+	}
 }
 
 func (m *Module) close() error {
@@ -387,5 +465,13 @@ func (m *Module) lookupUncached(vaddr uint64, out []Sym) []Sym {
 	if m.mismatch {
 		return out
 	}
-	return m.sources().lookup(vaddr, out, !m.sym.opts.NoDemangle)
+	n := len(out)
+	if err := safely("module "+m.path, func() error {
+		out = m.sources().lookup(vaddr, out, !m.sym.opts.NoDemangle)
+		return nil
+	}); err != nil {
+		m.poison(err)
+		return out[:n]
+	}
+	return out
 }
