@@ -475,3 +475,10 @@ func (m *Module) lookupUncached(vaddr uint64, out []Sym) []Sym {
 	}
 	return out
 }
+
+// Budget is the debug-data budget the Symbolizer reads files within, for
+// other readers of the same files (the unwinder's CFI) to share.
+func (s *Symbolizer) Budget() *safeelf.Budget { return s.budget }
+
+// Context is Options.Context (nil: no bound).
+func (s *Symbolizer) Context() context.Context { return s.opts.Context }

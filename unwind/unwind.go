@@ -144,5 +144,5 @@ type Input struct {
 	StackLo, StackHi uint64 // bounds of the mapping that holds SP (0,0: unknown)
 	Space            Space
 	Mem              Memory // optional
-	MaxFrames        int    // 0: 1024
+	MaxFrames        int    // 0: DefaultMaxFrames
 }

@@ -7,8 +7,12 @@ import (
 	"sync"
 )
 
+// DefaultMaxFrames is the depth at which a walk stops unless told
+// otherwise: the one default for every caller (resolve, the command's
+// --max-frames).
+const DefaultMaxFrames = 1024
+
 const (
-	defaultMaxFrames = 1024
 	maxScanWords     = 2048 // stack scanning: words examined per frame (16 KiB)
 	maxRecordWords   = 4096 // fp-heuristic: words examined for a frame record (32 KiB)
 	maxFuncSize      = 1 << 20
@@ -56,7 +60,7 @@ var walkerPool = sync.Pool{New: func() any { return new(walker) }}
 func Unwind(in *Input, out []Frame) ([]Frame, StopReason) {
 	max := in.MaxFrames
 	if max <= 0 {
-		max = defaultMaxFrames
+		max = DefaultMaxFrames
 	}
 	pc, ok := in.Regs.Get(RegRIP)
 	if !ok {

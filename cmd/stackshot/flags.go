@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"stackshot/ptrace"
+	"stackshot/unwind"
 )
 
 // common holds the flags shared by dump, capture, report and record.
@@ -56,7 +57,7 @@ func newCommon(name string) *common {
 	fs.BoolVar(&c.noKernel, "no-kernel", false, "no kernel frames")
 	fs.BoolVarP(&c.source, "source", "s", false, "show file:line where debug info has it")
 	fs.BoolVarP(&c.inline, "inline", "i", false, "expand inlined functions into their own frames")
-	fs.IntVar(&c.maxFrames, "max-frames", 1024, "stop unwinding a thread after N frames")
+	fs.IntVar(&c.maxFrames, "max-frames", unwind.DefaultMaxFrames, "stop unwinding a thread after N frames")
 	fs.StringArrayVar(&c.debugDirs, "debug-dir", nil, "extra root for separate debug files (repeatable)")
 	fs.StringVar(&c.mode, "mode", "auto", "capture: auto, stop or nostop")
 	fs.BoolVar(&c.consistent, "consistent", false, "stop all threads first, resume together")
