@@ -13,10 +13,10 @@ import (
 const DefaultMaxFrames = 1024
 
 const (
-	maxScanWords     = 2048 // stack scanning: words examined per frame (16 KiB)
-	maxRecordWords   = 4096 // fp-heuristic: words examined for a frame record (32 KiB)
-	maxFuncSize      = 1 << 20
-	scanBudget       = 1 << 16 // words examined by scanning and the fp-heuristic per walk
+	maxScanWords   = 2048 // stack scanning: words examined per frame (16 KiB)
+	maxRecordWords = 4096 // fp-heuristic: words examined for a frame record (32 KiB)
+	maxFuncSize    = 1 << 20
+	scanBudget     = 1 << 16 // words examined by scanning and the fp-heuristic per walk
 )
 
 // walker is the state of one Unwind call. Walkers are pooled so that a warm
