@@ -1,6 +1,7 @@
 package symtab
 
 import (
+	"context"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
@@ -36,6 +37,20 @@ type dwarfIndex struct {
 	line, str, lineStr []byte // raw sections, for file names as binutils forms them
 
 	alt *altDWARF // the dwz file, or nil
+
+	ctx context.Context // Options.Context: decoding stops when it is done
+}
+
+// ctxCheckEvery is how many DIEs, line rows or units are decoded between
+// two looks at the context.
+const ctxCheckEvery = 4096
+
+// expired returns the context's error once it is done.
+func (x *dwarfIndex) expired() error {
+	if x.ctx == nil {
+		return nil
+	}
+	return x.ctx.Err()
 }
 
 type cuRange struct {
@@ -135,6 +150,9 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 		return nil, ErrNoSymbols
 	}
 	x := &dwarfIndex{order: ef.ByteOrder, alt: alt}
+	if f.sym != nil {
+		x.ctx = f.sym.opts.Context
+	}
 	err := safely("dwarf", func() error {
 		d, err := dwarf.New(get["abbrev"], nil, nil, info, get["line"], nil, get["ranges"], get["str"])
 		if err != nil {
@@ -321,6 +339,11 @@ func (x *dwarfIndex) buildIndex(info, aranges []byte) error {
 		if covered[i] {
 			continue
 		}
+		if i%ctxCheckEvery == 0 {
+			if err := x.expired(); err != nil {
+				return err
+			}
+		}
 		r.Seek(cu.off)
 		e, err := r.Next()
 		if err != nil || e == nil || (e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagSkeletonUnit) {
@@ -438,6 +461,12 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 	// scope[d] qualifies names at depth d+1 ("ns::Class::").
 	scope := make([]string, 1, 16)
 	for n := 0; n < maxUnitDIEs; n++ {
+		if n%ctxCheckEvery == 0 {
+			if err := x.expired(); err != nil {
+				dec.err = err
+				break
+			}
+		}
 		e, err := r.Next()
 		if err != nil {
 			dec.err = err
@@ -610,6 +639,11 @@ func (x *dwarfIndex) decodeLines(cu *dwarf.Entry, dec *cuDecoded, fileIdx map[*d
 	var le dwarf.LineEntry
 	total := 0
 	for total < maxLineRows {
+		if total%ctxCheckEvery == 0 {
+			if err := x.expired(); err != nil {
+				return err
+			}
+		}
 		if err := lr.Next(&le); err != nil {
 			if err == io.EOF {
 				break
