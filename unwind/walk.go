@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/bits"
+	"stackshot/internal/bin"
 	"sync"
 )
 
@@ -57,7 +58,27 @@ var walkerPool = sync.Pool{New: func() any { return new(walker) }}
 // register the capture does not know (a partial capture at a syscall), the
 // frame-pointer heuristic recovers RBP from a frame record on the stack.
 // It returns the extended slice and why the walk ended; it never fails.
-func Unwind(in *Input, out []Frame) ([]Frame, StopReason) {
+//
+// A panic in the walk (a bug met on hostile stack bytes or CFI) costs this
+// thread its frames past the first: the walk ends with StopFault.
+func Unwind(in *Input, out []Frame) (frames []Frame, stop StopReason) {
+	n := len(out)
+	err := bin.Safe("unwind", func() error {
+		frames, stop = walk(in, out)
+		return nil
+	})
+	if err == nil {
+		return frames, stop
+	}
+	out = out[:n]
+	if pc, ok := in.Regs.Get(RegRIP); ok {
+		sp, _ := in.Regs.Get(RegRSP)
+		out = append(out, Frame{PC: pc, SP: sp, Method: MethodRegs, Exact: true})
+	}
+	return out, StopFault
+}
+
+func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 	max := in.MaxFrames
 	if max <= 0 {
 		max = DefaultMaxFrames

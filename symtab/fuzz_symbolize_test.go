@@ -1,0 +1,77 @@
+package symtab
+
+import (
+	"debug/elf"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// Budgets of FuzzSymbolizeELF: small, so that an input that gets past
+// them shows as a ceiling failure rather than as a slow fuzzer.
+const (
+	fuzzDebugBytes   = 64 << 20
+	fuzzSectionBytes = 32 << 20
+	fuzzAllocCeiling = 1 << 30 // bytes allocated, in all, for one input
+)
+
+// FuzzSymbolizeELF loads arbitrary bytes as a module file through the
+// whole symbolizer (opening by path, header checks, build id, debug-file
+// search, DWARF, symbol tables, MiniDebugInfo, pclntab, lookups) under a
+// memory ceiling: what one input makes the symbolizer allocate, in all,
+// must stay under fuzzAllocCeiling, whatever sizes its headers claim.
+// Seeds: the small bombs of smallBombs (committed, as written by
+// writeSeeds, in testdata/fuzz/FuzzSymbolizeELF), the full-size bombs of
+// the bomb tests and the built test targets.
+func FuzzSymbolizeELF(f *testing.F) {
+	f.Add(shstrtabBomb())
+	f.Add(debugBomb(4))
+	for _, b := range smallBombs() {
+		f.Add(b)
+	}
+	fuzzSeedBinaries(f, func(p string) {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	})
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(dir, "input.elf")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s := New(Options{MaxDebugBytes: fuzzDebugBytes, MaxSectionBytes: fuzzSectionBytes})
+		if m, err := s.Module(ModuleRef{Path: p}); err == nil {
+			exercise(m)
+			m.Lookup(bombFuncAddr+0x10, nil)
+		}
+		if u := s.BudgetUsed(); u > fuzzDebugBytes {
+			t.Errorf("budget overdrawn: %d of %d bytes", u, fuzzDebugBytes)
+		}
+		s.Close()
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > fuzzAllocCeiling {
+			t.Errorf("one input allocated %d MiB, ceiling %d MiB", n>>20, fuzzAllocCeiling>>20)
+		}
+	})
+}
+
+// smallBombs are small inputs whose headers claim gigabytes.
+func smallBombs() map[string][]byte {
+	return map[string][]byte{
+		"plain": bombELF(nil, nil),
+		"shstrtab-claims-3g": bombELF(nil, &bombSection{flags: elf.SHF_COMPRESSED,
+			data: compressed(elf.COMPRESS_ZSTD, 3<<30, zstdZeros(4<<20))}),
+		"debug-zstd-claims-1g": bombELF([]bombSection{{name: ".debug_info", typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED,
+			data: compressed(elf.COMPRESS_ZSTD, 1<<30, zstdZeros(4<<20))}}, nil),
+		"debug-zlib-claims-1g": bombELF([]bombSection{{name: ".debug_line", typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED,
+			data: compressed(elf.COMPRESS_ZLIB, 1<<30, zlibZeros(1<<20))}}, nil),
+		"zdebug-claims-1g": bombELF([]bombSection{{name: ".zdebug_info", typ: elf.SHT_PROGBITS,
+			data: append([]byte("ZLIB\x00\x00\x00\x00\x40\x00\x00\x00"), zlibZeros(1<<20)...)}}, nil),
+		"symtab-compressed": bombELF([]bombSection{{name: ".symtab2", typ: elf.SHT_SYMTAB, flags: elf.SHF_COMPRESSED,
+			data: compressed(elf.COMPRESS_ZSTD, 1<<30, zstdZeros(4<<20))}}, nil),
+	}
+}
