@@ -6,7 +6,7 @@ import "testing"
 // drives) met on one thread's hostile data.
 type faultySpace struct{}
 
-func (faultySpace) Lookup(addr uint64) (ModuleInfo, bool)      { panic("lookup bug") }
+func (faultySpace) Lookup(addr uint64) (ModuleInfo, bool)       { panic("lookup bug") }
 func (faultySpace) ReadCode(p []byte, addr uint64) (int, error) { panic("read bug") }
 
 // TestUnwindPanicContained: a panic during the walk ends this thread's walk
