@@ -48,7 +48,7 @@ func bombChild(path, mapFiles string) int {
 	m, err := s.Module(ModuleRef{Path: path, MapFiles: mapFiles})
 	if err != nil {
 		errText = err.Error()
-	} else if syms := m.Lookup(bombFuncAddr+0x10, nil); len(syms) > 0 {
+	} else if syms := m.Lookup(testutil.BombFuncAddr+0x10, nil); len(syms) > 0 {
 		name = syms[0].Function
 	}
 	fmt.Printf("name=%q\nerr=%q\nhwm_kb=%d\n", name, errText, vmHWM())
@@ -139,7 +139,7 @@ func mappedBy(t *testing.T, file string) string {
 // decompress it while merely opening the file (12 GB RSS measured); the
 // module must be refused as malformed, cheaply.
 func TestShstrtabBomb(t *testing.T) {
-	b := shstrtabBomb()
+	b := testutil.ShstrtabBomb()
 	if len(b) > 200<<10 {
 		t.Fatalf("bomb is %d bytes, want a small file", len(b))
 	}
@@ -160,7 +160,7 @@ func TestShstrtabBomb(t *testing.T) {
 func TestDebugSectionBombs(t *testing.T) {
 	for _, n := range []int{1, 4} {
 		t.Run(fmt.Sprintf("%d sections", n), func(t *testing.T) {
-			file := writeBomb(t, "debug.bomb", debugBomb(n))
+			file := writeBomb(t, "debug.bomb", testutil.DebugBomb(n))
 			r := runBombChild(t, file, mappedBy(t, file))
 			if r.hwmKB > bombMaxRSSKB {
 				t.Errorf("peak RSS %d MiB, want under %d MiB", r.hwmKB>>10, bombMaxRSSKB>>10)

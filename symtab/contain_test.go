@@ -2,6 +2,7 @@ package symtab
 
 import (
 	"path/filepath"
+	"stackshot/internal/testutil"
 	"strings"
 	"testing"
 )
@@ -13,9 +14,9 @@ import (
 // diagnostics carry the panic.
 func TestModulePanicContained(t *testing.T) {
 	dir := t.TempDir()
-	bad := writeBomb(t, "bad.elf", bombELF(nil, nil))
+	bad := writeBomb(t, "bad.elf", testutil.BombELF(nil, nil))
 	good := filepath.Join(dir, "good.elf")
-	if err := writeFile(good, bombELF(nil, nil)); err != nil {
+	if err := writeFile(good, testutil.BombELF(nil, nil)); err != nil {
 		t.Fatal(err)
 	}
 	loadHook = func(p string) {
@@ -36,11 +37,11 @@ func TestModulePanicContained(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if got := mb.Lookup(bombFuncAddr+0x10, nil); len(got) != 0 {
+		if got := mb.Lookup(testutil.BombFuncAddr+0x10, nil); len(got) != 0 {
 			t.Errorf("lookup %d in the module that panicked: %+v, want nothing", i, got)
 		}
 	}
-	if got := lookupName(mg, bombFuncAddr+0x10); got != "bomb_func" {
+	if got := lookupName(mg, testutil.BombFuncAddr+0x10); got != "bomb_func" {
 		t.Errorf("the other module: %q, want bomb_func", got)
 	}
 	errs := mb.sources().errs

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"os"
+	"stackshot/internal/testutil"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,8 +37,8 @@ func (c *expiringCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 // slowDebugFile has a .debug_info of 200 MiB (zstd, within the default
 // caps): decompressing it is the slow part of symbolizing the file.
 func slowDebugFile(t *testing.T) string {
-	return writeBomb(t, "slow.debug", bombELF([]bombSection{{name: ".debug_info", typ: elf.SHT_PROGBITS,
-		flags: elf.SHF_COMPRESSED, data: compressed(elf.COMPRESS_ZSTD, 200<<20, zstdZeros(200<<20))}}, nil))
+	return writeBomb(t, "slow.debug", testutil.BombELF([]testutil.ELFSection{{Name: ".debug_info", Type: elf.SHT_PROGBITS,
+		Flags: elf.SHF_COMPRESSED, Data: testutil.Compressed(elf.COMPRESS_ZSTD, 200<<20, testutil.ZstdZeros(200<<20))}}, nil))
 }
 
 // TestDeadlineStopsDecompression: the context ends in the middle of the
@@ -52,7 +53,7 @@ func TestDeadlineStopsDecompression(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := lookupName(m, bombFuncAddr+0x10); got != "bomb_func" {
+	if got := lookupName(m, testutil.BombFuncAddr+0x10); got != "bomb_func" {
 		t.Fatalf("without a deadline: %q, want bomb_func", got)
 	}
 	if s.Expired() {
@@ -65,7 +66,7 @@ func TestDeadlineStopsDecompression(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Lookup(bombFuncAddr+0x10, nil); len(got) != 0 {
+	if got := m.Lookup(testutil.BombFuncAddr+0x10, nil); len(got) != 0 {
 		t.Errorf("after the deadline: %+v, want nothing resolved", got)
 	}
 	if !s.Expired() {
@@ -77,7 +78,7 @@ func TestDeadlineStopsDecompression(t *testing.T) {
 	if u := s.BudgetUsed(); u > 1<<20 {
 		t.Errorf("budget still charged with %d bytes after giving up", u)
 	}
-	other := writeBomb(t, "plain.elf", bombELF(nil, nil))
+	other := writeBomb(t, "plain.elf", testutil.BombELF(nil, nil))
 	if _, err := s.Module(ModuleRef{Path: other}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a module opened after the deadline: err %v", err)
 	}
@@ -89,8 +90,8 @@ func TestDeadlineStopsDecompression(t *testing.T) {
 func BenchmarkSlowDebugFile(b *testing.B) {
 	dir := b.TempDir()
 	file := dir + "/slow.debug"
-	if err := writeFile(file, bombELF([]bombSection{{name: ".debug_info", typ: elf.SHT_PROGBITS,
-		flags: elf.SHF_COMPRESSED, data: compressed(elf.COMPRESS_ZSTD, 200<<20, zstdZeros(200<<20))}}, nil)); err != nil {
+	if err := writeFile(file, testutil.BombELF([]testutil.ELFSection{{Name: ".debug_info", Type: elf.SHT_PROGBITS,
+		Flags: elf.SHF_COMPRESSED, Data: testutil.Compressed(elf.COMPRESS_ZSTD, 200<<20, testutil.ZstdZeros(200<<20))}}, nil)); err != nil {
 		b.Fatal(err)
 	}
 	for _, d := range []time.Duration{0, 10 * time.Millisecond} {
@@ -103,7 +104,7 @@ func BenchmarkSlowDebugFile(b *testing.B) {
 				}
 				s := New(opts)
 				if m, err := s.Module(ModuleRef{Path: file}); err == nil {
-					m.Lookup(bombFuncAddr+0x10, nil)
+					m.Lookup(testutil.BombFuncAddr+0x10, nil)
 				}
 				s.Close()
 				cancel()

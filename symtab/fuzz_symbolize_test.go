@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"stackshot/internal/testutil"
 	"testing"
 )
 
@@ -25,7 +26,7 @@ const (
 // corpus format wants, in testdata/fuzz/FuzzSymbolizeELF), the 3 GiB
 // section-name bomb (FuzzELF seeds the built test targets).
 func FuzzSymbolizeELF(f *testing.F) {
-	f.Add(shstrtabBomb())
+	f.Add(testutil.ShstrtabBomb())
 	for _, b := range smallBombs() {
 		f.Add(b)
 	}
@@ -40,7 +41,7 @@ func FuzzSymbolizeELF(f *testing.F) {
 		s := New(Options{MaxDebugBytes: fuzzDebugBytes, MaxSectionBytes: fuzzSectionBytes})
 		if m, err := s.Module(ModuleRef{Path: p}); err == nil {
 			exercise(m)
-			m.Lookup(bombFuncAddr+0x10, nil)
+			m.Lookup(testutil.BombFuncAddr+0x10, nil)
 		}
 		if u := s.BudgetUsed(); u > fuzzDebugBytes {
 			t.Errorf("budget overdrawn: %d of %d bytes", u, fuzzDebugBytes)
@@ -56,16 +57,16 @@ func FuzzSymbolizeELF(f *testing.F) {
 // smallBombs are small inputs whose headers claim gigabytes.
 func smallBombs() map[string][]byte {
 	return map[string][]byte{
-		"plain": bombELF(nil, nil),
-		"shstrtab-claims-3g": bombELF(nil, &bombSection{flags: elf.SHF_COMPRESSED,
-			data: compressed(elf.COMPRESS_ZSTD, 3<<30, zstdZeros(4<<20))}),
-		"debug-zstd-claims-1g": bombELF([]bombSection{{name: ".debug_info", typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED,
-			data: compressed(elf.COMPRESS_ZSTD, 1<<30, zstdZeros(4<<20))}}, nil),
-		"debug-zlib-claims-1g": bombELF([]bombSection{{name: ".debug_line", typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED,
-			data: compressed(elf.COMPRESS_ZLIB, 1<<30, zlibZeros(1<<20))}}, nil),
-		"zdebug-claims-1g": bombELF([]bombSection{{name: ".zdebug_info", typ: elf.SHT_PROGBITS,
-			data: append([]byte("ZLIB\x00\x00\x00\x00\x40\x00\x00\x00"), zlibZeros(1<<20)...)}}, nil),
-		"symtab-compressed": bombELF([]bombSection{{name: ".symtab2", typ: elf.SHT_SYMTAB, flags: elf.SHF_COMPRESSED,
-			data: compressed(elf.COMPRESS_ZSTD, 1<<30, zstdZeros(4<<20))}}, nil),
+		"plain": testutil.BombELF(nil, nil),
+		"shstrtab-claims-3g": testutil.BombELF(nil, &testutil.ELFSection{Flags: elf.SHF_COMPRESSED,
+			Data: testutil.Compressed(elf.COMPRESS_ZSTD, 3<<30, testutil.ZstdZeros(4<<20))}),
+		"debug-zstd-claims-1g": testutil.BombELF([]testutil.ELFSection{{Name: ".debug_info", Type: elf.SHT_PROGBITS, Flags: elf.SHF_COMPRESSED,
+			Data: testutil.Compressed(elf.COMPRESS_ZSTD, 1<<30, testutil.ZstdZeros(4<<20))}}, nil),
+		"debug-zlib-claims-1g": testutil.BombELF([]testutil.ELFSection{{Name: ".debug_line", Type: elf.SHT_PROGBITS, Flags: elf.SHF_COMPRESSED,
+			Data: testutil.Compressed(elf.COMPRESS_ZLIB, 1<<30, testutil.ZlibZeros(1<<20))}}, nil),
+		"zdebug-claims-1g": testutil.BombELF([]testutil.ELFSection{{Name: ".zdebug_info", Type: elf.SHT_PROGBITS,
+			Data: append([]byte("ZLIB\x00\x00\x00\x00\x40\x00\x00\x00"), testutil.ZlibZeros(1<<20)...)}}, nil),
+		"symtab-compressed": testutil.BombELF([]testutil.ELFSection{{Name: ".symtab2", Type: elf.SHT_SYMTAB, Flags: elf.SHF_COMPRESSED,
+			Data: testutil.Compressed(elf.COMPRESS_ZSTD, 1<<30, testutil.ZstdZeros(4<<20))}}, nil),
 	}
 }

@@ -58,7 +58,7 @@ func TestContainerPerfMapSymlink(t *testing.T) {
 func TestModulePathFIFORace(t *testing.T) {
 	dir := t.TempDir()
 	master := filepath.Join(dir, "elf.master")
-	if err := os.WriteFile(master, bombELF(nil, nil), 0o644); err != nil {
+	if err := os.WriteFile(master, testutil.BombELF(nil, nil), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	stable := filepath.Join(dir, "fifo.stable")

@@ -60,6 +60,7 @@ func (l *loader) open(r io.ReaderAt) (*safeelf.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("unwind: %w", err)
 	}
+	l.taken += f.Charged // the File is dropped with the loader
 	return f, nil
 }
 

@@ -138,6 +138,16 @@ type File struct {
 	R      io.ReaderAt
 	Size   int64
 	Budget *Budget
+	// Charged is what Open charged to Budget for the headers; Release
+	// gives it back when the File is dropped.
+	Charged int64
+}
+
+// Release gives the header charge back to the budget (the File is no
+// longer held). Section data read with Data is the caller's to give back.
+func (f *File) Release() {
+	f.Budget.Give(f.Charged)
+	f.Charged = 0
 }
 
 // Open checks r (size bytes) and parses it with debug/elf. The section
@@ -161,7 +171,7 @@ func Open(r io.ReaderAt, size int64, b *Budget) (*File, error) {
 		b.Give(charge)
 		return nil, err
 	}
-	return &File{File: ef, R: r, Size: size, Budget: b}, nil
+	return &File{File: ef, R: r, Size: size, Budget: b, Charged: charge}, nil
 }
 
 // Check validates the ELF header, the program and section header tables

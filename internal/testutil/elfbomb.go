@@ -1,4 +1,4 @@
-package symtab
+package testutil
 
 import (
 	"bytes"
@@ -7,27 +7,29 @@ import (
 	"encoding/binary"
 )
 
-// Hostile ELF files, generated at test time: each is a small valid ELF64
-// (.text with one function, bomb_func at 0x1000, named in .symtab) plus
-// sections whose compressed data claims, and really decompresses to, far
-// more than any limit (zero bytes, which compress to almost nothing).
+// Hostile ELF files, generated at test time (for symtab, unwind and the
+// command's tests): each is a small valid ELF64 (.text with one function,
+// bomb_func at BombFuncAddr, named in .symtab) plus sections whose
+// compressed data claims, and really decompresses to, far more than any
+// limit (zero bytes, which compress to almost nothing).
 
-// bombSection is one extra section of a generated ELF.
-type bombSection struct {
-	name  string
-	typ   elf.SectionType
-	flags elf.SectionFlag
-	data  []byte
+// ELFSection is one extra section of a generated ELF.
+type ELFSection struct {
+	Name  string
+	Type  elf.SectionType
+	Flags elf.SectionFlag
+	Data  []byte
 }
 
+// Where BombELF puts bomb_func.
 const (
-	bombFuncAddr = 0x1000
-	bombFuncSize = 0x100
+	BombFuncAddr = 0x1000
+	BombFuncSize = 0x100
 )
 
-// zstdZeros is a zstd frame of n zero bytes: one RLE block (4 bytes) per
+// ZstdZeros is a zstd frame of n zero bytes: one RLE block (4 bytes) per
 // 128 KiB, so 3 GiB take 96 KiB.
-func zstdZeros(n uint64) []byte {
+func ZstdZeros(n uint64) []byte {
 	var b []byte
 	b = binary.LittleEndian.AppendUint32(b, 0xFD2FB528)
 	b = append(b, 0xE0) // 8-byte content size, single segment
@@ -46,10 +48,10 @@ func zstdZeros(n uint64) []byte {
 	return b
 }
 
-// zlibZeros is a zlib stream of n zero bytes (n a multiple of 1 MiB):
+// ZlibZeros is a zlib stream of n zero bytes (n a multiple of 1 MiB):
 // the deflate blocks of one MiB of zeros, ended by a sync flush so they
 // repeat, then an empty final block and the Adler-32.
-func zlibZeros(n uint64) []byte {
+func ZlibZeros(n uint64) []byte {
 	var one bytes.Buffer
 	w, _ := flate.NewWriter(&one, flate.BestCompression)
 	w.Write(make([]byte, 1<<20))
@@ -63,9 +65,9 @@ func zlibZeros(n uint64) []byte {
 	return binary.BigEndian.AppendUint32(b, uint32(n%65521)<<16|1)
 }
 
-// compressed is a SHF_COMPRESSED section body: an Elf64_Chdr claiming
+// Compressed is a SHF_COMPRESSED section body: an Elf64_Chdr claiming
 // size bytes, then the stream.
-func compressed(typ elf.CompressionType, size uint64, stream []byte) []byte {
+func Compressed(typ elf.CompressionType, size uint64, stream []byte) []byte {
 	b := binary.LittleEndian.AppendUint32(nil, uint32(typ))
 	b = binary.LittleEndian.AppendUint32(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, size)
@@ -73,11 +75,11 @@ func compressed(typ elf.CompressionType, size uint64, stream []byte) []byte {
 	return append(b, stream...)
 }
 
-// bombELF builds the ELF. shstr, when not nil, replaces the section-name
+// BombELF builds the ELF. shstr, when not nil, replaces the section-name
 // table's body and flags (a compressed table).
-func bombELF(extra []bombSection, shstr *bombSection) []byte {
+func BombELF(extra []ELFSection, shstr *ELFSection) []byte {
 	le := binary.LittleEndian
-	text := bytes.Repeat([]byte{0xc3}, bombFuncSize)
+	text := bytes.Repeat([]byte{0xc3}, BombFuncSize)
 	strtab := []byte("\x00bomb_func\x00")
 	var symtab []byte
 	symtab = append(symtab, make([]byte, 24)...) // null symbol
@@ -85,14 +87,14 @@ func bombELF(extra []bombSection, shstr *bombSection) []byte {
 	le.PutUint32(sym[0:], 1)                                 // name
 	sym[4] = byte(elf.ST_INFO(elf.STB_GLOBAL, elf.STT_FUNC)) // info
 	le.PutUint16(sym[6:], 1)                                 // .text
-	le.PutUint64(sym[8:], bombFuncAddr)                      // value
-	le.PutUint64(sym[16:], bombFuncSize)                     // size
+	le.PutUint64(sym[8:], BombFuncAddr)                      // value
+	le.PutUint64(sym[16:], BombFuncSize)                     // size
 	symtab = append(symtab, sym...)
 
-	secs := []bombSection{
-		{name: ".text", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, data: text},
-		{name: ".symtab", typ: elf.SHT_SYMTAB, data: symtab},
-		{name: ".strtab", typ: elf.SHT_STRTAB, data: strtab},
+	secs := []ELFSection{
+		{Name: ".text", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, Data: text},
+		{Name: ".symtab", Type: elf.SHT_SYMTAB, Data: symtab},
+		{Name: ".strtab", Type: elf.SHT_STRTAB, Data: strtab},
 	}
 	secs = append(secs, extra...)
 	var names []byte
@@ -100,13 +102,13 @@ func bombELF(extra []bombSection, shstr *bombSection) []byte {
 	nameOff := make([]uint32, len(secs)+1)
 	for i, s := range secs {
 		nameOff[i] = uint32(len(names))
-		names = append(append(names, s.name...), 0)
+		names = append(append(names, s.Name...), 0)
 	}
 	nameOff[len(secs)] = uint32(len(names))
 	names = append(append(names, ".shstrtab"...), 0)
-	sh := bombSection{name: ".shstrtab", typ: elf.SHT_STRTAB, data: names}
+	sh := ELFSection{Name: ".shstrtab", Type: elf.SHT_STRTAB, Data: names}
 	if shstr != nil {
-		sh.flags, sh.data = shstr.flags, shstr.data
+		sh.Flags, sh.Data = shstr.Flags, shstr.Data
 	}
 	secs = append(secs, sh)
 
@@ -117,7 +119,7 @@ func bombELF(extra []bombSection, shstr *bombSection) []byte {
 			out = append(out, 0)
 		}
 		offs[i] = uint64(len(out))
-		out = append(out, s.data...)
+		out = append(out, s.Data...)
 	}
 	for len(out)%8 != 0 {
 		out = append(out, 0)
@@ -127,15 +129,15 @@ func bombELF(extra []bombSection, shstr *bombSection) []byte {
 	for i, s := range secs {
 		h := make([]byte, 64)
 		le.PutUint32(h[0:], nameOff[i])
-		le.PutUint32(h[4:], uint32(s.typ))
-		le.PutUint64(h[8:], uint64(s.flags))
-		if s.name == ".text" {
-			le.PutUint64(h[16:], bombFuncAddr)
+		le.PutUint32(h[4:], uint32(s.Type))
+		le.PutUint64(h[8:], uint64(s.Flags))
+		if s.Name == ".text" {
+			le.PutUint64(h[16:], BombFuncAddr)
 		}
 		le.PutUint64(h[24:], offs[i])
-		le.PutUint64(h[32:], uint64(len(s.data)))
+		le.PutUint64(h[32:], uint64(len(s.Data)))
 		le.PutUint64(h[48:], 1)
-		if s.typ == elf.SHT_SYMTAB {
+		if s.Type == elf.SHT_SYMTAB {
 			le.PutUint32(h[40:], 3) // .strtab
 			le.PutUint32(h[44:], 1)
 			le.PutUint64(h[56:], 24)
@@ -154,23 +156,26 @@ func bombELF(extra []bombSection, shstr *bombSection) []byte {
 	return out
 }
 
-// Bombs used by the tests and as fuzz seeds.
-func shstrtabBomb() []byte {
-	return bombELF(nil, &bombSection{flags: elf.SHF_COMPRESSED,
-		data: compressed(elf.COMPRESS_ZSTD, 3<<30, zstdZeros(3<<30))})
+// ShstrtabBomb is a 100 KB ELF whose section-name table is zstd
+// compressed and claims (and holds) 3 GiB.
+func ShstrtabBomb() []byte {
+	return BombELF(nil, &ELFSection{Flags: elf.SHF_COMPRESSED,
+		Data: Compressed(elf.COMPRESS_ZSTD, 3<<30, ZstdZeros(3<<30))})
 }
 
-func debugBomb(n int) []byte {
+// DebugBomb has n (at most 4) .debug_* sections, zstd and zlib in turn,
+// claiming and holding 1 GiB each.
+func DebugBomb(n int) []byte {
 	names := []string{"info", "abbrev", "line", "str"}
-	var extra []bombSection
+	var extra []ELFSection
 	for i := 0; i < n; i++ {
 		var data []byte
 		if i%2 == 0 {
-			data = compressed(elf.COMPRESS_ZSTD, 1<<30, zstdZeros(1<<30))
+			data = Compressed(elf.COMPRESS_ZSTD, 1<<30, ZstdZeros(1<<30))
 		} else {
-			data = compressed(elf.COMPRESS_ZLIB, 1<<30, zlibZeros(1<<30))
+			data = Compressed(elf.COMPRESS_ZLIB, 1<<30, ZlibZeros(1<<30))
 		}
-		extra = append(extra, bombSection{name: ".debug_" + names[i], typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED, data: data})
+		extra = append(extra, ELFSection{Name: ".debug_" + names[i], Type: elf.SHT_PROGBITS, Flags: elf.SHF_COMPRESSED, Data: data})
 	}
-	return bombELF(extra, nil)
+	return BombELF(extra, nil)
 }
