@@ -188,3 +188,20 @@ func TestPerfMapOffline(t *testing.T) {
 		t.Errorf("with Options.PerfMap: %q, want from_given_map", n)
 	}
 }
+
+// TestPerfMapCarried: a perf map a saved capture carries is used for its
+// pid offline, before the one the operator names.
+func TestPerfMapCarried(t *testing.T) {
+	pm, err := ParsePerfMap(strings.NewReader("1000 100 carried_jit\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{})
+	s.AddPerfMap(42, pm)
+	if n, _, _ := s.PerfMapFor(42, "").Lookup(0x1010); n != "carried_jit" {
+		t.Errorf("carried map: %q, want carried_jit", n)
+	}
+	if s.PerfMapFor(43, "") != nil {
+		t.Error("another pid got the carried map")
+	}
+}

@@ -121,6 +121,7 @@ func (p *PerfMap) Len() int {
 }
 
 type perfMapEntry struct {
+	charge  int64 // held in the budget for pm
 	pm      *PerfMap
 	size    int64
 	mtime   time.Time
@@ -148,6 +149,12 @@ const perfMapRecheck = 100 * time.Millisecond
 // returns nil when there is no usable map.
 func (s *Symbolizer) PerfMapFor(pid int, root string) *PerfMap {
 	if root == "" {
+		s.perfMu.Lock()
+		pm := s.carried[pid]
+		s.perfMu.Unlock()
+		if pm != nil {
+			return pm
+		}
 		if s.opts.PerfMap == "" {
 			return nil
 		}
@@ -172,6 +179,18 @@ func (s *Symbolizer) PerfMapFor(pid int, root string) *PerfMap {
 	return nil
 }
 
+// AddPerfMap gives the perf map a saved capture carries for process pid:
+// offline lookups (root "") of that pid use it before Options.PerfMap.
+// Parse it with ParsePerfMap, which bounds what it reads.
+func (s *Symbolizer) AddPerfMap(pid int, pm *PerfMap) {
+	s.perfMu.Lock()
+	if s.carried == nil {
+		s.carried = map[int]*PerfMap{}
+	}
+	s.carried[pid] = pm
+	s.perfMu.Unlock()
+}
+
 // perfMapAt loads the perf map at p inside root ("": a host file the
 // operator named), owned by one of owners (nil: any).
 func (s *Symbolizer) perfMapAt(root, p string, owners []uint32) *PerfMap {
@@ -186,7 +205,10 @@ func (s *Symbolizer) perfMapAt(root, p string, owners []uint32) *PerfMap {
 	s.perfMu.Unlock()
 	forget := func() *PerfMap {
 		s.perfMu.Lock()
-		delete(s.perfMaps, key)
+		if old := s.perfMaps[key]; old != nil {
+			s.budget.Give(old.charge)
+			delete(s.perfMaps, key)
+		}
 		s.perfMu.Unlock()
 		return nil
 	}
@@ -211,12 +233,26 @@ func (s *Symbolizer) perfMapAt(root, p string, owners []uint32) *PerfMap {
 		s.perfMu.Unlock()
 		return e.pm
 	}
-	pm, err := ParsePerfMap(io.LimitReader(f, maxPerfMapBytes))
+	// Parsing costs up to about four times the text (entries, then the
+	// sorted index, for short lines); the index kept, about twice. Both
+	// are charged to the debug-data budget before the file is read.
+	n := min(st.Size(), maxPerfMapBytes)
+	if err := s.budget.Take(4 * n); err != nil {
+		s.noteLimit(err)
+		return forget()
+	}
+	pm, err := ParsePerfMap(io.LimitReader(f, n))
+	s.budget.Give(2 * n)
+	charge := 2 * n
 	if err != nil {
-		pm = nil
+		pm, charge = nil, 0
+		s.budget.Give(2 * n)
 	}
 	s.perfMu.Lock()
-	s.perfMaps[key] = &perfMapEntry{pm: pm, size: st.Size(), mtime: st.ModTime(), checked: now}
+	if old := s.perfMaps[key]; old != nil {
+		s.budget.Give(old.charge) // the map this one replaces
+	}
+	s.perfMaps[key] = &perfMapEntry{pm: pm, size: st.Size(), mtime: st.ModTime(), checked: now, charge: charge}
 	s.perfMu.Unlock()
 	return pm
 }

@@ -126,6 +126,7 @@ type Symbolizer struct {
 
 	perfMu   sync.Mutex
 	perfMaps map[string]*perfMapEntry
+	carried  map[int]*PerfMap // perf maps from saved captures, by pid
 }
 
 // New returns a Symbolizer.
