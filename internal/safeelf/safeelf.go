@@ -231,6 +231,8 @@ type header struct {
 	phentsize, phnum uint64
 	shentsize, shnum uint64
 	shstrndx         uint64
+	batch            []byte // section headers read, from batchLo
+	batchLo          uint64
 }
 
 // inFile reports whether [off, off+n) lies inside the file.
@@ -246,19 +248,45 @@ type sectionHeader struct {
 	link      uint32
 }
 
+// headerBatch is how many section headers sectionAt reads at once.
+const headerBatch = 1024
+
+// sectionAt returns section header i, reading the table in batches (the
+// headers are visited in order).
+func (h *header) sectionAt(i uint64) (sectionHeader, error) {
+	if i < h.batchLo || i >= h.batchLo+uint64(len(h.batch))/h.shentsize {
+		n := min(headerBatch, h.shnum-i)
+		if cap(h.batch) < int(n*h.shentsize) {
+			h.batch = make([]byte, n*h.shentsize)
+		}
+		h.batch = h.batch[:n*h.shentsize]
+		if _, err := h.r.ReadAt(h.batch, int64(h.shoff+i*h.shentsize)); err != nil {
+			h.batch = h.batch[:0]
+			return sectionHeader{}, fmt.Errorf("read section headers from %d: %w", i, err)
+		}
+		h.batchLo = i
+	}
+	off := (i - h.batchLo) * h.shentsize
+	return h.decode(h.batch[off : off+h.shentsize]), nil
+}
+
 func (h *header) section(i uint64) (sectionHeader, error) {
 	var b [64]byte
 	ent := b[:h.shentsize]
 	if _, err := h.r.ReadAt(ent, int64(h.shoff+i*h.shentsize)); err != nil {
 		return sectionHeader{}, fmt.Errorf("read section header %d: %w", i, err)
 	}
+	return h.decode(ent), nil
+}
+
+func (h *header) decode(ent []byte) sectionHeader {
 	bo := h.bo
 	if h.is64 {
 		return sectionHeader{typ: elf.SectionType(bo.Uint32(ent[4:])), flags: elf.SectionFlag(bo.Uint64(ent[8:])),
-			off: bo.Uint64(ent[24:]), size: bo.Uint64(ent[32:]), link: bo.Uint32(ent[40:])}, nil
+			off: bo.Uint64(ent[24:]), size: bo.Uint64(ent[32:]), link: bo.Uint32(ent[40:])}
 	}
 	return sectionHeader{typ: elf.SectionType(bo.Uint32(ent[4:])), flags: elf.SectionFlag(bo.Uint32(ent[8:])),
-		off: uint64(bo.Uint32(ent[16:])), size: uint64(bo.Uint32(ent[20:])), link: bo.Uint32(ent[24:])}, nil
+		off: uint64(bo.Uint32(ent[16:])), size: uint64(bo.Uint32(ent[20:])), link: bo.Uint32(ent[24:])}
 }
 
 func (h *header) check() (int64, error) {
@@ -306,7 +334,7 @@ func (h *header) check() (int64, error) {
 	}
 	charge += h.shnum * (h.shentsize + 256) // raw headers and *elf.Section values
 	for i := uint64(1); i < h.shnum; i++ {
-		s, err := h.section(i)
+		s, err := h.sectionAt(i)
 		if err != nil {
 			return 0, err
 		}
