@@ -18,7 +18,8 @@
 //	bias, ok := m.MappingBias(start, end, off) // or FileOffsetToVaddr(pc-start+off)
 //	syms = m.Lookup(pc-bias, syms[:0])        // pc-1 for return addresses
 //
-// JIT code in anonymous mappings: s.PerfMapFor(pid, root).Lookup(pc);
+// JIT code in anonymous mappings: s.PerfMapFor(pid, root).Lookup(pc)
+// (offline, root "": only a map given by Options.PerfMap or AddPerfMap);
 // kernel addresses: LoadKallsyms("/proc/kallsyms") then Lookup.
 //
 // Specs: ELF gABI and the GNU extensions (build-id notes, .gnu_debuglink,
@@ -26,9 +27,15 @@
 // trees, .debug_aranges, range lists), the Go 1.2-1.26 pclntab (inline
 // trees from Go 1.20).
 //
-// Robustness: every file is target-controlled input. Files are opened
-// read-only and non-blocking and only when regular; sizes from headers are
-// capped; panics of debug/elf, debug/dwarf and debug/gosym become errors.
+// Robustness: every file is target-controlled input. Target paths are
+// resolved inside the target's root (openat2 RESOLVE_IN_ROOT), once, and
+// opened only when regular (see openIn). ELF headers are checked before
+// debug/elf reads them, and every section, perf map and decompressed image
+// is read within one budget per Symbolizer (Options.MaxDebugBytes,
+// MaxSectionBytes), charged before allocation (internal/safeelf).
+// Options.Context bounds the time spent. A panic while loading or looking
+// up a module (debug/elf, debug/dwarf and debug/gosym are not hardened)
+// costs that module its names, nothing else.
 package symtab
 
 import (
