@@ -77,8 +77,9 @@ type Options struct {
 	NamesOnly bool
 
 	// MaxDebugBytes bounds everything read into memory from module and
-	// debug files over the Symbolizer's life (0: 512 MiB); MaxSectionBytes
-	// bounds one section, decompressed (0: 256 MiB, at most MaxDebugBytes).
+	// debug files and perf maps over the Symbolizer's life (0: 512 MiB);
+	// MaxSectionBytes bounds one section, decompressed (0: 256 MiB, or
+	// half of a larger MaxDebugBytes; at most MaxDebugBytes).
 	// Sizes are checked before anything is allocated; a file that needs
 	// more loses its names, the rest of the run goes on.
 	MaxDebugBytes   int64

@@ -63,14 +63,16 @@ type Budget struct {
 	used    atomic.Int64
 }
 
-// NewBudget returns a Budget of total bytes, at most section per section
-// (zero or negative: the defaults).
+// NewBudget returns a Budget of total bytes, at most section per section.
+// Zero or negative mean the defaults; a total raised above its default
+// raises the default per-section cap with it (to half the total), so one
+// flag serves very large debug files.
 func NewBudget(total, section int64) *Budget {
 	if total <= 0 {
 		total = DefaultTotalBytes
 	}
 	if section <= 0 {
-		section = DefaultSectionBytes
+		section = max(DefaultSectionBytes, total/2)
 	}
 	return &Budget{total: total, section: min(section, total)}
 }

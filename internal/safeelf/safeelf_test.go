@@ -147,3 +147,18 @@ func TestReadStreamCap(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestBudgetDefaults: a raised total raises the per-section cap with it.
+func TestBudgetDefaults(t *testing.T) {
+	for _, c := range []struct{ total, section, wantTotal, wantSection int64 }{
+		{0, 0, DefaultTotalBytes, DefaultSectionBytes},
+		{4 << 30, 0, 4 << 30, 2 << 30},
+		{64 << 20, 0, 64 << 20, 64 << 20},
+		{4 << 30, 1 << 20, 4 << 30, 1 << 20},
+	} {
+		b := NewBudget(c.total, c.section)
+		if b.total != c.wantTotal || b.section != c.wantSection {
+			t.Errorf("NewBudget(%d, %d) = total %d section %d; want %d, %d", c.total, c.section, b.total, b.section, c.wantTotal, c.wantSection)
+		}
+	}
+}
