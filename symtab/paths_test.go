@@ -50,23 +50,16 @@ func TestContainerPerfMapSymlink(t *testing.T) {
 	}
 }
 
-// TestModulePathFIFORace: the module's path is swapped, in a loop, between
-// a regular ELF file and a FIFO (by rename, as an attacker would). A
-// writer blocked on the FIFO (through a second link to it) counts every
-// open of it for reading: there must be none, while opens of the regular
-// file succeed.
-func TestModulePathFIFORace(t *testing.T) {
-	dir := t.TempDir()
-	master := filepath.Join(dir, "elf.master")
-	if err := os.WriteFile(master, testutil.BombELF(nil, nil), 0o644); err != nil {
+// fifoRace has swap turn a path, atomically and in a loop, into a regular
+// file and into a FIFO (dir/fifo.stable, made here), while try opens the
+// path 10000 times. A writer blocked on the FIFO (through its second link)
+// counts every open of it for reading: there must be none, while some
+// opens of the regular file succeed and some are refused.
+func fifoRace(t *testing.T, dir string, swap func(toFIFO bool, fifo string), try func() error) {
+	fifo := filepath.Join(dir, "fifo.stable")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stable := filepath.Join(dir, "fifo.stable")
-	if err := unix.Mkfifo(stable, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lib := filepath.Join(dir, "lib")
-
 	var landed atomic.Int64
 	var stopping atomic.Bool
 	var wg sync.WaitGroup
@@ -74,7 +67,7 @@ func TestModulePathFIFORace(t *testing.T) {
 	go func() { // the FIFO's writer: each open that returns met a reader
 		defer wg.Done()
 		for {
-			fd, err := unix.Open(stable, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+			fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 			if stopping.Load() {
 				if err == nil {
 					unix.Close(fd)
@@ -92,44 +85,91 @@ func TestModulePathFIFORace(t *testing.T) {
 	wg.Add(1)
 	go func() { // the attacker
 		defer wg.Done()
-		tmp1, tmp2 := filepath.Join(dir, "x1"), filepath.Join(dir, "x2")
 		for {
 			select {
 			case <-done:
 				return
 			default:
 			}
-			os.Link(master, tmp1)
-			os.Rename(tmp1, lib)
-			os.Link(stable, tmp2)
-			os.Rename(tmp2, lib)
+			swap(false, fifo)
+			swap(true, fifo)
 			swaps.Add(1)
 		}
 	}()
 	var ok, refused int
 	for i := 0; i < 10000; i++ {
-		s := New(Options{})
-		if _, err := s.Module(ModuleRef{Path: lib}); err == nil {
+		if err := try(); err == nil {
 			ok++
-		} else if strings.Contains(err.Error(), "not a regular file") {
+		} else {
 			refused++
 		}
-		s.Close()
 	}
 	close(done)
 	stopping.Store(true)
 	// Release the writer: one open of ours, not counted.
-	if fd, err := unix.Open(stable, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+	if fd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
 		defer unix.Close(fd)
 	}
 	wg.Wait()
-	t.Logf("%d swaps; %d opens of the ELF, %d refusals of the FIFO; %d opens landed on the FIFO", swaps.Load(), ok, refused, landed.Load())
+	t.Logf("%d swaps; %d opens of the file, %d refusals; %d opens landed on the FIFO", swaps.Load(), ok, refused, landed.Load())
 	if ok == 0 || refused == 0 {
 		t.Fatalf("the race was not exercised (%d opens, %d refusals)", ok, refused)
 	}
 	if n := landed.Load(); n != 0 {
 		t.Errorf("%d opens landed on the FIFO", n)
 	}
+}
+
+// TestModulePathFIFORace: a module's path is renamed over, in turn, by a
+// regular ELF file and by a FIFO.
+func TestModulePathFIFORace(t *testing.T) {
+	dir := t.TempDir()
+	master := filepath.Join(dir, "elf.master")
+	if err := os.WriteFile(master, testutil.BombELF(nil, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(dir, "lib")
+	tmp := filepath.Join(dir, "tmp")
+	fifoRace(t, dir, func(toFIFO bool, fifo string) {
+		src := master
+		if toFIFO {
+			src = fifo
+		}
+		os.Link(src, tmp)
+		os.Rename(tmp, lib)
+	}, func() error {
+		s := New(Options{})
+		defer s.Close()
+		_, err := s.Module(ModuleRef{Path: lib})
+		return err
+	})
+}
+
+// TestPerfMapSymlinkFIFORace: the perf map the operator names is a
+// symlink (followed: it is the operator's path) swapped between a regular
+// map and a FIFO.
+func TestPerfMapSymlinkFIFORace(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.map")
+	if err := os.WriteFile(real, []byte("1000 100 jit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "perf.map")
+	tmp := filepath.Join(dir, "tmp")
+	fifoRace(t, dir, func(toFIFO bool, fifo string) {
+		dst := real
+		if toFIFO {
+			dst = fifo
+		}
+		os.Symlink(dst, tmp)
+		os.Rename(tmp, link)
+	}, func() error {
+		s := New(Options{PerfMap: link})
+		if s.PerfMapFor(1, "") == nil {
+			return fmt.Errorf("no map")
+		}
+		return nil
+	})
 }
 
 // TestPerfMapOwner: a perf map is used only when it belongs to the
