@@ -191,9 +191,6 @@ func (s *Symbolizer) Close() error {
 // pass the build id read from memory whenever there is one.
 func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 	ref.BuildID = strings.ToLower(ref.BuildID)
-	if err := s.expired(); err != nil {
-		return nil, err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ref.BuildID != "" {
@@ -208,6 +205,9 @@ func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 		if m := s.byInode[devIno{ref.Dev, ref.Inode}]; m != nil {
 			return m, nil
 		}
+	}
+	if err := s.expired(); err != nil {
+		return nil, err // out of time: no new file is opened
 	}
 	f, err := s.openModuleFile(ref)
 	if err != nil {
