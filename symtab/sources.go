@@ -3,6 +3,7 @@ package symtab
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -194,8 +195,10 @@ func miniDebugInfo(f *openFile) (*openFile, error) {
 		return nil, err
 	}
 	defer f.sym.budget.Give(int64(len(comp)))
-	if d, ok := xzDictSize(comp); !ok || d > maxXZDict {
-		return nil, &FormatError{Section: ".gnu_debugdata", Msg: "xz dictionary missing or too large"}
+	// The xz reader allocates each block's dictionary as it meets it: all
+	// are checked first, and the declared size against the cap.
+	if d, total, ok := xzLimits(comp); !ok || d > maxXZDict || total > uint64(f.sym.budget.SectionCap()) {
+		return nil, &FormatError{Section: ".gnu_debugdata", Msg: fmt.Sprintf("xz stream malformed or too large (dictionary %d, size %d)", d, total)}
 	}
 	if err := f.sym.budget.Take(maxXZDict); err != nil {
 		return nil, fmt.Errorf("decompress .gnu_debugdata: %w", err)
@@ -217,20 +220,67 @@ func miniDebugInfo(f *openFile) (*openFile, error) {
 	return f.sym.parseFile(bytes.NewReader(data), int64(len(data)), f.name+"[.gnu_debugdata]")
 }
 
-// xzDictSize returns the LZMA2 dictionary size of the first block of an
-// xz stream: 12-byte stream header, block header (size byte, flags,
-// optional sizes, filter flags), LZMA2 filter (id 0x21) with one property
-// byte. Streams whose later blocks ask for more are bounded by the xz
-// reader's own checks only.
-func xzDictSize(b []byte) (uint64, bool) {
-	if len(b) < 13 || string(b[:6]) != "\xfd7zXZ\x00" {
+// xzLimits reads what an xz stream will ask of its decoder before it
+// runs: the largest LZMA2 dictionary of any block (the decoder allocates
+// it up front) and the total uncompressed size, from the stream's index
+// (found through the footer) and each block's header. ok is false for
+// anything but one well-formed stream.
+func xzLimits(b []byte) (dict, total uint64, ok bool) {
+	for len(b) >= 4 && string(b[len(b)-4:]) == "\x00\x00\x00\x00" {
+		b = b[:len(b)-4] // stream padding
+	}
+	if len(b) < 24 || string(b[:6]) != "\xfd7zXZ\x00" || string(b[len(b)-2:]) != "YZ" {
+		return 0, 0, false
+	}
+	foot := b[len(b)-12:]
+	backward := (uint64(binary.LittleEndian.Uint32(foot[4:8])) + 1) * 4
+	if backward > uint64(len(b)-24) {
+		return 0, 0, false
+	}
+	idxStart := uint64(len(b)-12) - backward
+	r := bin.NewReader(b[idxStart:len(b)-12], nil)
+	if r.U8() != 0 {
+		return 0, 0, false
+	}
+	n := r.ULEB()
+	if n > uint64(r.Left()) {
+		return 0, 0, false
+	}
+	off := uint64(12)
+	for k := uint64(0); k < n && r.Err() == nil; k++ {
+		unpadded, size := r.ULEB(), r.ULEB()
+		if off >= idxStart || unpadded > idxStart-off {
+			return 0, 0, false
+		}
+		d, ok := xzBlockDict(b[off:idxStart])
+		if !ok {
+			return 0, 0, false
+		}
+		dict = max(dict, d)
+		if total+size < total {
+			return 0, 0, false
+		}
+		total += size
+		off += align4(unpadded)
+	}
+	if r.Err() != nil || off != idxStart {
+		return 0, 0, false
+	}
+	return dict, total, true
+}
+
+// xzBlockDict returns the LZMA2 dictionary size a block header asks for:
+// size byte, flags, optional sizes, then filter flags (id, properties);
+// LZMA2 (id 0x21) has one property byte.
+func xzBlockDict(b []byte) (uint64, bool) {
+	if len(b) == 0 || b[0] == 0 {
 		return 0, false
 	}
-	hs := (int(b[12]) + 1) * 4
-	if b[12] == 0 || len(b) < 12+hs {
+	hs := (int(b[0]) + 1) * 4
+	if len(b) < hs {
 		return 0, false
 	}
-	r := bin.NewReader(b[12:12+hs], nil)
+	r := bin.NewReader(b[:hs], nil)
 	r.U8()
 	flags := r.U8()
 	if flags&0x40 != 0 {

@@ -87,6 +87,9 @@ func (b *Budget) orDefault() *Budget {
 	return b
 }
 
+// SectionCap is the per-section cap.
+func (b *Budget) SectionCap() int64 { return b.orDefault().section }
+
 // Used is the number of bytes charged so far.
 func (b *Budget) Used() int64 {
 	if b == nil {
