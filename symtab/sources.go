@@ -32,6 +32,7 @@ type sources struct {
 	// met on hostile input): the module resolves nothing more.
 	partial bool
 	broken  atomic.Bool
+	errMu   sync.Mutex // for errs once loaded (poison)
 }
 
 func (m *Module) sources() *sources {
@@ -57,7 +58,9 @@ func (m *Module) loaded() bool { return m.isLoaded.Load() }
 func (m *Module) poison(err error) {
 	if src := m.sources(); src != nil {
 		src.broken.Store(true)
+		src.errMu.Lock()
 		src.errs = append(src.errs, err)
+		src.errMu.Unlock()
 	}
 }
 
