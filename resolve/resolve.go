@@ -17,7 +17,7 @@ import (
 
 // Options control unwinding and symbolization.
 type Options struct {
-	MaxFrames int  // per thread (0: 1024)
+	MaxFrames int  // per thread (0: unwind.DefaultMaxFrames)
 	Kernel    bool // include kernel frames
 	Live      bool // the target is alive: read through /proc/PID/map_files and root
 	// KernelAddrs fills in kernel frames' addresses hidden by the stack
@@ -48,7 +48,7 @@ type tableEntry struct {
 // NewResolver returns a Resolver using sym for names.
 func NewResolver(sym *symtab.Symbolizer, opts Options) *Resolver {
 	if opts.MaxFrames <= 0 {
-		opts.MaxFrames = 1024
+		opts.MaxFrames = unwind.DefaultMaxFrames
 	}
 	return &Resolver{sym: sym, opts: opts, tables: map[string]*tableEntry{}}
 }
@@ -115,7 +115,7 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		}
 		e.mod = mod
 		e.table = s.r.table("vdso:"+mod.BuildID()+":"+strconv.Itoa(len(s.p.VDSO)), func() (*unwind.Table, error) {
-			return unwind.LoadTable(bytes.NewReader(s.p.VDSO), nil)
+			return unwind.LoadTableLimited(s.r.sym.Context(), bytes.NewReader(s.p.VDSO), nil, s.r.sym.Budget())
 		})
 		if b, ok := mod.MappingBias(m.Start, m.End, m.Offset); ok {
 			e.bias, e.ok = b, true
@@ -164,12 +164,12 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 			// .eh_frame (or .debug_frame in the binary) first: opening the
 			// separate debug file costs far more, and is needed only when
 			// the binary carries no CFI at all.
-			t, err := unwind.LoadTable(bin, nil)
+			t, err := unwind.LoadTableLimited(s.r.sym.Context(), bin, nil, s.r.sym.Budget())
 			if err == nil && t.Len() > 0 {
 				return t, nil
 			}
 			if dbg := mod.DebugELF(); dbg != nil {
-				return unwind.LoadTable(bin, dbg)
+				return unwind.LoadTableLimited(s.r.sym.Context(), bin, dbg, s.r.sym.Budget())
 			}
 			return t, err
 		})
@@ -201,12 +201,11 @@ func (r *Resolver) table(key string, load func() (*unwind.Table, error)) *unwind
 }
 
 func safeLoad(load func() (*unwind.Table, error)) (t *unwind.Table, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			t, err = nil, fmt.Errorf("loading cfi: %v", p)
-		}
-	}()
-	return load()
+	err = contain.Do("loading cfi", func() error {
+		t, err = load()
+		return err
+	})
+	return t, err
 }
 
 // Lookup implements unwind.Space.

@@ -39,8 +39,9 @@ func (m *Module) findDebugFile() *openFile {
 	if id := m.buildID; len(id) > 2 {
 		for _, d := range dirs {
 			for _, root := range roots {
-				p := joinRoot(root, d+"/.build-id/"+id[:2]+"/"+id[2:]+".debug")
-				f, err := openELF(p)
+				// (Build-id links may be symlinks: followed inside the
+				// root, never out of it.)
+				f, err := m.sym.openELF(root, d+"/.build-id/"+id[:2]+"/"+id[2:]+".debug", true)
 				if err != nil {
 					continue
 				}
@@ -68,7 +69,7 @@ func (m *Module) findDebugFile() *openFile {
 			continue
 		}
 		for _, root := range roots {
-			f, err := openELF(joinRoot(root, c))
+			f, err := m.sym.openELF(root, c, true)
 			if err != nil {
 				continue
 			}
@@ -99,7 +100,7 @@ func debugLink(f *openFile) (string, uint32, bool) {
 	if s == nil || s.Size > 4096 {
 		return "", 0, false
 	}
-	b, err := sectionData(s, f.size)
+	b, err := f.data(s)
 	if err != nil {
 		return "", 0, false
 	}
@@ -124,8 +125,18 @@ func fileCRC(f *openFile) uint32 {
 		return 0
 	}
 	h := crc32.NewIEEE()
-	if _, err := io.Copy(h, io.NewSectionReader(f.r, 0, f.size)); err != nil {
-		return 0
+	r := io.NewSectionReader(f.r, 0, f.size)
+	for {
+		// In chunks, so that the deadline holds on a huge file too.
+		if f.sym != nil && f.sym.expired() != nil {
+			return 0
+		}
+		n, err := io.CopyN(h, r, 16<<20)
+		if err == io.EOF || (err == nil && n < 16<<20) {
+			return h.Sum32()
+		}
+		if err != nil {
+			return 0
+		}
 	}
-	return h.Sum32()
 }

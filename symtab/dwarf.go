@@ -1,8 +1,7 @@
 package symtab
 
 import (
-	"bytes"
-	"compress/zlib"
+	"context"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
@@ -11,7 +10,6 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -39,6 +37,20 @@ type dwarfIndex struct {
 	line, str, lineStr []byte // raw sections, for file names as binutils forms them
 
 	alt *altDWARF // the dwz file, or nil
+
+	ctx context.Context // Options.Context: decoding stops when it is done
+}
+
+// ctxCheckEvery is how many DIEs, line rows or units are decoded between
+// two looks at the context.
+const ctxCheckEvery = 4096
+
+// expired returns the context's error once it is done.
+func (x *dwarfIndex) expired() error {
+	if x.ctx == nil {
+		return nil
+	}
+	return x.ctx.Err()
 }
 
 type cuRange struct {
@@ -92,7 +104,7 @@ type fnNode struct {
 // loadDWARF builds the index of the DWARF sections of f; alt is the dwz
 // file it refers to, or nil.
 func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
-	ef, size := f.ef, f.size
+	ef := f.ef
 	sec := func(name string) ([]byte, error) {
 		s := ef.Section(".debug_" + name)
 		if s == nil {
@@ -101,16 +113,15 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			return nil, nil
 		}
-		if strings.HasPrefix(s.Name, ".zdebug_") {
-			return zdebugData(s, size)
-		}
-		return sectionData(s, size)
+		return f.data(s) // decompressed within the budget
 	}
 	if s := ef.Section(".debug_info"); (s == nil || s.Type == elf.SHT_NOBITS) && ef.Section(".zdebug_info") == nil {
 		return nil, ErrNoSymbols
 	}
 	// Read (and mostly decompress) the sections in parallel: on a cold
-	// start this is a third of the work.
+	// start this is a third of the work. Each read is charged to the
+	// Symbolizer's budget before it allocates, so ten at once are bounded
+	// together.
 	names := []string{"info", "abbrev", "line", "ranges", "str", "aranges", "addr", "line_str", "str_offsets", "rnglists"}
 	datas := make([][]byte, len(names))
 	errs := make([]error, len(names))
@@ -139,6 +150,9 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 		return nil, ErrNoSymbols
 	}
 	x := &dwarfIndex{order: ef.ByteOrder, alt: alt}
+	if f.sym != nil {
+		x.ctx = f.sym.opts.Context
+	}
 	err := safely("dwarf", func() error {
 		d, err := dwarf.New(get["abbrev"], nil, nil, info, get["line"], nil, get["ranges"], get["str"])
 		if err != nil {
@@ -159,35 +173,6 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 		return nil, fmt.Errorf("dwarf: %w", err)
 	}
 	return x, nil
-}
-
-// zdebugData decompresses a legacy .zdebug_* section ("ZLIB", big-endian
-// 64-bit size, zlib stream).
-func zdebugData(s *elf.Section, size int64) ([]byte, error) {
-	if s.Size > uint64(size) || s.Offset > uint64(size)-s.Size || s.Size < 12 {
-		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "bad size"}
-	}
-	raw := make([]byte, s.Size)
-	if _, err := s.ReaderAt.ReadAt(raw, 0); err != nil && err != io.EOF {
-		return nil, fmt.Errorf("read %s: %w", s.Name, err)
-	}
-	if string(raw[:4]) != "ZLIB" {
-		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "no ZLIB header"}
-	}
-	n := binary.BigEndian.Uint64(raw[4:12])
-	if n > maxSectionBytes {
-		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "too large"}
-	}
-	zr, err := zlib.NewReader(bytes.NewReader(raw[12:]))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Name, err)
-	}
-	out := make([]byte, 0, n)
-	buf := bytes.NewBuffer(out)
-	if _, err := io.Copy(buf, io.LimitReader(zr, int64(n))); err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Name, err)
-	}
-	return buf.Bytes(), nil
 }
 
 // unitHeader is a compilation unit found in .debug_info.
@@ -354,6 +339,11 @@ func (x *dwarfIndex) buildIndex(info, aranges []byte) error {
 		if covered[i] {
 			continue
 		}
+		if i%ctxCheckEvery == 0 {
+			if err := x.expired(); err != nil {
+				return err
+			}
+		}
 		r.Seek(cu.off)
 		e, err := r.Next()
 		if err != nil || e == nil || (e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagSkeletonUnit) {
@@ -471,6 +461,12 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 	// scope[d] qualifies names at depth d+1 ("ns::Class::").
 	scope := make([]string, 1, 16)
 	for n := 0; n < maxUnitDIEs; n++ {
+		if n%ctxCheckEvery == 0 {
+			if err := x.expired(); err != nil {
+				dec.err = err
+				break
+			}
+		}
 		e, err := r.Next()
 		if err != nil {
 			dec.err = err
@@ -643,6 +639,11 @@ func (x *dwarfIndex) decodeLines(cu *dwarf.Entry, dec *cuDecoded, fileIdx map[*d
 	var le dwarf.LineEntry
 	total := 0
 	for total < maxLineRows {
+		if total%ctxCheckEvery == 0 {
+			if err := x.expired(); err != nil {
+				return err
+			}
+		}
 		if err := lr.Next(&le); err != nil {
 			if err == io.EOF {
 				break

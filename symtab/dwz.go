@@ -24,7 +24,7 @@ func debugAltLink(f *openFile) (string, string, bool) {
 	if s == nil || s.Size > 4096 {
 		return "", "", false
 	}
-	b, err := sectionData(s, f.size)
+	b, err := f.data(s)
 	if err != nil {
 		return "", "", false
 	}
@@ -43,24 +43,26 @@ func (m *Module) findAltFile(f *openFile) *openFile {
 	if !ok {
 		return nil
 	}
-	var cands []string
+	type cand struct{ root, path string }
+	var cands []cand
 	if !strings.HasPrefix(p, "/") {
-		cands = append(cands, path.Join(path.Dir(f.name), p))
+		// Relative to the debug file, in the tree it was found in.
+		cands = append(cands, cand{f.root, path.Join(path.Dir(f.name), p)})
 	} else {
-		cands = append(cands, p)
+		cands = append(cands, cand{"", p})
 		if m.root != "" && m.root != "/" {
-			cands = append(cands, joinRoot(m.root, p))
+			cands = append(cands, cand{m.root, p})
 		}
 	}
 	for _, d := range m.sym.debugDirs() {
 		c := d + "/.build-id/" + id[:2] + "/" + id[2:] + ".debug"
-		cands = append(cands, c)
+		cands = append(cands, cand{"", c})
 		if m.root != "" && m.root != "/" {
-			cands = append(cands, joinRoot(m.root, c))
+			cands = append(cands, cand{m.root, c})
 		}
 	}
 	for _, c := range cands {
-		alt, err := openELF(c)
+		alt, err := m.sym.openELF(c.root, c.path, true)
 		if err != nil {
 			continue
 		}
@@ -80,7 +82,7 @@ func loadAlt(f *openFile) *altDWARF {
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			return nil
 		}
-		b, err := sectionData(s, f.size)
+		b, err := f.data(s)
 		if err != nil {
 			return nil
 		}

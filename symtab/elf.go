@@ -5,22 +5,29 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+
+	"stackshot/internal/contain"
+	"stackshot/internal/safeelf"
 )
 
 // Limits on sizes taken from files.
 const (
-	maxNoteBytes    = 64 << 10  // one PT_NOTE / SHT_NOTE read
-	maxBuildIDBytes = 512       // a build id descriptor
-	maxSectionBytes = 2 << 30   // one (decompressed) section read into memory
-	maxMiniDebug    = 256 << 20 // decompressed .gnu_debugdata
-	maxSymbols      = 1 << 24   // symbols kept from one table
+	maxNoteBytes    = 64 << 10 // one PT_NOTE / SHT_NOTE read
+	maxBuildIDBytes = 512      // a build id descriptor
+	maxSymbols      = 1 << 24  // symbols kept from one table
 )
+
+// Sections are read into memory within a budget (safeelf.Budget): at most
+// Options.MaxSectionBytes per section and Options.MaxDebugBytes in total
+// per Symbolizer, charged before the allocation.
 
 // openFile is one opened (or in-memory) ELF object.
 type openFile struct {
-	name     string
+	name     string // path (inside root, when root is set)
+	root     string // the target's root it was opened in, or ""
 	r        io.ReaderAt
 	closer   io.Closer
 	size     int64
@@ -28,6 +35,7 @@ type openFile struct {
 	dev, ino uint64
 	buildID  string
 	mismatch bool // found, but another build id or inode than the mapping's
+	sym      *Symbolizer
 }
 
 func (f *openFile) close() {
@@ -41,33 +49,38 @@ func bytesReaderAt(b []byte) io.ReaderAt { return bytes.NewReader(b) }
 
 // safely runs fn, turning a panic (debug/elf, debug/dwarf and debug/gosym
 // are not hardened against malformed input) into an error.
-func safely(what string, fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: malformed input (panic: %v)", what, r)
-		}
-	}()
-	return fn()
-}
+func safely(what string, fn func() error) error { return contain.Do(what, fn) }
 
-// parseFile parses the ELF headers of r and reads its build id.
-func parseFile(r io.ReaderAt, size int64, name string) (*openFile, error) {
-	f := &openFile{name: name, r: r, size: size}
-	err := safely("elf "+name, func() error {
-		ef, err := elf.NewFile(r)
-		if err != nil {
-			return err
-		}
-		f.ef = ef
-		return nil
-	})
+// parseFile checks and parses the ELF headers of r and reads its build id.
+func (s *Symbolizer) parseFile(r io.ReaderAt, size int64, name string) (*openFile, error) {
+	if err := s.expired(); err != nil {
+		return nil, fmt.Errorf("open elf %s: %w", name, err)
+	}
+	sf, err := safeelf.Open(r, size, s.budget)
 	if err != nil {
 		return nil, fmt.Errorf("open elf %s: %w", name, err)
 	}
+	f := &openFile{name: name, r: r, size: size, ef: sf.File, sym: s}
 	if id, err := elfBuildID(f.ef, size); err == nil {
 		f.buildID = id
 	}
 	return f, nil
+}
+
+// data reads a section of f within the Symbolizer's budget and deadline.
+func (f *openFile) data(s *elf.Section) ([]byte, error) {
+	if f.sym == nil {
+		return sectionData(s, f.size)
+	}
+	b, err := safeelf.SectionData(f.sym.opts.Context, s, f.size, f.sym.budget)
+	if errors.Is(err, safeelf.ErrNoData) {
+		return nil, ErrNoSymbols
+	}
+	if err != nil {
+		f.sym.noteLimit(err)
+		return nil, fmt.Errorf("read %s: %w", s.Name, err)
+	}
+	return b, nil
 }
 
 // elfBuildID returns the hex GNU build id of ef: from the
@@ -209,27 +222,18 @@ func newModule(s *Symbolizer, path string, f *openFile) (*Module, error) {
 	return m, nil
 }
 
-// sectionData reads a section (decompressing it if needed), bounded.
+// sectionData reads a section (decompressing it if needed), bounded by
+// the default per-section cap but outside any Symbolizer's budget: prefer
+// openFile.data.
 func sectionData(s *elf.Section, fileSize int64) ([]byte, error) {
-	if s == nil || s.Type == elf.SHT_NOBITS {
+	b, err := safeelf.SectionData(nil, s, fileSize, nil)
+	if errors.Is(err, safeelf.ErrNoData) {
 		return nil, ErrNoSymbols
 	}
-	if s.Flags&elf.SHF_COMPRESSED == 0 && (s.Size > uint64(fileSize) || s.Offset > uint64(fileSize)-s.Size) {
-		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "section past end of file"}
-	}
-	if s.FileSize > uint64(fileSize) || s.Size > maxSectionBytes {
-		return nil, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "section too large"}
-	}
-	var data []byte
-	err := safely("section "+s.Name, func() error {
-		var err error
-		data, err = s.Data()
-		return err
-	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", s.Name, err)
 	}
-	return data, nil
+	return b, nil
 }
 
 // mappingBias returns the load bias of a mapping of the file: the loader

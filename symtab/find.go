@@ -16,20 +16,22 @@ func joinRoot(root, p string) string {
 }
 
 // openModuleFile finds the file behind ref. See Symbolizer.Module.
-func openModuleFile(ref ModuleRef) (*openFile, error) {
+//
+// Candidates: ref.MapFiles (the exact inode mapped), then ref.Path inside
+// ref.Root (resolved there with openat2, see openIn), or on the host when
+// no root is given (a saved capture). A target with a root is never looked
+// up on the host: its paths mean nothing there.
+func (s *Symbolizer) openModuleFile(ref ModuleRef) (*openFile, error) {
 	type cand struct {
-		path    string
-		trusted bool // the exact inode mapped
+		root, path string
+		trusted    bool // the exact inode mapped
 	}
 	var cands []cand
 	if ref.MapFiles != "" {
-		cands = append(cands, cand{ref.MapFiles, true})
+		cands = append(cands, cand{"", ref.MapFiles, true})
 	}
 	if ref.Path != "" && strings.HasPrefix(ref.Path, "/") {
-		if ref.Root != "" && ref.Root != "/" {
-			cands = append(cands, cand{joinRoot(ref.Root, ref.Path), false})
-		}
-		cands = append(cands, cand{ref.Path, false})
+		cands = append(cands, cand{ref.Root, ref.Path, false})
 	}
 	if len(cands) == 0 {
 		return nil, fmt.Errorf("module %q: %w", ref.Path, ErrNotFound)
@@ -38,7 +40,9 @@ func openModuleFile(ref ModuleRef) (*openFile, error) {
 	var mismatch *openFile
 	var errs []error
 	for _, c := range cands {
-		f, err := openELF(c.path)
+		// Map paths are canonical (the kernel resolved them): a symlink
+		// there now is not what was mapped.
+		f, err := s.openELF(c.root, c.path, c.trusted)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -59,7 +63,7 @@ func openModuleFile(ref ModuleRef) (*openFile, error) {
 		}
 		f.close()
 		if mismatch == nil {
-			mismatch = &openFile{name: c.path, buildID: f.buildID, mismatch: true}
+			mismatch = &openFile{name: joinRoot(c.root, c.path), buildID: f.buildID, mismatch: true}
 		}
 		if c.trusted {
 			// The very inode that is mapped carries another build id:

@@ -1,101 +1,17 @@
 package symtab
 
 import (
-	"bytes"
 	"encoding/binary"
 	"strings"
+
+	"stackshot/internal/bin"
 )
 
 // maxLineFiles bounds the directory and file tables of one line program.
 const maxLineFiles = 1 << 20
 
-// lineBuf is a sticky-error reader over a line program header: after the
-// first error every read returns zero.
-type lineBuf struct {
-	b     []byte
-	order binary.ByteOrder
-	bad   bool
-}
-
-func (r *lineBuf) take(n uint64) []byte {
-	if r.bad || n > uint64(len(r.b)) {
-		r.bad = true
-		return nil
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *lineBuf) u8() uint64 {
-	if b := r.take(1); b != nil {
-		return uint64(b[0])
-	}
-	return 0
-}
-
-func (r *lineBuf) u16() uint64 {
-	if b := r.take(2); b != nil {
-		return uint64(r.order.Uint16(b))
-	}
-	return 0
-}
-
-func (r *lineBuf) u32() uint64 {
-	if b := r.take(4); b != nil {
-		return uint64(r.order.Uint32(b))
-	}
-	return 0
-}
-
-func (r *lineBuf) u64() uint64 {
-	if b := r.take(8); b != nil {
-		return r.order.Uint64(b)
-	}
-	return 0
-}
-
-func (r *lineBuf) uleb() uint64 {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		b := r.take(1)
-		if b == nil {
-			return 0
-		}
-		if shift < 64 {
-			v |= uint64(b[0]&0x7f) << shift
-		}
-		if b[0]&0x80 == 0 {
-			return v
-		}
-		if shift > 70 {
-			r.bad = true
-			return 0
-		}
-	}
-}
-
-func (r *lineBuf) cstr() string {
-	i := bytes.IndexByte(r.b, 0)
-	if r.bad || i < 0 {
-		r.bad = true
-		return ""
-	}
-	s := string(r.b[:i])
-	r.b = r.b[i+1:]
-	return s
-}
-
-func cstrAt(sec []byte, off uint64) string {
-	if off >= uint64(len(sec)) {
-		return ""
-	}
-	s := sec[off:]
-	if i := bytes.IndexByte(s, 0); i >= 0 {
-		return string(s[:i])
-	}
-	return ""
-}
+// cstrAt is the NUL-terminated string at off in sec.
+func cstrAt(sec []byte, off uint64) string { return bin.CStringAt(sec, off) }
 
 // DWARF 5 line table content types and forms used in its entry formats.
 const (
@@ -130,47 +46,47 @@ func lineFileNames(line []byte, off uint64, order binary.ByteOrder, compDir stri
 	if off >= uint64(len(line)) {
 		return nil, false
 	}
-	r := &lineBuf{b: line[off:], order: order}
-	length := r.u32()
+	r := bin.NewReader(line[off:], order)
+	length := uint64(r.U32())
 	dwarf64 := false
 	if length == 0xffffffff {
-		length = r.u64()
+		length = r.U64()
 		dwarf64 = true
 	}
-	if r.bad || length > uint64(len(r.b)) {
+	if r.Err() != nil || length > uint64(r.Left()) {
 		return nil, false
 	}
-	r.b = r.b[:length]
-	version := r.u16()
+	r.B = r.B[:r.Off+int(length)]
+	version := r.U16()
 	if version < 2 || version > 5 {
 		return nil, false
 	}
 	if version >= 5 {
-		r.u8() // address_size
-		r.u8() // segment_selector_size
+		r.U8() // address_size
+		r.U8() // segment_selector_size
 	}
 	var hlen uint64
 	if dwarf64 {
-		hlen = r.u64()
+		hlen = r.U64()
 	} else {
-		hlen = r.u32()
+		hlen = uint64(r.U32())
 	}
-	if r.bad || hlen > uint64(len(r.b)) {
+	if r.Err() != nil || hlen > uint64(r.Left()) {
 		return nil, false
 	}
-	r.b = r.b[:hlen]
-	r.u8() // minimum_instruction_length
+	r.B = r.B[:r.Off+int(hlen)]
+	r.U8() // minimum_instruction_length
 	if version >= 4 {
-		r.u8() // maximum_operations_per_instruction
+		r.U8() // maximum_operations_per_instruction
 	}
-	r.u8() // default_is_stmt
-	r.u8() // line_base
-	r.u8() // line_range
-	opBase := r.u8()
+	r.U8() // default_is_stmt
+	r.U8() // line_base
+	r.U8() // line_range
+	opBase := uint64(r.U8())
 	if opBase > 0 {
-		r.take(opBase - 1)
+		r.Bytes(opBase - 1)
 	}
-	if r.bad {
+	if r.Err() != nil {
 		return nil, false
 	}
 	type fileEnt struct {
@@ -181,36 +97,36 @@ func lineFileNames(line []byte, off uint64, order binary.ByteOrder, compDir stri
 	var files []fileEnt
 	if version < 5 {
 		for len(dirs) < maxLineFiles {
-			d := r.cstr()
-			if r.bad || d == "" {
+			d := string(r.CString())
+			if r.Err() != nil || d == "" {
 				break
 			}
 			dirs = append(dirs, d)
 		}
 		files = append(files, fileEnt{}) // file numbers start at 1
 		for len(files) < maxLineFiles {
-			n := r.cstr()
-			if r.bad || n == "" {
+			n := string(r.CString())
+			if r.Err() != nil || n == "" {
 				break
 			}
-			d := r.uleb()
-			r.uleb() // mtime
-			r.uleb() // length
+			d := r.ULEB()
+			r.ULEB() // mtime
+			r.ULEB() // length
 			files = append(files, fileEnt{n, d})
 		}
 	} else {
 		readTable := func(each func(path string, dir uint64)) bool {
-			nfmt := r.u8()
+			nfmt := uint64(r.U8())
 			type lf struct{ lnct, form uint64 }
 			fmts := make([]lf, 0, nfmt)
 			for i := uint64(0); i < nfmt; i++ {
-				fmts = append(fmts, lf{r.uleb(), r.uleb()})
+				fmts = append(fmts, lf{r.ULEB(), r.ULEB()})
 			}
-			count := r.uleb()
-			if r.bad || count > maxLineFiles || count > uint64(len(r.b)) {
+			count := r.ULEB()
+			if r.Err() != nil || count > maxLineFiles || count > uint64(r.Left()) {
 				return false
 			}
-			for i := uint64(0); i < count && !r.bad; i++ {
+			for i := uint64(0); i < count && r.Err() == nil; i++ {
 				var p string
 				var dir uint64
 				for _, f := range fmts {
@@ -218,13 +134,13 @@ func lineFileNames(line []byte, off uint64, order binary.ByteOrder, compDir stri
 					var v uint64
 					switch f.form {
 					case formString:
-						s = r.cstr()
+						s = string(r.CString())
 					case formLineStrp, formStrp:
 						var o uint64
 						if dwarf64 {
-							o = r.u64()
+							o = r.U64()
 						} else {
-							o = r.u32()
+							o = uint64(r.U32())
 						}
 						if f.form == formLineStrp {
 							s = cstrAt(lineStr, o)
@@ -232,25 +148,25 @@ func lineFileNames(line []byte, off uint64, order binary.ByteOrder, compDir stri
 							s = cstrAt(str, o)
 						}
 					case formUdata:
-						v = r.uleb()
+						v = r.ULEB()
 					case formSdata:
-						v = r.uleb()
+						v = r.ULEB()
 					case formData1, formStrx1:
-						v = r.u8()
+						v = uint64(r.U8())
 					case formData2, formStrx2:
-						v = r.u16()
+						v = uint64(r.U16())
 					case formStrx3:
-						r.take(3)
+						r.Bytes(3)
 					case formData4, formStrx4:
-						v = r.u32()
+						v = uint64(r.U32())
 					case formData8:
-						v = r.u64()
+						v = r.U64()
 					case formData16:
-						r.take(16)
+						r.Bytes(16)
 					case formBlock:
-						r.take(r.uleb())
+						r.Bytes(r.ULEB())
 					case formStrx:
-						r.uleb()
+						r.ULEB()
 					default:
 						return false // unknown form: cannot skip it
 					}
@@ -263,7 +179,7 @@ func lineFileNames(line []byte, off uint64, order binary.ByteOrder, compDir stri
 				}
 				each(p, dir)
 			}
-			return !r.bad
+			return r.Err() == nil
 		}
 		if !readTable(func(p string, _ uint64) { dirs = append(dirs, p) }) {
 			return nil, false
@@ -272,7 +188,7 @@ func lineFileNames(line []byte, off uint64, order binary.ByteOrder, compDir stri
 			return nil, false
 		}
 	}
-	if r.bad && len(files) == 0 {
+	if r.Err() != nil && len(files) == 0 {
 		return nil, false
 	}
 	names := make([]string, len(files))

@@ -5,20 +5,26 @@ package symtab
 import (
 	"fmt"
 	"os"
+	"syscall"
 )
 
-// openELF opens path as a regular file and parses its ELF headers.
-func openELF(path string) (*openFile, error) {
-	fh, err := os.Open(path)
+// openELF opens a host path as a regular file and parses its ELF headers.
+// Off Linux there is no target root: saved captures are read against the
+// analysing host's files.
+func (s *Symbolizer) openELF(root, p string, follow bool) (*openFile, error) {
+	if root != "" && root != "/" {
+		return nil, fmt.Errorf("open %s: target roots need Linux", p)
+	}
+	fh, err := openPlain(p)
 	if err != nil {
 		return nil, err
 	}
 	st, err := fh.Stat()
-	if err != nil || !st.Mode().IsRegular() {
+	if err != nil {
 		fh.Close()
-		return nil, fmt.Errorf("open %s: not a regular file", path)
+		return nil, err
 	}
-	f, err := parseFile(fh, st.Size(), path)
+	f, err := s.parseFile(fh, st.Size(), p)
 	if err != nil {
 		fh.Close()
 		return nil, err
@@ -27,4 +33,35 @@ func openELF(path string) (*openFile, error) {
 	return f, nil
 }
 
-func openPlain(path string) (*os.File, error) { return os.Open(path) }
+func openPlain(p string) (*os.File, error) {
+	fh, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		fh.Close()
+		return nil, fmt.Errorf("open %s: not a regular file", p)
+	}
+	return fh, nil
+}
+
+// fileOwner returns the owner of an opened file.
+func fileOwner(f *os.File) (uint32, bool) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, false
+	}
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return s.Uid, true
+	}
+	return 0, false
+}
+
+// openPerfMap opens a perf map the operator named (no target roots here).
+func openPerfMap(root, p string) (*os.File, error) {
+	if root != "" {
+		return nil, fmt.Errorf("open %s: target roots need Linux", p)
+	}
+	return openPlain(p)
+}

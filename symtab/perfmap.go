@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,6 +121,7 @@ func (p *PerfMap) Len() int {
 }
 
 type perfMapEntry struct {
+	charge  int64 // held in the budget for pm
 	pm      *PerfMap
 	size    int64
 	mtime   time.Time
@@ -130,41 +131,101 @@ type perfMapEntry struct {
 // perfMapRecheck is how often a cached perf map is checked for changes.
 const perfMapRecheck = 100 * time.Millisecond
 
-// PerfMapFor returns the perf map of process pid, /tmp/perf-PID.map looked
-// up inside root (the target's "/proc/PID/root", or "" for the host). A JIT
-// in a PID namespace names the file with its own pid: when root is
-// /proc/PID/root the innermost pid from /proc/PID/status (NSpid) is tried
-// too. Maps are cached and reloaded when the file's size or mtime changes.
-// It returns nil when there is no map.
+// PerfMapFor returns the perf map of process pid: /tmp/perf-PID.map
+// inside root, the target's "/proc/PID/root". A JIT in a PID namespace
+// names the file with its own pid, so the innermost pid from
+// /proc/PID/status (NSpid) is tried too.
+//
+// The file is hostile input: it is opened inside the target's root
+// (openat2, no symlink as last component, see openIn), must be a regular
+// file, and must belong to the target's user (real or effective uid) or to
+// root; any other owner (another user planting a map for root's JIT) is
+// ignored.
+//
+// With root "" (a saved capture) the analysing host's /tmp says nothing
+// about the target: only Options.PerfMap is used, when given.
+//
+// Maps are cached and reloaded when the file's size or mtime changes. It
+// returns nil when there is no usable map.
 func (s *Symbolizer) PerfMapFor(pid int, root string) *PerfMap {
-	var paths []string
-	paths = append(paths, joinRoot(root, fmt.Sprintf("/tmp/perf-%d.map", pid)))
-	if ns := nsPid(pid); ns > 0 && ns != pid {
-		paths = append(paths, joinRoot(root, fmt.Sprintf("/tmp/perf-%d.map", ns)))
+	if root == "" {
+		s.perfMu.Lock()
+		pm := s.carried[pid]
+		s.perfMu.Unlock()
+		if pm != nil {
+			return pm
+		}
+		if s.opts.PerfMap == "" {
+			return nil
+		}
+		return s.perfMapAt("", s.opts.PerfMap, nil)
 	}
-	for _, p := range paths {
-		if pm := s.perfMapAt(p); pm != nil {
+	st := readProcStatus(pid)
+	owners := []uint32{0}
+	if st.ok {
+		owners = append(owners, st.ruid, st.euid)
+	} else {
+		return nil // whose map it would be is unknown
+	}
+	pids := []int{pid}
+	if st.nspid > 0 && st.nspid != pid {
+		pids = append(pids, st.nspid)
+	}
+	for _, p := range pids {
+		if pm := s.perfMapAt(root, fmt.Sprintf("/tmp/perf-%d.map", p), owners); pm != nil {
 			return pm
 		}
 	}
 	return nil
 }
 
-func (s *Symbolizer) perfMapAt(path string) *PerfMap {
+// AddPerfMap gives the perf map a saved capture carries for process pid:
+// offline lookups (root "") of that pid use it before Options.PerfMap.
+// Parse it with ParsePerfMap, which bounds what it reads.
+func (s *Symbolizer) AddPerfMap(pid int, pm *PerfMap) {
+	s.perfMu.Lock()
+	if s.carried == nil {
+		s.carried = map[int]*PerfMap{}
+	}
+	s.carried[pid] = pm
+	s.perfMu.Unlock()
+}
+
+// perfMapAt loads the perf map at p inside root ("": a host file the
+// operator named), owned by one of owners (nil: any).
+func (s *Symbolizer) perfMapAt(root, p string, owners []uint32) *PerfMap {
+	key := root + "\x00" + p
 	now := time.Now()
 	s.perfMu.Lock()
-	e := s.perfMaps[path]
+	e := s.perfMaps[key]
 	if e != nil && now.Sub(e.checked) < perfMapRecheck {
 		s.perfMu.Unlock()
 		return e.pm
 	}
 	s.perfMu.Unlock()
-	st, err := os.Stat(path)
-	if err != nil || !st.Mode().IsRegular() {
+	forget := func() *PerfMap {
 		s.perfMu.Lock()
-		delete(s.perfMaps, path)
+		if old := s.perfMaps[key]; old != nil {
+			s.budget.Give(old.charge)
+			delete(s.perfMaps, key)
+		}
 		s.perfMu.Unlock()
 		return nil
+	}
+	f, err := openPerfMap(root, p)
+	if err != nil {
+		return forget()
+	}
+	defer f.Close()
+	if owners != nil {
+		uid, ok := fileOwner(f)
+		if !ok || !slices.Contains(owners, uid) {
+			return forget()
+		}
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return forget()
 	}
 	if e != nil && e.size == st.Size() && e.mtime.Equal(st.ModTime()) {
 		s.perfMu.Lock()
@@ -172,40 +233,67 @@ func (s *Symbolizer) perfMapAt(path string) *PerfMap {
 		s.perfMu.Unlock()
 		return e.pm
 	}
-	pm, err := LoadPerfMap(path)
+	// Parsing costs up to about four times the text (entries, then the
+	// sorted index, for short lines); the index kept, about twice. Both
+	// are charged to the debug-data budget before the file is read.
+	n := min(st.Size(), maxPerfMapBytes)
+	if err := s.budget.Take(4 * n); err != nil {
+		s.noteLimit(err)
+		return forget()
+	}
+	pm, err := ParsePerfMap(io.LimitReader(f, n))
+	s.budget.Give(2 * n)
+	charge := 2 * n
 	if err != nil {
-		pm = nil
+		pm, charge = nil, 0
+		s.budget.Give(2 * n)
 	}
 	s.perfMu.Lock()
-	s.perfMaps[path] = &perfMapEntry{pm: pm, size: st.Size(), mtime: st.ModTime(), checked: now}
+	if old := s.perfMaps[key]; old != nil {
+		s.budget.Give(old.charge) // the map this one replaces
+	}
+	s.perfMaps[key] = &perfMapEntry{pm: pm, size: st.Size(), mtime: st.ModTime(), checked: now, charge: charge}
 	s.perfMu.Unlock()
 	return pm
 }
 
-// nsPid returns the innermost pid of pid (last NSpid field of
-// /proc/PID/status), or 0.
-func nsPid(pid int) int {
+// procStatus is what PerfMapFor needs of /proc/PID/status.
+type procStatus struct {
+	nspid      int // innermost pid (last NSpid field), or 0
+	ruid, euid uint32
+	ok         bool // the Uid line was read
+}
+
+func readProcStatus(pid int) procStatus {
+	var ps procStatus
 	if pid <= 0 {
-		return 0
+		return ps
 	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	f, err := openPlain(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return ps
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(io.LimitReader(f, 1<<16))
 	for sc.Scan() {
 		line := sc.Text()
 		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			fs := strings.Fields(rest)
-			if len(fs) == 0 {
-				return 0
+			if fs := strings.Fields(rest); len(fs) > 0 {
+				ps.nspid, _ = strconv.Atoi(fs[len(fs)-1])
 			}
-			n, _ := strconv.Atoi(fs[len(fs)-1])
-			return n
+		}
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			fs := strings.Fields(rest)
+			if len(fs) >= 2 {
+				r, err1 := strconv.ParseUint(fs[0], 10, 32)
+				e, err2 := strconv.ParseUint(fs[1], 10, 32)
+				if err1 == nil && err2 == nil {
+					ps.ruid, ps.euid, ps.ok = uint32(r), uint32(e), true
+				}
+			}
 		}
 	}
-	return 0
+	return ps
 }
 
 // Kallsyms resolves kernel addresses.

@@ -34,10 +34,24 @@ const (
 	rankDynsym
 )
 
-// collectSyms appends the function symbols of one table of ef.
-func collectSyms(ef *elf.File, dynamic bool, baseRank int, out []rawSym) ([]rawSym, error) {
+// collectSyms appends the function symbols of one table of f.
+func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSym, error) {
+	ef := f.ef
+	cost, err := symtabCost(f, dynamic)
+	if err != nil {
+		return out, err
+	}
+	if f.sym != nil {
+		// debug/elf reads the table and its strings whole and builds a
+		// Symbol per entry: charged before, given back after.
+		if err := f.sym.budget.Take(cost); err != nil {
+			f.sym.noteLimit(err)
+			return out, err
+		}
+		defer f.sym.budget.Give(cost)
+	}
 	var syms []elf.Symbol
-	err := safely("symbols", func() error {
+	err = safely("symbols", func() error {
 		var err error
 		if dynamic {
 			syms, err = ef.DynamicSymbols()
@@ -198,4 +212,40 @@ func (t *symTable) nameAt(i int, demangle bool) string {
 	d := Demangle(t.name[i])
 	t.dem[i].Store(&d)
 	return d
+}
+
+// symtabCost is the memory debug/elf spends on reading a symbol table of f
+// (.symtab, or .dynsym when dynamic): the section, its string table, and a
+// Symbol value per entry. Compressed tables are refused: debug/elf would
+// decompress them to any size their header claims (no linker writes them).
+func symtabCost(f *openFile, dynamic bool) (int64, error) {
+	typ := elf.SHT_SYMTAB
+	if dynamic {
+		typ = elf.SHT_DYNSYM
+	}
+	ef := f.ef
+	for _, s := range ef.Sections {
+		if s.Type != typ {
+			continue
+		}
+		if s.Flags&elf.SHF_COMPRESSED != 0 {
+			return 0, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "compressed symbol table"}
+		}
+		cost := int64(s.Size)
+		if s.Entsize > 0 {
+			cost += int64(s.Size/s.Entsize) * 96
+		}
+		if s.Link > 0 && int(s.Link) < len(ef.Sections) {
+			str := ef.Sections[s.Link]
+			if str.Flags&elf.SHF_COMPRESSED != 0 {
+				return 0, &FormatError{Section: str.Name, Offset: str.Offset, Msg: "compressed string table"}
+			}
+			cost += int64(str.Size)
+		}
+		if cost < 0 || (f.size > 0 && cost > 8*f.size+1<<20) {
+			return 0, &FormatError{Section: s.Name, Offset: s.Offset, Msg: "symbol table larger than its file"}
+		}
+		return cost, nil
+	}
+	return 0, nil
 }

@@ -18,7 +18,8 @@
 //	bias, ok := m.MappingBias(start, end, off) // or FileOffsetToVaddr(pc-start+off)
 //	syms = m.Lookup(pc-bias, syms[:0])        // pc-1 for return addresses
 //
-// JIT code in anonymous mappings: s.PerfMapFor(pid, root).Lookup(pc);
+// JIT code in anonymous mappings: s.PerfMapFor(pid, root).Lookup(pc)
+// (offline, root "": only a map given by Options.PerfMap or AddPerfMap);
 // kernel addresses: LoadKallsyms("/proc/kallsyms") then Lookup.
 //
 // Specs: ELF gABI and the GNU extensions (build-id notes, .gnu_debuglink,
@@ -26,17 +27,27 @@
 // trees, .debug_aranges, range lists), the Go 1.2-1.26 pclntab (inline
 // trees from Go 1.20).
 //
-// Robustness: every file is target-controlled input. Files are opened
-// read-only and non-blocking and only when regular; sizes from headers are
-// capped; panics of debug/elf, debug/dwarf and debug/gosym become errors.
+// Robustness: every file is target-controlled input. Target paths are
+// resolved inside the target's root (openat2 RESOLVE_IN_ROOT), once, and
+// opened only when regular (see openIn). ELF headers are checked before
+// debug/elf reads them, and every section, perf map and decompressed image
+// is read within one budget per Symbolizer (Options.MaxDebugBytes,
+// MaxSectionBytes), charged before allocation (internal/safeelf).
+// Options.Context bounds the time spent. A panic while loading or looking
+// up a module (debug/elf, debug/dwarf and debug/gosym are not hardened)
+// costs that module its names, nothing else.
 package symtab
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"stackshot/internal/bin"
+	"stackshot/internal/safeelf"
 )
 
 // ErrNoSymbols means the module has no usable symbol source.
@@ -48,19 +59,13 @@ var ErrNoBuildID = errors.New("no build id")
 // ErrNotFound means no file for the module could be opened.
 var ErrNotFound = errors.New("module file not found")
 
-// FormatError reports malformed input in a file.
-type FormatError struct {
-	Section string
-	Offset  uint64
-	Msg     string
-}
+// FormatError reports malformed input in a file (the project's one format
+// error, shared with unwind).
+type FormatError = bin.FormatError
 
-func (e *FormatError) Error() string {
-	if e.Section == "" {
-		return "malformed elf: " + e.Msg
-	}
-	return fmt.Sprintf("malformed %s at %#x: %s", e.Section, e.Offset, e.Msg)
-}
+// ErrBudget means a file needed more memory than the debug-data budget
+// left (Options.MaxDebugBytes, MaxSectionBytes): its names were given up.
+var ErrBudget = safeelf.ErrBudget
 
 // Options configure a Symbolizer.
 type Options struct {
@@ -70,6 +75,26 @@ type Options struct {
 	// (and the Go pclntab), without file, line or inlined frames. For
 	// plain pstack-style text, where the debug info's cost buys nothing.
 	NamesOnly bool
+
+	// MaxDebugBytes bounds everything read into memory from module and
+	// debug files and perf maps over the Symbolizer's life (0: 512 MiB);
+	// MaxSectionBytes bounds one section, decompressed (0: 256 MiB, or
+	// half of a larger MaxDebugBytes; at most MaxDebugBytes).
+	// Sizes are checked before anything is allocated; a file that needs
+	// more loses its names, the rest of the run goes on.
+	MaxDebugBytes   int64
+	MaxSectionBytes int64
+
+	// Context bounds symbolization in time: once it is done (a --timeout
+	// deadline, an interrupt) no more files are opened or decoded and
+	// addresses not yet resolved stay unresolved (see Expired). nil: no
+	// bound.
+	Context context.Context
+
+	// PerfMap is the perf map to use for JIT code when no live root is
+	// given (a saved capture, with report --perf-map FILE); "" none.
+	// For live targets the target's own /tmp/perf-PID.map is used.
+	PerfMap string
 }
 
 // ModuleRef says how to find the file behind a mapping of a target process.
@@ -96,7 +121,11 @@ type devIno struct{ dev, ino uint64 }
 // Symbolizer loads and caches modules (by build id, then dev+inode). It is
 // safe for concurrent use.
 type Symbolizer struct {
-	opts Options
+	opts   Options
+	budget *safeelf.Budget
+
+	expiredFlag atomic.Bool // a lookup was cut short by the Context
+	limitFlag   atomic.Bool // a file was refused for the budget
 
 	mu        sync.Mutex
 	byBuildID map[string]*Module
@@ -105,12 +134,14 @@ type Symbolizer struct {
 
 	perfMu   sync.Mutex
 	perfMaps map[string]*perfMapEntry
+	carried  map[int]*PerfMap // perf maps from saved captures, by pid
 }
 
 // New returns a Symbolizer.
 func New(opts Options) *Symbolizer {
 	return &Symbolizer{
 		opts:      opts,
+		budget:    safeelf.NewBudget(opts.MaxDebugBytes, opts.MaxSectionBytes),
 		byBuildID: make(map[string]*Module),
 		byInode:   make(map[devIno]*Module),
 		mismatch:  make(map[ModuleRef]*Module),
@@ -175,7 +206,10 @@ func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 			return m, nil
 		}
 	}
-	f, err := openModuleFile(ref)
+	if err := s.expired(); err != nil {
+		return nil, err // out of time: no new file is opened
+	}
+	f, err := s.openModuleFile(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +248,7 @@ func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 // ModuleFromImage parses an ELF image held in memory (the vdso). The image
 // is not copied: the caller must not modify it.
 func (s *Symbolizer) ModuleFromImage(image []byte, name string) (*Module, error) {
-	f, err := parseFile(bytesReaderAt(image), int64(len(image)), name)
+	f, err := s.parseFile(bytesReaderAt(image), int64(len(image)), name)
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +283,7 @@ type Module struct {
 	loads []loadSeg
 
 	loadOnce sync.Once
+	isLoaded atomic.Bool
 	src      *sources // symbol sources, loaded on first use
 
 	results resultCache
@@ -337,10 +372,62 @@ func (m *Module) Lookup(vaddr uint64, out []Sym) []Sym {
 	if r, ok := m.results.get(vaddr); ok {
 		return append(out, r...)
 	}
+	if m.sym.expired() != nil && !m.loaded() {
+		return out // out of time: not loaded now, and not cached as unknown
+	}
 	n := len(out)
-	out = m.sources().lookup(vaddr, out, !m.sym.opts.NoDemangle)
+	var src *sources
+	err := safely("module "+m.path, func() error {
+		src = m.sources()
+		out = src.lookup(vaddr, out, !m.sym.opts.NoDemangle)
+		return nil
+	})
+	if err != nil {
+		// A parser bug costs this module its names, nothing else.
+		m.poison(err)
+		return out[:n]
+	}
+	if src.partial && m.sym.expired() != nil {
+		return out // decoded only in part for lack of time: not cached
+	}
 	m.results.put(vaddr, out[n:])
 	return out
+}
+
+// Expired reports whether the Context ended before every lookup asked of
+// the Symbolizer could be resolved: some addresses were left unnamed for
+// lack of time, and the output should say so.
+func (s *Symbolizer) Expired() bool { return s.expiredFlag.Load() }
+
+// BudgetExceeded reports whether some file was given up because it needed
+// more than the debug-data budget (Options.MaxDebugBytes).
+func (s *Symbolizer) BudgetExceeded() bool { return s.limitFlag.Load() }
+
+// BudgetUsed is the number of bytes charged to the debug-data budget.
+func (s *Symbolizer) BudgetUsed() int64 { return s.budget.Used() }
+
+// expired returns the Context's error once it is done, and remembers that
+// work was cut short.
+func (s *Symbolizer) expired() error {
+	ctx := s.opts.Context
+	if ctx == nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		s.expiredFlag.Store(true)
+		return err
+	}
+	return nil
+}
+
+// noteLimit records why a read failed when it was a budget or deadline.
+func (s *Symbolizer) noteLimit(err error) {
+	switch {
+	case errors.Is(err, safeelf.ErrBudget), errors.Is(err, safeelf.ErrTooLarge):
+		s.limitFlag.Store(true)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		s.expiredFlag.Store(true)
+	}
 }
 
 func (m *Module) close() error {
@@ -387,5 +474,20 @@ func (m *Module) lookupUncached(vaddr uint64, out []Sym) []Sym {
 	if m.mismatch {
 		return out
 	}
-	return m.sources().lookup(vaddr, out, !m.sym.opts.NoDemangle)
+	n := len(out)
+	if err := safely("module "+m.path, func() error {
+		out = m.sources().lookup(vaddr, out, !m.sym.opts.NoDemangle)
+		return nil
+	}); err != nil {
+		m.poison(err)
+		return out[:n]
+	}
+	return out
 }
+
+// Budget is the debug-data budget the Symbolizer reads files within, for
+// other readers of the same files (the unwinder's CFI) to share.
+func (s *Symbolizer) Budget() *safeelf.Budget { return s.budget }
+
+// Context is Options.Context (nil: no bound).
+func (s *Symbolizer) Context() context.Context { return s.opts.Context }

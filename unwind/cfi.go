@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"stackshot/internal/bin"
 )
 
 // Call-frame instructions, DWARF 5 §6.4.2, plus the GNU extensions.
@@ -52,16 +53,9 @@ const (
 	DW_CFA_GNU_negative_offset_extended = 0x2f
 )
 
-// FormatError reports malformed call-frame information.
-type FormatError struct {
-	Section string
-	Offset  int
-	Msg     string
-}
-
-func (e *FormatError) Error() string {
-	return fmt.Sprintf("unwind: %s at %#x: %s", e.Section, e.Offset, e.Msg)
-}
+// FormatError reports malformed call-frame information (the project's one
+// format error, shared with symtab).
+type FormatError = bin.FormatError
 
 // ErrNoCFI is returned by LoadTable when a file carries no call-frame information.
 var ErrNoCFI = errors.New("no call frame information")
@@ -111,21 +105,21 @@ func (b *builder) parseSection(s *frameSection, prio int) error {
 	var firstErr error
 	note := func(off int, msg string) {
 		if firstErr == nil {
-			firstErr = &FormatError{Section: s.name, Offset: off, Msg: msg}
+			firstErr = &FormatError{Section: s.name, Offset: uint64(off), Msg: msg}
 		}
 	}
 	cies := make(map[int]*cie)
 	off := 0
 	for off < len(s.data) {
-		r := reader{b: s.data, off: off}
+		r := newReader(s.data, off)
 		start := off
-		length := uint64(r.u32())
+		length := uint64(r.U32())
 		is64 := false
 		if length == 0xffffffff {
-			length = r.u64()
+			length = r.U64()
 			is64 = true
 		}
-		if r.err != nil {
+		if r.Err() != nil {
 			note(start, "truncated length")
 			break
 		}
@@ -133,24 +127,24 @@ func (b *builder) parseSection(s *frameSection, prio int) error {
 			if s.isEH {
 				break // terminator
 			}
-			off = r.off
+			off = r.Off
 			continue
 		}
-		if length > uint64(r.left()) {
+		if length > uint64(r.Left()) {
 			note(start, "entry length beyond section")
 			break
 		}
-		bodyStart := r.off
-		end := r.off + int(length)
+		bodyStart := r.Off
+		end := r.Off + int(length)
 		off = end
-		er := reader{b: s.data[:end], off: bodyStart}
+		er := newReader(s.data[:end], bodyStart)
 		var id uint64
 		if is64 {
-			id = er.u64()
+			id = er.U64()
 		} else {
-			id = uint64(er.u32())
+			id = uint64(er.U32())
 		}
-		if er.err != nil {
+		if er.Err() != nil {
 			note(start, "truncated id")
 			continue
 		}
@@ -204,18 +198,18 @@ func (b *builder) parseSection(s *frameSection, prio int) error {
 		begin := er.encoded(c.fdeEnc, &pb, true)
 		rng := er.encoded(c.fdeEnc&0x0f, &pb, false)
 		if c.hasZ {
-			n := er.uleb()
-			er.bytes(int(min(n, uint64(er.left()+1))))
+			n := er.ULEB()
+			er.Bytes(uint64(min(n, uint64(er.Left()+1))))
 		}
-		if er.err != nil {
+		if er.Err() != nil {
 			note(start, "truncated fde header")
 			continue
 		}
 		if rng == 0 || begin+rng < begin {
 			continue
 		}
-		b.fdes = append(b.fdes, fde{begin: begin, end: begin + rng, code: s.data[er.off:end],
-			cie: c, sec: s, off: er.off, prio: prio, seq: len(b.fdes)})
+		b.fdes = append(b.fdes, fde{begin: begin, end: begin + rng, code: s.data[er.Off:end],
+			cie: c, sec: s, off: er.Off, prio: prio, seq: len(b.fdes)})
 	}
 	return firstErr
 }
@@ -226,21 +220,21 @@ func (b *builder) parseCIEAt(s *frameSection, off int) *cie {
 	if off < 0 || off >= len(s.data) {
 		return bad
 	}
-	r := reader{b: s.data, off: off}
-	length := uint64(r.u32())
+	r := newReader(s.data, off)
+	length := uint64(r.U32())
 	is64 := length == 0xffffffff
 	if is64 {
-		length = r.u64()
+		length = r.U64()
 	}
-	if r.err != nil || length == 0 || length > uint64(r.left()) {
+	if r.Err() != nil || length == 0 || length > uint64(r.Left()) {
 		return bad
 	}
-	er := reader{b: s.data[:r.off+int(length)], off: r.off}
+	er := newReader(s.data[:r.Off+int(length)], r.Off)
 	var id uint64
 	if is64 {
-		id = er.u64()
+		id = er.U64()
 	} else {
-		id = uint64(er.u32())
+		id = uint64(er.U32())
 	}
 	if s.isEH && id != 0 || !s.isEH && id != 0xffffffff && id != ^uint64(0) {
 		return bad
@@ -251,34 +245,34 @@ func (b *builder) parseCIEAt(s *frameSection, off int) *cie {
 // parseCIE parses a CIE body (after its id) and runs its initial instructions.
 func (b *builder) parseCIE(s *frameSection, r *reader, off int) *cie {
 	c := &cie{off: off}
-	version := r.u8()
+	version := r.U8()
 	if version != 1 && version != 3 && version != 4 {
 		c.err = fmt.Errorf("cie version %d", version)
 		return c
 	}
-	aug := r.cstring()
+	aug := r.CString()
 	addrSize := 8
 	if len(aug) >= 2 && aug[0] == 'e' && aug[1] == 'h' {
-		r.u64() // old GCC eh_data pointer
+		r.U64() // old GCC eh_data pointer
 		aug = aug[2:]
 	}
 	if version >= 4 {
-		addrSize = int(r.u8())
-		r.u8() // segment selector size
+		addrSize = int(r.U8())
+		r.U8() // segment selector size
 		if addrSize != 4 && addrSize != 8 {
 			c.err = fmt.Errorf("address size %d", addrSize)
 			return c
 		}
 	}
-	c.codeAlign = r.uleb()
-	c.dataAlign = r.sleb()
+	c.codeAlign = r.ULEB()
+	c.dataAlign = r.SLEB()
 	var ra uint64
 	if version == 1 {
-		ra = uint64(r.u8())
+		ra = uint64(r.U8())
 	} else {
-		ra = r.uleb()
+		ra = r.ULEB()
 	}
-	if r.err != nil {
+	if r.Err() != nil {
 		c.err = errors.New("truncated cie")
 		return c
 	}
@@ -301,27 +295,27 @@ func (b *builder) parseCIE(s *frameSection, r *reader, off int) *cie {
 			return c
 		}
 		c.hasZ = true
-		n := r.uleb()
-		if n > uint64(r.left()) {
+		n := r.ULEB()
+		if n > uint64(r.Left()) {
 			c.err = errors.New("augmentation data beyond cie")
 			return c
 		}
-		ad := reader{b: r.bytes(int(n))}
+		ad := newReader(r.Bytes(n), 0)
 		pb := s.bases
 	augLoop:
 		for _, ch := range aug[1:] {
 			switch ch {
 			case 'R':
-				c.fdeEnc = ad.u8()
+				c.fdeEnc = ad.U8()
 			case 'P':
-				enc := ad.u8()
+				enc := ad.U8()
 				if !validEncoding(enc) {
 					c.err = errors.New("bad personality encoding")
 					return c
 				}
 				ad.encoded(enc, &pb, false) // only its size matters here
 			case 'L':
-				ad.u8()
+				ad.U8()
 			case 'S':
 				c.signal = true
 			case 'B', 'G':
@@ -329,7 +323,7 @@ func (b *builder) parseCIE(s *frameSection, r *reader, off int) *cie {
 				break augLoop // 'z' lets us skip what we do not know
 			}
 		}
-		if ad.err != nil {
+		if ad.Err() != nil {
 			c.err = errors.New("truncated augmentation data")
 			return c
 		}
@@ -338,7 +332,7 @@ func (b *builder) parseCIE(s *frameSection, r *reader, off int) *cie {
 			return c
 		}
 	}
-	c.initial = r.b[r.off:]
+	c.initial = r.B[r.Off:]
 	// The initial row: the CFA and RA rules come from the initial
 	// instructions; everything else is unset.
 	c.init.Signal = c.signal
@@ -370,7 +364,7 @@ var (
 // execute runs a CFA program. For an FDE (f != nil) it emits a row for each
 // address interval [loc, next loc) within [f.begin, f.end).
 func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) error {
-	r := reader{b: code}
+	r := newReader(code, 0)
 	st := v.st
 	advance := func(to uint64) bool {
 		if f == nil {
@@ -398,11 +392,11 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 		}
 		return Rule{Kind: kind, Off: int32(v)}
 	}
-	for r.left() > 0 && r.err == nil {
+	for r.Left() > 0 && r.Err() == nil {
 		if f != nil && loc >= end {
 			break
 		}
-		op := r.u8()
+		op := r.U8()
 		switch op & 0xc0 {
 		case DW_CFA_advance_loc:
 			if !advance(loc + uint64(op&0x3f)*c.codeAlign) {
@@ -410,7 +404,7 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 			}
 			continue
 		case DW_CFA_offset:
-			setReg(uint64(op&0x3f), offRule(RuleOffset, int64(r.uleb())*c.dataAlign))
+			setReg(uint64(op&0x3f), offRule(RuleOffset, int64(r.ULEB())*c.dataAlign))
 			continue
 		case DW_CFA_restore:
 			if v.initial == nil {
@@ -433,38 +427,38 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 				return errLocBackwards
 			}
 		case DW_CFA_advance_loc1:
-			if !advance(loc + uint64(r.u8())*c.codeAlign) {
+			if !advance(loc + uint64(r.U8())*c.codeAlign) {
 				return errLocBackwards
 			}
 		case DW_CFA_advance_loc2:
-			if !advance(loc + uint64(r.u16())*c.codeAlign) {
+			if !advance(loc + uint64(r.U16())*c.codeAlign) {
 				return errLocBackwards
 			}
 		case DW_CFA_advance_loc4:
-			if !advance(loc + uint64(r.u32())*c.codeAlign) {
+			if !advance(loc + uint64(r.U32())*c.codeAlign) {
 				return errLocBackwards
 			}
 		case DW_CFA_MIPS_advance_loc8:
-			if !advance(loc + r.u64()*c.codeAlign) {
+			if !advance(loc + r.U64()*c.codeAlign) {
 				return errLocBackwards
 			}
 		case DW_CFA_offset_extended:
-			reg := r.uleb()
-			setReg(reg, offRule(RuleOffset, int64(r.uleb())*c.dataAlign))
+			reg := r.ULEB()
+			setReg(reg, offRule(RuleOffset, int64(r.ULEB())*c.dataAlign))
 		case DW_CFA_offset_extended_sf:
-			reg := r.uleb()
-			setReg(reg, offRule(RuleOffset, r.sleb()*c.dataAlign))
+			reg := r.ULEB()
+			setReg(reg, offRule(RuleOffset, r.SLEB()*c.dataAlign))
 		case DW_CFA_GNU_negative_offset_extended:
-			reg := r.uleb()
-			setReg(reg, offRule(RuleOffset, -int64(r.uleb())*c.dataAlign))
+			reg := r.ULEB()
+			setReg(reg, offRule(RuleOffset, -int64(r.ULEB())*c.dataAlign))
 		case DW_CFA_val_offset:
-			reg := r.uleb()
-			setReg(reg, offRule(RuleValOffset, int64(r.uleb())*c.dataAlign))
+			reg := r.ULEB()
+			setReg(reg, offRule(RuleValOffset, int64(r.ULEB())*c.dataAlign))
 		case DW_CFA_val_offset_sf:
-			reg := r.uleb()
-			setReg(reg, offRule(RuleValOffset, r.sleb()*c.dataAlign))
+			reg := r.ULEB()
+			setReg(reg, offRule(RuleValOffset, r.SLEB()*c.dataAlign))
 		case DW_CFA_restore_extended:
-			reg := r.uleb()
+			reg := r.ULEB()
 			if v.initial == nil {
 				return errRestoreInCIE
 			}
@@ -472,12 +466,12 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 				st.Regs[reg] = v.initial.Regs[reg]
 			}
 		case DW_CFA_undefined:
-			setReg(r.uleb(), Rule{Kind: RuleUndefined})
+			setReg(r.ULEB(), Rule{Kind: RuleUndefined})
 		case DW_CFA_same_value:
-			setReg(r.uleb(), Rule{Kind: RuleSame})
+			setReg(r.ULEB(), Rule{Kind: RuleSame})
 		case DW_CFA_register:
-			reg := r.uleb()
-			src := r.uleb()
+			reg := r.ULEB()
+			src := r.ULEB()
 			if src < NumRegs {
 				setReg(reg, Rule{Kind: RuleRegister, Reg: uint8(src)})
 			} else {
@@ -497,45 +491,45 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 			// The CFA is part of the remembered row (DWARF 5 §6.4.2.4).
 			*st = v.stack[v.depth]
 		case DW_CFA_def_cfa:
-			reg := r.uleb()
-			off := r.uleb()
+			reg := r.ULEB()
+			off := r.ULEB()
 			st.CFA = cfaRule(reg, int64(off))
 		case DW_CFA_def_cfa_sf:
-			reg := r.uleb()
-			off := r.sleb() * c.dataAlign
+			reg := r.ULEB()
+			off := r.SLEB() * c.dataAlign
 			st.CFA = cfaRule(reg, off)
 		case DW_CFA_def_cfa_register:
-			reg := r.uleb()
+			reg := r.ULEB()
 			off := int64(0)
 			if st.CFA.Kind == RuleCFAReg {
 				off = int64(st.CFA.Off)
 			}
 			st.CFA = cfaRule(reg, off)
 		case DW_CFA_def_cfa_offset:
-			off := r.uleb()
+			off := r.ULEB()
 			if st.CFA.Kind == RuleCFAReg {
 				st.CFA = cfaRule(uint64(st.CFA.Reg), int64(off))
 			} else {
 				st.CFA = Rule{Kind: RuleBad}
 			}
 		case DW_CFA_def_cfa_offset_sf:
-			off := r.sleb() * c.dataAlign
+			off := r.SLEB() * c.dataAlign
 			if st.CFA.Kind == RuleCFAReg {
 				st.CFA = cfaRule(uint64(st.CFA.Reg), off)
 			} else {
 				st.CFA = Rule{Kind: RuleBad}
 			}
 		case DW_CFA_def_cfa_expression:
-			n := r.uleb()
-			e := r.bytes(int(min(n, uint64(r.left()+1))))
-			if r.err == nil {
+			n := r.ULEB()
+			e := r.Bytes(uint64(min(n, uint64(r.Left()+1))))
+			if r.Err() == nil {
 				st.CFA = b.exprRule(RuleCFAExpr, e)
 			}
 		case DW_CFA_expression, DW_CFA_val_expression:
-			reg := r.uleb()
-			n := r.uleb()
-			e := r.bytes(int(min(n, uint64(r.left()+1))))
-			if r.err == nil && reg < NumRegs {
+			reg := r.ULEB()
+			n := r.ULEB()
+			e := r.Bytes(uint64(min(n, uint64(r.Left()+1))))
+			if r.Err() == nil && reg < NumRegs {
 				kind := RuleExpr
 				if op == DW_CFA_val_expression {
 					kind = RuleValExpr
@@ -543,15 +537,15 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 				st.Regs[reg] = b.exprRule(kind, e)
 			}
 		case DW_CFA_GNU_args_size:
-			r.uleb() // the caller's outgoing argument area; the CFA already accounts for it
+			r.ULEB() // the caller's outgoing argument area; the CFA already accounts for it
 		case DW_CFA_GNU_window_save:
 			// SPARC register windows / AArch64 RA signing: no meaning on x86-64.
 		default:
 			return fmt.Errorf("%w %#x", errBadOpcode, op)
 		}
 	}
-	if r.err != nil {
-		return r.err
+	if r.Err() != nil {
+		return r.Err()
 	}
 	if f != nil && loc < end {
 		b.emit(loc, st)
@@ -702,7 +696,7 @@ func (b *builder) compile() error {
 			b.t.sets = b.t.sets[:n]
 			b.lastSet = noRow
 			if firstErr == nil {
-				firstErr = &FormatError{Section: f.sec.name, Offset: f.off, Msg: err.Error()}
+				firstErr = &FormatError{Section: f.sec.name, Offset: uint64(f.off), Msg: err.Error()}
 			}
 			if !first {
 				b.emit(covered, nil)

@@ -90,12 +90,12 @@ func evalExpr(code []byte, env exprEnv, push bool, initial uint64, haveCFA bool,
 		st[0] = initial
 		sp = 1
 	}
-	r := reader{b: code}
-	for steps := 0; r.left() > 0; steps++ {
+	r := newReader(code, 0)
+	for steps := 0; r.Left() > 0; steps++ {
 		if steps >= exprMaxSteps {
 			return 0, errExprSteps
 		}
-		op := r.u8()
+		op := r.U8()
 		// need n operands, room for m results
 		need := func(n int) bool { return sp >= n }
 		switch {
@@ -109,13 +109,13 @@ func evalExpr(code []byte, env exprEnv, push bool, initial uint64, haveCFA bool,
 		case op >= DW_OP_breg0 && op <= DW_OP_breg31 || op == DW_OP_bregx:
 			var reg uint64
 			if op == DW_OP_bregx {
-				reg = r.uleb()
+				reg = r.ULEB()
 			} else {
 				reg = uint64(op - DW_OP_breg0)
 			}
-			off := r.sleb()
-			if r.err != nil {
-				return 0, r.err
+			off := r.SLEB()
+			if r.Err() != nil {
+				return 0, r.Err()
 			}
 			if reg >= NumRegs {
 				return 0, errExprUnknown
@@ -136,23 +136,23 @@ func evalExpr(code []byte, env exprEnv, push bool, initial uint64, haveCFA bool,
 		switch op {
 		case DW_OP_nop:
 		case DW_OP_addr, DW_OP_const8u, DW_OP_const8s:
-			val, push1 = r.u64(), true
+			val, push1 = r.U64(), true
 		case DW_OP_const1u:
-			val, push1 = uint64(r.u8()), true
+			val, push1 = uint64(r.U8()), true
 		case DW_OP_const1s:
-			val, push1 = uint64(int64(int8(r.u8()))), true
+			val, push1 = uint64(int64(int8(r.U8()))), true
 		case DW_OP_const2u:
-			val, push1 = uint64(r.u16()), true
+			val, push1 = uint64(r.U16()), true
 		case DW_OP_const2s:
-			val, push1 = uint64(int64(int16(r.u16()))), true
+			val, push1 = uint64(int64(int16(r.U16()))), true
 		case DW_OP_const4u:
-			val, push1 = uint64(r.u32()), true
+			val, push1 = uint64(r.U32()), true
 		case DW_OP_const4s:
-			val, push1 = uint64(int64(int32(r.u32()))), true
+			val, push1 = uint64(int64(int32(r.U32()))), true
 		case DW_OP_constu:
-			val, push1 = r.uleb(), true
+			val, push1 = r.ULEB(), true
 		case DW_OP_consts:
-			val, push1 = uint64(r.sleb()), true
+			val, push1 = uint64(r.SLEB()), true
 		case DW_OP_call_frame_cfa:
 			if !haveCFA {
 				return 0, errExprNoCFA
@@ -169,7 +169,7 @@ func evalExpr(code []byte, env exprEnv, push bool, initial uint64, haveCFA bool,
 			}
 			val, push1 = st[sp-2], true
 		case DW_OP_pick:
-			i := int(r.u8())
+			i := int(r.U8())
 			if !need(i + 1) {
 				return 0, errExprStack
 			}
@@ -192,7 +192,7 @@ func evalExpr(code []byte, env exprEnv, push bool, initial uint64, haveCFA bool,
 		case DW_OP_deref, DW_OP_deref_size:
 			size := 8
 			if op == DW_OP_deref_size {
-				size = int(r.u8())
+				size = int(r.U8())
 				if size < 1 || size > 8 {
 					return 0, errExprOp
 				}
@@ -223,7 +223,7 @@ func evalExpr(code []byte, env exprEnv, push bool, initial uint64, haveCFA bool,
 			}
 			st[sp-1] = ^st[sp-1]
 		case DW_OP_plus_uconst:
-			u := r.uleb()
+			u := r.ULEB()
 			if !need(1) {
 				return 0, errExprStack
 			}
@@ -292,9 +292,9 @@ func evalExpr(code []byte, env exprEnv, push bool, initial uint64, haveCFA bool,
 			}
 			st[sp-1] = v
 		case DW_OP_skip, DW_OP_bra:
-			d := int(int16(r.u16()))
-			if r.err != nil {
-				return 0, r.err
+			d := int(int16(r.U16()))
+			if r.Err() != nil {
+				return 0, r.Err()
 			}
 			take := true
 			if op == DW_OP_bra {
@@ -305,17 +305,17 @@ func evalExpr(code []byte, env exprEnv, push bool, initial uint64, haveCFA bool,
 				take = st[sp] != 0
 			}
 			if take {
-				to := r.off + d
+				to := r.Off + d
 				if to < 0 || to > len(code) {
 					return 0, errExprBranch
 				}
-				r.off = to
+				r.Off = to
 			}
 		default:
 			return 0, errExprOp
 		}
-		if r.err != nil {
-			return 0, r.err
+		if r.Err() != nil {
+			return 0, r.Err()
 		}
 		if push1 {
 			if sp >= exprStackSize {
@@ -325,8 +325,8 @@ func evalExpr(code []byte, env exprEnv, push bool, initial uint64, haveCFA bool,
 			sp++
 		}
 	}
-	if r.err != nil {
-		return 0, r.err
+	if r.Err() != nil {
+		return 0, r.Err()
 	}
 	if sp == 0 {
 		return 0, errExprEmpty

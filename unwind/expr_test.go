@@ -2,6 +2,7 @@ package unwind
 
 import (
 	"encoding/binary"
+	"stackshot/internal/bin"
 	"testing"
 )
 
@@ -63,7 +64,7 @@ func TestExpr(t *testing.T) {
 		// DW_OP_consts: -1; DW_OP_lit0; DW_OP_lt
 		{"signed lt", []byte{0x11, 0x7f, 0x30, 0x2d}, 1, nil},
 		// DW_OP_const8u truncated
-		{"truncated", []byte{0x0e, 1, 2}, 0, errShort},
+		{"truncated", []byte{0x0e, 1, 2}, 0, bin.ErrShort},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := evalExpr(tc.code, testEnv(), false, 0, false, 0)

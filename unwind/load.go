@@ -1,10 +1,15 @@
 package unwind
 
 import (
+	"context"
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"io"
+
+	"stackshot/internal/bin"
+	"stackshot/internal/contain"
+	"stackshot/internal/safeelf"
 )
 
 const maxSectionSize = 256 << 20 // cap on a frame section read from a segment
@@ -18,23 +23,74 @@ const maxSectionSize = 256 << 20 // cap on a frame section read from a segment
 //
 // Malformed entries are skipped; LoadTable fails only when nothing usable
 // was found (ErrNoCFI when there was no CFI at all).
+//
+// The files are hostile input: they are checked before debug/elf parses
+// them and every section is read within a fresh default budget (see
+// LoadTableLimited to share one).
 func LoadTable(bin io.ReaderAt, debug io.ReaderAt) (t *Table, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			t, err = nil, fmt.Errorf("unwind: malformed elf: %v", p)
-		}
-	}()
-	f, err := elf.NewFile(bin)
+	return LoadTableLimited(nil, bin, debug, nil)
+}
+
+// LoadTableLimited is LoadTable reading sections within budget b (shared
+// with the symbolizer; nil: a fresh default one) and ctx (nil: no bound).
+// The table's sections are given back to b once compiled.
+func LoadTableLimited(ctx context.Context, binR io.ReaderAt, debug io.ReaderAt, b *safeelf.Budget) (t *Table, err error) {
+	err = contain.Do("unwind", func() error {
+		t, err = loadTable(ctx, binR, debug, b)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// loader reads the sections of one LoadTable call.
+type loader struct {
+	ctx   context.Context
+	b     *safeelf.Budget
+	taken int64
+}
+
+func (l *loader) open(r io.ReaderAt) (*safeelf.File, error) {
+	size, err := safeelf.Size(r)
 	if err != nil {
 		return nil, fmt.Errorf("unwind: %w", err)
 	}
+	f, err := safeelf.Open(r, size, l.b)
+	if err != nil {
+		return nil, fmt.Errorf("unwind: %w", err)
+	}
+	l.taken += f.Charged // the File is dropped with the loader
+	return f, nil
+}
+
+func (l *loader) data(f *safeelf.File, s *elf.Section) ([]byte, error) {
+	d, err := f.Data(l.ctx, s)
+	if err == nil {
+		l.taken += int64(len(d))
+	}
+	return d, err
+}
+
+func loadTable(ctx context.Context, binR io.ReaderAt, debug io.ReaderAt, budget *safeelf.Budget) (*Table, error) {
+	if budget == nil {
+		budget = safeelf.NewBudget(0, 0)
+	}
+	l := &loader{ctx: ctx, b: budget}
+	defer func() { budget.Give(l.taken) }()
+	sf, err := l.open(binR)
+	if err != nil {
+		return nil, err
+	}
+	f := sf.File
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
 		return nil, fmt.Errorf("unwind: unsupported elf %v %v", f.Class, f.Machine)
 	}
 	b := newBuilder()
 	var errs []error
 	found := false
-	if s, err := ehFrameSection(f); err != nil {
+	if s, err := l.ehFrameSection(sf); err != nil {
 		errs = append(errs, err)
 	} else if s != nil {
 		found = true
@@ -42,15 +98,15 @@ func LoadTable(bin io.ReaderAt, debug io.ReaderAt) (t *Table, err error) {
 			errs = append(errs, err)
 		}
 	}
-	if s := debugFrameSection(f); s != nil {
+	if s := l.debugFrameSection(sf); s != nil {
 		found = true
 		if err := b.parseSection(s, 1); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if debug != nil {
-		if df, err := safeNewFile(debug); err == nil {
-			if s := debugFrameSection(df); s != nil {
+		if df, err := l.open(debug); err == nil {
+			if s := l.debugFrameSection(df); s != nil {
 				found = true
 				if err := b.parseSection(s, 2); err != nil {
 					errs = append(errs, err)
@@ -73,15 +129,6 @@ func LoadTable(bin io.ReaderAt, debug io.ReaderAt) (t *Table, err error) {
 	return b.t, nil
 }
 
-func safeNewFile(r io.ReaderAt) (f *elf.File, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			f, err = nil, fmt.Errorf("unwind: malformed elf: %v", p)
-		}
-	}()
-	return elf.NewFile(r)
-}
-
 // baseAddrs returns the text and data (GOT) addresses for textrel/datarel.
 func baseAddrs(f *elf.File) (text, data uint64) {
 	if s := f.Section(".text"); s != nil {
@@ -95,7 +142,8 @@ func baseAddrs(f *elf.File) (text, data uint64) {
 
 // readVaddr reads up to n bytes of the file image at virtual address vaddr,
 // bounded by the PT_LOAD segment that contains it.
-func readVaddr(f *elf.File, vaddr uint64, n uint64) ([]byte, error) {
+// The bytes are charged to b (nil: not charged) before they are allocated.
+func readVaddr(f *elf.File, vaddr uint64, n uint64, b *safeelf.Budget) ([]byte, error) {
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_LOAD || vaddr < p.Vaddr || vaddr-p.Vaddr >= p.Filesz {
 			continue
@@ -107,10 +155,21 @@ func readVaddr(f *elf.File, vaddr uint64, n uint64) ([]byte, error) {
 		if n > maxSectionSize {
 			n = maxSectionSize
 		}
+		if b != nil {
+			if err := b.Take(int64(n)); err != nil {
+				return nil, err
+			}
+		}
 		buf := make([]byte, n)
 		m, err := p.ReadAt(buf, int64(vaddr-p.Vaddr))
 		if m == 0 && err != nil {
+			if b != nil {
+				b.Give(int64(n))
+			}
 			return nil, err
+		}
+		if b != nil {
+			b.Give(int64(n - uint64(m)))
 		}
 		return buf[:m], nil
 	}
@@ -119,7 +178,7 @@ func readVaddr(f *elf.File, vaddr uint64, n uint64) ([]byte, error) {
 
 func derefFunc(f *elf.File) func(uint64) (uint64, bool) {
 	return func(a uint64) (uint64, bool) {
-		b, err := readVaddr(f, a, 8)
+		b, err := readVaddr(f, a, 8, nil)
 		if err != nil || len(b) < 8 {
 			return 0, false
 		}
@@ -129,10 +188,11 @@ func derefFunc(f *elf.File) func(uint64) (uint64, bool) {
 
 // ehFrameSection finds .eh_frame by section header or through the
 // PT_GNU_EH_FRAME segment (.eh_frame_hdr), whose eh_frame_ptr locates it.
-func ehFrameSection(f *elf.File) (*frameSection, error) {
+func (l *loader) ehFrameSection(sf *safeelf.File) (*frameSection, error) {
+	f := sf.File
 	text, data := baseAddrs(f)
 	if s := f.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
-		d, err := s.Data()
+		d, err := l.data(sf, s)
 		if err != nil {
 			return nil, fmt.Errorf("unwind: .eh_frame: %w", err)
 		}
@@ -143,24 +203,25 @@ func ehFrameSection(f *elf.File) (*frameSection, error) {
 		if p.Type != elf.PT_GNU_EH_FRAME {
 			continue
 		}
-		hdr, err := readVaddr(f, p.Vaddr, min(p.Filesz, 1<<20))
+		hdr, err := readVaddr(f, p.Vaddr, min(p.Filesz, 1<<20), nil)
 		if err != nil {
 			return nil, fmt.Errorf("unwind: .eh_frame_hdr: %w", err)
 		}
-		r := reader{b: hdr}
-		version := r.u8()
-		ptrEnc := r.u8()
-		r.u8() // fde_count_enc
-		r.u8() // table_enc
+		r := reader{Reader: bin.Reader{B: hdr}}
+		version := r.U8()
+		ptrEnc := r.U8()
+		r.U8() // fde_count_enc
+		r.U8() // table_enc
 		if version != 1 || !validEncoding(ptrEnc) || ptrEnc == dwEhPeOmit {
 			return nil, &FormatError{Section: ".eh_frame_hdr", Msg: "bad header"}
 		}
 		pb := ptrBases{section: p.Vaddr, text: text, data: p.Vaddr, deref: derefFunc(f)}
 		eh := r.encoded(ptrEnc, &pb, true)
-		if r.err != nil {
+		if r.Err() != nil {
 			return nil, &FormatError{Section: ".eh_frame_hdr", Msg: "truncated"}
 		}
-		d, err := readVaddr(f, eh, maxSectionSize)
+		d, err := readVaddr(f, eh, maxSectionSize, l.b)
+		l.taken += int64(len(d))
 		if err != nil {
 			return nil, fmt.Errorf("unwind: .eh_frame: %w", err)
 		}
@@ -170,12 +231,13 @@ func ehFrameSection(f *elf.File) (*frameSection, error) {
 	return nil, nil
 }
 
-func debugFrameSection(f *elf.File) *frameSection {
+func (l *loader) debugFrameSection(sf *safeelf.File) *frameSection {
+	f := sf.File
 	s := f.Section(".debug_frame")
 	if s == nil || s.Type == elf.SHT_NOBITS {
 		return nil
 	}
-	d, err := s.Data()
+	d, err := l.data(sf, s)
 	if err != nil || len(d) == 0 {
 		return nil
 	}

@@ -1,128 +1,17 @@
 package unwind
 
 import (
-	"encoding/binary"
 	"errors"
 	"math"
+
+	"stackshot/internal/bin"
 )
 
-var errShort = errors.New("unexpected end of data")
+// reader is the project's sticky-error decoder (bin.Reader, little endian)
+// with the pointer encodings of .eh_frame.
+type reader struct{ bin.Reader }
 
-// reader is a sticky-error little-endian decoder over a byte slice: after the
-// first error every read returns zero, and the caller checks err once per
-// record.
-type reader struct {
-	b   []byte
-	off int
-	err error
-}
-
-func (r *reader) fail(err error) {
-	if r.err == nil {
-		r.err = err
-	}
-	r.off = len(r.b)
-}
-
-func (r *reader) left() int { return len(r.b) - r.off }
-
-func (r *reader) bytes(n int) []byte {
-	if r.err != nil || n < 0 || n > r.left() {
-		r.fail(errShort)
-		return nil
-	}
-	b := r.b[r.off : r.off+n]
-	r.off += n
-	return b
-}
-
-func (r *reader) u8() uint8 {
-	if r.err != nil || r.off >= len(r.b) {
-		r.fail(errShort)
-		return 0
-	}
-	v := r.b[r.off]
-	r.off++
-	return v
-}
-
-func (r *reader) u16() uint16 {
-	b := r.bytes(2)
-	if b == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint16(b)
-}
-
-func (r *reader) u32() uint32 {
-	b := r.bytes(4)
-	if b == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint32(b)
-}
-
-func (r *reader) u64() uint64 {
-	b := r.bytes(8)
-	if b == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint64(b)
-}
-
-func (r *reader) uleb() uint64 {
-	var v uint64
-	var shift uint
-	for {
-		c := r.u8()
-		if r.err != nil {
-			return 0
-		}
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			return v
-		}
-	}
-}
-
-func (r *reader) sleb() int64 {
-	var v int64
-	var shift uint
-	var c uint8
-	for {
-		c = r.u8()
-		if r.err != nil {
-			return 0
-		}
-		if shift < 64 {
-			v |= int64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			break
-		}
-	}
-	if shift < 64 && c&0x40 != 0 {
-		v |= -1 << shift
-	}
-	return v
-}
-
-// cstring reads a NUL-terminated string.
-func (r *reader) cstring() []byte {
-	for i := r.off; i < len(r.b); i++ {
-		if r.b[i] == 0 {
-			s := r.b[r.off:i]
-			r.off = i + 1
-			return s
-		}
-	}
-	r.fail(errShort)
-	return nil
-}
+func newReader(b []byte, off int) reader { return reader{bin.Reader{B: b, Off: off}} }
 
 // Pointer encodings (DW_EH_PE_*), LSB Core specification.
 const (
@@ -165,39 +54,39 @@ func (r *reader) encoded(enc uint8, pb *ptrBases, applyRel bool) uint64 {
 	if enc == dwEhPeOmit {
 		return 0
 	}
-	pos := r.off
+	pos := r.Off
 	if enc&0x70 == dwEhPeAligned {
-		if a := (r.off + 7) &^ 7; a <= len(r.b) {
-			r.off = a
+		if a := (r.Off + 7) &^ 7; a <= len(r.B) {
+			r.Off = a
 		} else {
-			r.fail(errShort)
+			r.Fail(bin.ErrShort)
 			return 0
 		}
-		pos = r.off
+		pos = r.Off
 	}
 	var v uint64
 	switch enc & 0x0f {
 	case dwEhPeAbsptr:
-		v = r.u64()
+		v = r.U64()
 	case dwEhPeUleb128:
-		v = r.uleb()
+		v = r.ULEB()
 	case dwEhPeUdata2:
-		v = uint64(r.u16())
+		v = uint64(r.U16())
 	case dwEhPeUdata4:
-		v = uint64(r.u32())
+		v = uint64(r.U32())
 	case dwEhPeUdata8, dwEhPeSdata8:
-		v = r.u64()
+		v = r.U64()
 	case dwEhPeSleb128:
-		v = uint64(r.sleb())
+		v = uint64(r.SLEB())
 	case dwEhPeSdata2:
-		v = uint64(int64(int16(r.u16())))
+		v = uint64(int64(int16(r.U16())))
 	case dwEhPeSdata4:
-		v = uint64(int64(int32(r.u32())))
+		v = uint64(int64(int32(r.U32())))
 	default:
-		r.fail(errEncoding)
+		r.Fail(errEncoding)
 		return 0
 	}
-	if !applyRel || r.err != nil {
+	if !applyRel || r.Err() != nil {
 		return v
 	}
 	switch enc & 0x70 {
@@ -211,17 +100,17 @@ func (r *reader) encoded(enc uint8, pb *ptrBases, applyRel bool) uint64 {
 	case dwEhPeFuncrel:
 		v += pb.fn
 	default:
-		r.fail(errEncoding)
+		r.Fail(errEncoding)
 		return 0
 	}
 	if enc&dwEhPeIndirect != 0 {
 		if pb.deref == nil {
-			r.fail(errEncoding)
+			r.Fail(errEncoding)
 			return 0
 		}
 		p, ok := pb.deref(v)
 		if !ok {
-			r.fail(errEncoding)
+			r.Fail(errEncoding)
 			return 0
 		}
 		v = p

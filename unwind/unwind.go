@@ -45,11 +45,12 @@ const (
 	StopNoUnwindInfo                   // no CFI, no valid frame pointer, nothing found by scanning
 	StopUnknownReg                     // a rule needed a register whose value is unknown
 	StopBadCFI                         // the CFI for this PC could not be evaluated
+	StopFault                          // the walk panicked (a bug met on hostile input): frames after the first dropped
 )
 
 var stopNames = [...]string{"", "end of stack", "return address 0", "pc outside executable mappings",
 	"no progress", "left the stack", "stack copy too short", "max frames reached",
-	"no unwind info", "unknown register", "bad cfi"}
+	"no unwind info", "unknown register", "bad cfi", "unwinder fault"}
 
 func (r StopReason) String() string {
 	if int(r) < len(stopNames) {
@@ -144,5 +145,5 @@ type Input struct {
 	StackLo, StackHi uint64 // bounds of the mapping that holds SP (0,0: unknown)
 	Space            Space
 	Mem              Memory // optional
-	MaxFrames        int    // 0: 1024
+	MaxFrames        int    // 0: DefaultMaxFrames
 }

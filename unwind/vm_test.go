@@ -3,6 +3,7 @@ package unwind
 import (
 	"encoding/binary"
 	"errors"
+	"stackshot/internal/bin"
 	"strings"
 	"testing"
 )
@@ -203,7 +204,7 @@ func TestVMErrors(t *testing.T) {
 		{"underflow", []byte{DW_CFA_restore_state}, errRememberUnderflow},
 		{"overflow", deep, errRememberOverflow},
 		{"bad opcode", []byte{0x3f}, errBadOpcode},
-		{"truncated", []byte{DW_CFA_def_cfa, 7}, errShort},
+		{"truncated", []byte{DW_CFA_def_cfa, 7}, bin.ErrShort},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A good FDE before the bad one must survive.
@@ -285,15 +286,15 @@ func TestPointerEncodings(t *testing.T) {
 				buf = buf[:8] // value at the next 8-byte boundary
 			}
 			buf = append(buf, tc.data...)
-			r := reader{b: buf, off: tc.pre}
+			r := newReader(buf, tc.pre)
 			got := r.encoded(tc.enc, &pb, true)
-			if r.err != nil || got != tc.want {
-				t.Errorf("got %#x err %v, want %#x", got, r.err, tc.want)
+			if r.Err() != nil || got != tc.want {
+				t.Errorf("got %#x err %v, want %#x", got, r.Err(), tc.want)
 			}
 		})
 	}
-	r := reader{b: []byte{1, 2}}
-	if r.encoded(0x0d, &pb, true); r.err == nil {
+	r := newReader([]byte{1, 2}, 0)
+	if r.encoded(0x0d, &pb, true); r.Err() == nil {
 		t.Error("bad format accepted")
 	}
 }

@@ -4,15 +4,20 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/bits"
+	"stackshot/internal/contain"
 	"sync"
 )
 
+// DefaultMaxFrames is the depth at which a walk stops unless told
+// otherwise: the one default for every caller (resolve, the command's
+// --max-frames).
+const DefaultMaxFrames = 1024
+
 const (
-	defaultMaxFrames = 1024
-	maxScanWords     = 2048 // stack scanning: words examined per frame (16 KiB)
-	maxRecordWords   = 4096 // fp-heuristic: words examined for a frame record (32 KiB)
-	maxFuncSize      = 1 << 20
-	scanBudget       = 1 << 16 // words examined by scanning and the fp-heuristic per walk
+	maxScanWords   = 2048 // stack scanning: words examined per frame (16 KiB)
+	maxRecordWords = 4096 // fp-heuristic: words examined for a frame record (32 KiB)
+	maxFuncSize    = 1 << 20
+	scanBudget     = 1 << 16 // words examined by scanning and the fp-heuristic per walk
 )
 
 // walker is the state of one Unwind call. Walkers are pooled so that a warm
@@ -53,10 +58,30 @@ var walkerPool = sync.Pool{New: func() any { return new(walker) }}
 // register the capture does not know (a partial capture at a syscall), the
 // frame-pointer heuristic recovers RBP from a frame record on the stack.
 // It returns the extended slice and why the walk ended; it never fails.
-func Unwind(in *Input, out []Frame) ([]Frame, StopReason) {
+//
+// A panic in the walk (a bug met on hostile stack bytes or CFI) costs this
+// thread its frames past the first: the walk ends with StopFault.
+func Unwind(in *Input, out []Frame) (frames []Frame, stop StopReason) {
+	n := len(out)
+	err := contain.Do("unwind", func() error {
+		frames, stop = walk(in, out)
+		return nil
+	})
+	if err == nil {
+		return frames, stop
+	}
+	out = out[:n]
+	if pc, ok := in.Regs.Get(RegRIP); ok {
+		sp, _ := in.Regs.Get(RegRSP)
+		out = append(out, Frame{PC: pc, SP: sp, Method: MethodRegs, Exact: true})
+	}
+	return out, StopFault
+}
+
+func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 	max := in.MaxFrames
 	if max <= 0 {
-		max = defaultMaxFrames
+		max = DefaultMaxFrames
 	}
 	pc, ok := in.Regs.Get(RegRIP)
 	if !ok {

@@ -2,6 +2,7 @@ package unwind
 
 import (
 	"encoding/binary"
+	"stackshot/internal/bin"
 	"testing"
 )
 
@@ -28,7 +29,7 @@ func (s *synthSpace) Lookup(addr uint64) (ModuleInfo, bool) {
 
 func (s *synthSpace) ReadCode(p []byte, addr uint64) (int, error) {
 	if addr < 0x2000 || addr-0x2000 >= uint64(len(s.code)) {
-		return 0, errShort
+		return 0, bin.ErrShort
 	}
 	return copy(p, s.code[addr-0x2000:]), nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"stackshot/ptrace"
+	"stackshot/unwind"
 )
 
 // common holds the flags of every command; each registers only the ones it
@@ -62,7 +63,7 @@ var flagSets = map[string]int{
 const fOld = fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fQuiet
 
 func newCommon(name string) *common {
-	c := &common{fs: pflag.NewFlagSet(name, pflag.ContinueOnError), maxFrames: 1024}
+	c := &common{fs: pflag.NewFlagSet(name, pflag.ContinueOnError), maxFrames: unwind.DefaultMaxFrames}
 	c.fs.SortFlags = false
 	c.fs.Usage = func() {}
 	c.fs.SetOutput(io.Discard)
@@ -109,7 +110,7 @@ func (c *common) register(name string, set int, v *common) {
 	}
 	if set&fUnwind != 0 {
 		if name != "symbolize" {
-			fs.IntVar(&v.maxFrames, "max-frames", 1024, "stop unwinding a thread after N frames")
+			fs.IntVar(&v.maxFrames, "max-frames", unwind.DefaultMaxFrames, "stop unwinding a thread after N frames")
 		}
 		fs.StringArrayVar(&v.debugDirs, "debug-dir", nil, "extra root for separate debug files (repeatable)")
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")

@@ -41,6 +41,15 @@ func Call(what string, fn func()) (err error) {
 }
 
 // where names the innermost frame outside the runtime and this package:
+// Do is Call for a function that returns an error: fn's error, or its
+// panic as a *Panic.
+func Do(what string, fn func() error) (err error) {
+	if perr := Call(what, func() { err = fn() }); perr != nil {
+		return perr
+	}
+	return err
+}
+
 // the code that panicked.
 func where() string {
 	var pcs [32]uintptr
@@ -49,8 +58,9 @@ func where() string {
 	for {
 		f, more := frames.Next()
 		if f.Function != "" && !strings.HasPrefix(f.Function, "runtime.") &&
-			!strings.HasPrefix(f.Function, "stackshot/internal/contain.where") &&
-			!strings.HasPrefix(f.Function, "stackshot/internal/contain.Call") {
+			f.Function != "stackshot/internal/contain.where" &&
+			!strings.HasPrefix(f.Function, "stackshot/internal/contain.Call") &&
+			!strings.HasPrefix(f.Function, "stackshot/internal/contain.Do") {
 			i := strings.LastIndexByte(f.File, '/')
 			return fmt.Sprintf("%s %s:%d", f.Function, f.File[i+1:], f.Line)
 		}

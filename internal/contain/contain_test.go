@@ -24,3 +24,16 @@ func TestCall(t *testing.T) {
 		}
 	}
 }
+
+// TestDo: a panic becomes a *Panic naming the work; an error passes.
+func TestDo(t *testing.T) {
+	err := Do("parse x", func() error { var m map[string]int; m["a"] = 1; return nil })
+	var p *Panic
+	if !errors.As(err, &p) || p.What != "parse x" {
+		t.Errorf("Do = %v, want a *Panic for parse x", err)
+	}
+	want := errors.New("plain")
+	if err := Do("y", func() error { return want }); err != want {
+		t.Errorf("Do passed %v, want %v", err, want)
+	}
+}

@@ -29,7 +29,7 @@ func main() {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	reasons := map[string]string{} // pkg test -> the skip's reason
-	held := map[string][]string{}   // pkg test -> its output, shown if it fails
+	held := map[string][]string{}  // pkg test -> its output, shown if it fails
 	var skipped []string
 	failed, passed := 0, 0
 	for in.Scan() {
