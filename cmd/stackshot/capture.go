@@ -18,7 +18,6 @@ import (
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
-	"stackshot/symtab"
 )
 
 // captureFile is the saved form of `stackshot capture`: gzipped JSON of the
@@ -125,7 +124,7 @@ func cmdReport(args []string) error {
 	default:
 		return usageError{fmt.Sprintf("report writes text or json, not %q", c.format)}
 	}
-	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
+	sym := c.newSymbolizer()
 	var procs []*report.Process
 	failed := 0
 	for _, path := range files {
@@ -150,6 +149,7 @@ func cmdReport(args []string) error {
 	if err := c.writeReport(procs); err != nil {
 		return err
 	}
+	c.symbolizerNotes(sym)
 	if failed > 0 {
 		return exitError{exitTarget}
 	}

@@ -26,14 +26,15 @@ import (
 // session holds what a command shares across its targets.
 type session struct {
 	c      *common
+	sym    *symtab.Symbolizer
 	res    *resolve.Resolver
 	cancel <-chan struct{}
 	warned map[string]bool
 }
 
 func newSession(c *common) *session {
-	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
-	return &session{c: c, warned: map[string]bool{}, cancel: make(chan struct{}),
+	sym := c.newSymbolizer()
+	return &session{c: c, sym: sym, warned: map[string]bool{}, cancel: make(chan struct{}),
 		res: resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true,
 			KernelAddrs: c.format == "json"})}
 }
@@ -177,6 +178,7 @@ func cmdDump(args []string) error {
 		if err := c.writeReport(procs); err != nil {
 			return err
 		}
+		c.symbolizerNotes(s.sym)
 	}
 	if failed > 0 {
 		return exitError{exitTarget}

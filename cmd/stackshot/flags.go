@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"stackshot/ptrace"
+	"stackshot/symtab"
 	"stackshot/unwind"
 )
 
@@ -34,7 +36,11 @@ type common struct {
 	freq                       int   // record
 	duration                   time.Duration
 	perThread, idle            bool
-	diag                       diagFlags // dump: --group, --interval, --count (diagnose.go)
+	maxDebugBytes              int64
+	perfMap                    string             // report: the JIT perf map of the captured process
+	started                    time.Time          // when the command began: --timeout counts from here
+	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
+	diag                       diagFlags          // dump: --group, --interval, --count (diagnose.go)
 }
 
 // Groups of flags, by what they are for.
@@ -113,6 +119,10 @@ func (c *common) register(name string, set int, v *common) {
 			fs.IntVar(&v.maxFrames, "max-frames", unwind.DefaultMaxFrames, "stop unwinding a thread after N frames")
 		}
 		fs.StringArrayVar(&v.debugDirs, "debug-dir", nil, "extra root for separate debug files (repeatable)")
+		fs.Int64Var(&v.maxDebugBytes, "max-debug-bytes", 0, "most bytes of symbols and debug info read in all (default 512 MiB; a section gets half)")
+		if name == "report" {
+			fs.StringVar(&v.perfMap, "perf-map", "", "the JIT perf map (perf-PID.map) of the captured process")
+		}
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
 	}
 	if set&fCapture != 0 {
@@ -162,6 +172,7 @@ func (l *idList) Type() string   { return "id" }
 
 // parse parses args and collects PIDs from flags and positional arguments.
 func (c *common) parse(args []string, needPID bool) error {
+	c.started = time.Now()
 	if err := c.fs.Parse(args); err != nil {
 		return c.flagError(err)
 	}
@@ -244,7 +255,11 @@ func (c *common) check() error {
 // text without -s or -i (dump and report). Then debug info is not loaded,
 // which for a large debug file is most of a dump's time.
 func (c *common) namesOnly() bool {
-	return c.fs.Name() != "record" && (c.format == "" || c.format == "text") && !c.source && !c.inline
+	switch c.fs.Name() {
+	case "record", "symbolize":
+		return false // profiles keep file:line; symbolize prints it
+	}
+	return (c.format == "" || c.format == "text") && !c.source && !c.inline
 }
 
 func (c *common) captureMode() (ptrace.Mode, error) {
@@ -260,3 +275,27 @@ func (c *common) captureMode() (ptrace.Mode, error) {
 }
 
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }
+
+// newSymbolizer is the symbolizer the flags ask for; --timeout bounds it
+// too (what is not resolved in time is shown unresolved).
+func (c *common) newSymbolizer() *symtab.Symbolizer {
+	o := symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly(),
+		MaxDebugBytes: c.maxDebugBytes, PerfMap: c.perfMap}
+	if c.timeout > 0 {
+		o.Context, c.cancelSym = context.WithDeadline(context.Background(), c.started.Add(c.timeout))
+	}
+	return symtab.New(o)
+}
+
+// symbolizerNotes says on stderr what the symbolizer could not do.
+func (c *common) symbolizerNotes(sym *symtab.Symbolizer) {
+	if c.quiet {
+		return
+	}
+	if sym.Expired() {
+		printErr("stackshot: some frames are shown unresolved (symbolization did not finish within --timeout %v; give a longer --timeout)", c.timeout)
+	}
+	if sym.BudgetExceeded() {
+		printErr("stackshot: some modules show fewer names (their symbols and debug info exceed the budget; raise it with --max-debug-bytes)")
+	}
+}

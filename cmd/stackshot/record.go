@@ -84,6 +84,7 @@ func cmdRecord(args []string) error {
 		}
 		output.WriteSummary(os.Stderr, prof, end.String(), where)
 	}
+	c.symbolizerNotes(s.sym)
 	return nil
 }
 

@@ -46,7 +46,7 @@ func cmdSymbolize(args []string) error {
 	case len(c.pids) > 1:
 		return usageErr("symbolize takes one -p PID", "addresses are in one process", "")
 	}
-	lookup, err := addressLookup(symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle}), o.exe, c.pids)
+	lookup, err := addressLookup(c.newSymbolizer(), o.exe, c.pids)
 	if err != nil {
 		return err
 	}
