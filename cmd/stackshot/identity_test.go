@@ -42,8 +42,16 @@ while [ -e "/proc/$STACKSHOT_PID" ]; do
 	n=$((n+1)); [ $n -lt 1000 ] || { echo "target not reaped" >&2; exit 9; }
 	sleep 0.01
 done
-echo $((STACKSHOT_PID - 1)) > /proc/sys/kernel/ns_last_pid
-sleep 1000 &
+# stackshot's own new threads take pids of the namespace too: try again
+# until the newcomer has the old pid.
+i=0
+while :; do
+	echo $((STACKSHOT_PID - 1)) > /proc/sys/kernel/ns_last_pid
+	sleep 1000 &
+	[ "$!" = "$STACKSHOT_PID" ] && break
+	kill "$!"
+	i=$((i+1)); [ $i -lt 100 ] || break
+done
 echo "newcomer=$! old=$STACKSHOT_PID" >&2
 `
 	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "--kill-child", "bash", "-c", script)

@@ -95,7 +95,7 @@ func TestRecordFoldedShares(t *testing.T) {
 	}
 	// Every folded line's root is the process name.
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if !strings.HasPrefix(l, "hot-") {
+		if !strings.HasPrefix(l, "hot;") {
 			t.Errorf("folded line does not start at the process: %q", l)
 			break
 		}
