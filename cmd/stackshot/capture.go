@@ -5,17 +5,15 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"stackshot/capfile"
 	"stackshot/internal/arch"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -23,19 +21,6 @@ import (
 	"stackshot/resolve"
 	"stackshot/symtab"
 )
-
-// captureFile is the saved form of `stackshot capture`: gzipped JSON of the
-// raw captures (registers, stack bytes, maps, build ids, vdso), enough to
-// unwind and symbolize later or on another machine with the same files.
-type captureFile struct {
-	Format    string            `json:"format"` // "stackshot-capture"
-	Version   int               `json:"version"`
-	Host      string            `json:"host"`
-	Kernel    bool              `json:"kernel_frames"`
-	Processes []*ptrace.Process `json:"processes"`
-}
-
-const captureFormat = "stackshot-capture"
 
 func cmdCapture(args []string) error {
 	c := newCommon("capture")
@@ -50,7 +35,7 @@ func cmdCapture(args []string) error {
 	defer stop()
 	deadline := time.Now().Add(c.timeout)
 	host, _ := os.Hostname()
-	cf := captureFile{Format: captureFormat, Version: 1, Host: host, Kernel: c.kernel}
+	cf := capfile.File{Host: host, Kernel: c.kernel}
 	failed := 0
 	for _, pid := range c.pids {
 		p, err := s.capture(pid, deadline)
@@ -59,6 +44,8 @@ func cmdCapture(args []string) error {
 			failed++
 			continue
 		}
+		// Read after every thread runs again: an ELF core's NT_AUXV.
+		p.Auxv, _ = procmaps.ReadAuxv(p.MemPID())
 		cf.Processes = append(cf.Processes, p)
 	}
 	if s.interrupted() {
@@ -67,11 +54,7 @@ func cmdCapture(args []string) error {
 	}
 	if len(cf.Processes) > 0 {
 		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		if err := json.NewEncoder(zw).Encode(&cf); err != nil {
-			return err
-		}
-		if err := zw.Close(); err != nil {
+		if err := capfile.Encode(&buf, &cf); err != nil {
 			return err
 		}
 		if err := writeOutput(expandOutput(c.output, c.pids, time.Now()), buf.Bytes()); err != nil {
@@ -84,33 +67,20 @@ func cmdCapture(args []string) error {
 	return nil
 }
 
-// maxCaptureFile bounds what report reads (decompressed).
-const maxCaptureFile = 1 << 30
-
-func readCaptureFile(path string) (*captureFile, error) {
+func readCaptureFile(path string) (*capfile.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s (%v)", path, errors.Unwrap(err))
 	}
 	defer f.Close()
-	zr, err := gzip.NewReader(bufio.NewReader(f))
+	cf, err := capfile.Decode(f)
+	if errors.Is(err, capfile.ErrNotCapture) {
+		return nil, fmt.Errorf("cannot read %s (%v; make one with 'stackshot capture PID -o FILE')", path, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %s (not a stackshot capture: %v; make one with 'stackshot capture PID -o FILE')", path, err)
+		return nil, fmt.Errorf("cannot read %s (%v)", path, err)
 	}
-	var cf captureFile
-	dec := json.NewDecoder(io.LimitReader(zr, maxCaptureFile))
-	if err := dec.Decode(&cf); err != nil {
-		return nil, fmt.Errorf("cannot read %s (corrupt capture: %v)", path, err)
-	}
-	if cf.Format != captureFormat || cf.Version != 1 {
-		return nil, fmt.Errorf("cannot read %s (format %q version %d; this stackshot reads %s version 1)", path, cf.Format, cf.Version, captureFormat)
-	}
-	for _, p := range cf.Processes {
-		if p == nil || p.Arch != arch.AMD64 {
-			return nil, fmt.Errorf("cannot read %s (a capture of another architecture)", path)
-		}
-	}
-	return &cf, nil
+	return cf, nil
 }
 
 func cmdReport(args []string) error {
