@@ -24,16 +24,30 @@ import (
 
 func cmdCapture(args []string) error {
 	c := newCommon("capture")
+	var coreMem string
+	c.fs.StringVar(&coreMem, "core-memory", "stacks", "with --format core: the memory the core carries: stacks, writable or all")
 	if err := c.parse(args, true); err != nil {
 		return err
 	}
 	if c.output == "" {
 		return usageError{"capture needs -o FILE"}
 	}
+	core := c.format == "core" || c.format == "" && strings.HasSuffix(c.output, ".core")
+	if c.format != "" && c.format != "core" {
+		return usageError{fmt.Sprintf("capture writes a capture file or --format core, not %q", c.format)}
+	}
+	what, err := capfile.ParseCoreMemory(coreMem)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if core && len(c.pids) > 1 && !strings.Contains(c.output, "%p") {
+		return usageError{"a core holds one process: give one pid, or put %p in the -o name"}
+	}
 	s := newSession(c)
 	stop := s.catchSignals()
 	defer stop()
 	deadline := time.Now().Add(c.timeout)
+	start := time.Now()
 	host, _ := os.Hostname()
 	cf := capfile.File{Host: host, Kernel: c.kernel}
 	failed := 0
@@ -46,7 +60,13 @@ func cmdCapture(args []string) error {
 		}
 		// Read after every thread runs again: an ELF core's NT_AUXV.
 		p.Auxv, _ = procmaps.ReadAuxv(p.MemPID())
-		cf.Processes = append(cf.Processes, p)
+		if !core {
+			cf.Processes = append(cf.Processes, p)
+			continue
+		}
+		if err := s.writeCore(p, what, expandOutput(c.output, []int{pid}, start)); err != nil {
+			return err
+		}
 	}
 	if s.interrupted() {
 		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")
@@ -57,7 +77,8 @@ func cmdCapture(args []string) error {
 		if err := capfile.Encode(&buf, &cf); err != nil {
 			return err
 		}
-		if err := writeOutput(expandOutput(c.output, c.pids, time.Now()), buf.Bytes()); err != nil {
+		// Stack bytes may hold secrets: owner-only, like a core.
+		if err := writeOutputPerm(expandOutput(c.output, c.pids, start), buf.Bytes(), 0o600); err != nil {
 			return err
 		}
 	}
@@ -65,6 +86,21 @@ func cmdCapture(args []string) error {
 		return exitError{exitTarget}
 	}
 	return nil
+}
+
+// writeCore writes one process's capture as an ELF core, with the memory
+// read after its threads run again (no stop).
+func (s *session) writeCore(p *ptrace.Process, what capfile.CoreMemory, path string) error {
+	extra, note := capfile.CollectMemory(p, ptrace.MemReader{PID: p.MemPID()}, what)
+	if note != "" {
+		s.warn("%s", note)
+	}
+	host, _ := os.Hostname()
+	var buf bytes.Buffer
+	if err := capfile.WriteCore(&buf, p, capfile.CoreOptions{Host: host, Kernel: s.c.kernel, Extra: extra}); err != nil {
+		return fmt.Errorf("cannot write core of process %d (%v)", p.PID, err)
+	}
+	return writeOutputPerm(path, buf.Bytes(), 0o600)
 }
 
 func readCaptureFile(path string) (*capfile.File, error) {

@@ -184,13 +184,17 @@ func (c *common) writeReport(procs []*report.Process) error {
 
 // writeOutput writes the whole report at once: to stdout, or to a file
 // through a temporary name, so nothing half-written is ever seen.
-func writeOutput(path string, data []byte) error {
+func writeOutput(path string, data []byte) error { return writeOutputPerm(path, data, 0o644) }
+
+// writeOutputPerm is writeOutput with the file's permissions (0600 for
+// captures and cores: they hold stack memory).
+func writeOutputPerm(path string, data []byte, perm os.FileMode) error {
 	if path == "" || path == "-" {
 		_, err := os.Stdout.Write(data)
 		return err
 	}
 	tmp := path + ".tmp." + fmt.Sprint(os.Getpid())
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, perm); err != nil {
 		return fmt.Errorf("writing %s (%v; check the directory exists and is writable)", path, errors.Unwrap(err))
 	}
 	if err := os.Rename(tmp, path); err != nil {
