@@ -294,3 +294,8 @@ func (g *guard) explain(err error) error {
 	}
 	return fmt.Errorf("corrupt capture: %v", err)
 }
+
+// jsonDecode decodes one JSON value from a guarded reader.
+func jsonDecode(g *guard, v any) error {
+	return json.NewDecoder(g).Decode(v)
+}

@@ -54,6 +54,7 @@ func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *report.Process {
 	if r.opts.KernelAddrs && r.opts.Kernel {
 		r.kernelAddrs(out)
 	}
+	out.Warnings = append(out.Warnings[:len(out.Warnings):len(out.Warnings)], s.warnings...)
 	return out
 }
 
@@ -182,6 +183,10 @@ func (r *Resolver) userFrame(s *Space, out []report.Frame, f unwind.Frame) []rep
 	e := s.module(m)
 	if e.mod == nil {
 		base.ModuleOffset, base.HasModule = f.PC-m.Start+m.Offset, base.Module != ""
+		if e.missing {
+			base.ModuleMissing = true
+			base.BuildID = s.p.BuildIDs[s.maps.FirstOfFile(m).Start]
+		}
 		// JIT code: anonymous or memfd mappings named by /tmp/perf-PID.map.
 		if m.Executable() && m.Kind != procmaps.KindVsyscall {
 			if pm := r.sym.PerfMapFor(s.p.PID, rootFor(s, r.opts.Live)); pm != nil {

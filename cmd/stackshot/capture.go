@@ -103,25 +103,34 @@ func (s *session) writeCore(p *ptrace.Process, what capfile.CoreMemory, path str
 	return writeOutputPerm(path, buf.Bytes(), 0o600)
 }
 
-func readCaptureFile(path string) (*capfile.File, error) {
+// loadSaved opens a capture file or an ELF core. The file stays open
+// (a core's memory is read from it on demand) until the command exits.
+func loadSaved(path string) ([]capfile.Saved, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s (%v)", path, errors.Unwrap(err))
 	}
-	defer f.Close()
-	cf, err := capfile.Decode(f)
-	if errors.Is(err, capfile.ErrNotCapture) {
-		return nil, fmt.Errorf("cannot read %s (%v; make one with 'stackshot capture PID -o FILE')", path, err)
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("cannot read %s (not a regular file; give a capture file or a core)", path)
 	}
+	saved, err := capfile.Load(f, st.Size())
 	if err != nil {
+		f.Close()
+		if errors.Is(err, capfile.ErrNotCapture) {
+			return nil, fmt.Errorf("cannot read %s (%v; make one with 'stackshot capture PID -o FILE')", path, err)
+		}
 		return nil, fmt.Errorf("cannot read %s (%v)", path, err)
 	}
-	return cf, nil
+	return saved, nil
 }
 
 func cmdReport(args []string) error {
 	c := newCommon("report")
 	c.files = true
+	var sysroot string
+	c.fs.StringVar(&sysroot, "sysroot", "/", "look the capture's files up under DIR first (checked by build id)")
 	if err := c.parse(args, false); err != nil {
 		return err
 	}
@@ -137,13 +146,19 @@ func cmdReport(args []string) error {
 	sym := symtab.New(symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly()})
 	var procs []*report.Process
 	for _, path := range files {
-		cf, err := readCaptureFile(path)
+		saved, err := loadSaved(path)
 		if err != nil {
 			return err
 		}
-		res := resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && cf.Kernel})
-		for _, p := range cf.Processes {
-			procs = append(procs, res.Process(p, nil))
+		for _, sv := range saved {
+			res := resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && sv.Kernel, Sysroot: sysroot})
+			p := sv.Process
+			if sv.Mem != nil && p.BuildIDs == nil {
+				resolve.CollectImages(p, sv.Mem) // a core of another tool
+			}
+			rp := res.Process(p, sv.Mem)
+			rp.Warnings = append(rp.Warnings, sv.Warnings...)
+			procs = append(procs, rp)
 		}
 	}
 	return c.writeReport(procs)
