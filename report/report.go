@@ -26,7 +26,7 @@ type Frame struct {
 	// ModuleMissing means the module's file was not found (a saved
 	// capture on another machine): no name, and the walk does not guess.
 	ModuleMissing bool
-	SignalFrame     bool // the kernel's sigreturn trampoline: <signal handler called>
+	SignalFrame   bool // the kernel's sigreturn trampoline: <signal handler called>
 	// MapStart, MapLimit and MapOffset describe the mapping that holds the
 	// PC (its file offset at MapStart); zero when unknown.
 	MapStart, MapLimit, MapOffset uint64
