@@ -208,13 +208,13 @@ func ReadCore(r io.ReaderAt, size int64) (c *Saved, err error) {
 	c.Mem = mem
 	for _, n := range notes {
 		if n.name == noteStackshot && n.typ == ntStackshot {
-			if err := c.fromStackshotNote(n.desc, mem); err != nil {
+			if err := c.fromStackshotNote(n.desc, mem, size); err != nil {
 				return nil, err
 			}
 			return c, nil
 		}
 	}
-	p, err := processFromNotes(notes, mem)
+	p, err := processFromNotes(notes, mem, size)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +245,11 @@ func parseNotes(b []byte) ([]coreNoteRec, error) {
 
 // fromStackshotNote restores the capture a stackshot core carries, its
 // stack windows and vdso read back from the core's memory.
-func (c *Saved) fromStackshotNote(desc []byte, mem *coreMem) error {
+//
+// What is copied out of the file is bounded by the file's size: windows
+// of distinct threads do not overlap, and a crafted note must not make
+// one segment count a thousand times.
+func (c *Saved) fromStackshotNote(desc []byte, mem *coreMem, size int64) error {
 	g := &guard{r: bytes.NewReader(desc), budget: MaxDecompressed}
 	var n coreNote
 	if err := jsonDecode(g, &n); err != nil {
@@ -264,6 +268,10 @@ func (c *Saved) fromStackshotNote(desc []byte, mem *coreMem) error {
 			continue
 		}
 		l := min(n.StackLens[i], maxStackCopy)
+		if s, ok := mem.segment(th.StackAddr); !ok || int64(l) > size || s.vaddr+s.filesz-th.StackAddr < uint64(l) {
+			continue
+		}
+		size -= int64(l)
 		buf := make([]byte, l)
 		if k, _ := mem.ReadAt(buf, int64(th.StackAddr)); k == l {
 			th.Stack = buf
@@ -271,11 +279,12 @@ func (c *Saved) fromStackshotNote(desc []byte, mem *coreMem) error {
 	}
 	for i := range p.Maps {
 		m := &p.Maps[i]
-		if m.Kind == procmaps.KindVDSO && m.End-m.Start <= 1<<20 {
+		if m.Kind == procmaps.KindVDSO && m.End > m.Start && m.End-m.Start <= 1<<20 && int64(m.End-m.Start) <= size {
 			buf := make([]byte, m.End-m.Start)
 			if k, _ := mem.ReadAt(buf, int64(m.Start)); k == len(buf) {
 				p.VDSO = buf
 			}
+			break
 		}
 	}
 	c.Process, c.Kernel = p, n.Kernel
@@ -289,7 +298,8 @@ const (
 )
 
 // processFromNotes builds the capture of a core written by another tool.
-func processFromNotes(notes []coreNoteRec, mem *coreMem) (*ptrace.Process, error) {
+// Stack copies are bounded by the file's size, as for stackshot's cores.
+func processFromNotes(notes []coreNoteRec, mem *coreMem, size int64) (*ptrace.Process, error) {
 	le := binary.LittleEndian
 	p := &ptrace.Process{Arch: arch.AMD64}
 	var files []procmaps.Mapping
@@ -350,6 +360,10 @@ func processFromNotes(notes []coreNoteRec, mem *coreMem) (*ptrace.Process, error
 		if s, ok := mem.segment(sp); ok {
 			th.StackLo, th.StackHi = s.vaddr, s.vaddr+s.memsz
 			l := min(s.vaddr+s.filesz-sp, maxStackCopy)
+			if int64(l) > size {
+				continue
+			}
+			size -= int64(l)
 			buf := make([]byte, l)
 			if k, _ := mem.ReadAt(buf, int64(sp)); uint64(k) == l {
 				th.Stack = buf
