@@ -32,7 +32,7 @@ func sampleProcess() *ptrace.Process {
 		},
 		Threads: []ptrace.Thread{
 			{TID: 101, Name: "worker", Method: ptrace.MethodNoStop, StackAddr: 0x7ffd8000, Stack: stack[:0x100],
-				Syscall: &procmaps.Syscall{InCall: true, Nr: 0, SP: 0x7ffd8000, PC: 0x7f0000001234, Args: [6]uint64{3, 4, 5}},
+				Syscall:     &procmaps.Syscall{InCall: true, Nr: 0, SP: 0x7ffd8000, PC: 0x7f0000001234, Args: [6]uint64{3, 4, 5}},
 				KernelStack: []procmaps.KernelFrame{{Addr: 0xffffffff81000000, Function: "pipe_read", Offset: 0x10}}},
 			{TID: 100, Name: "sample", Method: ptrace.MethodPtrace, Regs: regs, StackAddr: 0x7ffd0010, Stack: stack},
 		},
