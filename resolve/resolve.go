@@ -186,6 +186,13 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 	// mapping's first file byte, which may end a previous segment).
 	if b, ok := mod.MappingBias(m.Start, m.End, m.Offset); ok {
 		e.bias, e.ok = b, true
+	} else if first != m {
+		// One object has one load bias: a stand-in debug file (its
+		// segments have no file offsets of their own) is placed by the
+		// mapping of the file's start.
+		if b, ok := mod.MappingBias(first.Start, first.End, first.Offset); ok {
+			e.bias, e.ok = b, true
+		}
 	}
 	if !mod.Mismatch() {
 		key := mod.BuildID()
@@ -259,6 +266,10 @@ func (s *Space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
 	if e.ok && e.table != nil {
 		mi.CFI, mi.Bias = e.table, e.bias
 	}
+	// A saved capture whose module file is missing or another build: its
+	// code is unknown; the unwinder stops there instead of guessing.
+	// So is one only a separate debug file stands in for.
+	mi.NoModule = !s.r.opts.Live && (e.missing || e.mod != nil && (e.mod.Mismatch() || e.mod.ELF() == nil))
 	return mi, true
 }
 
