@@ -58,8 +58,12 @@ func cmdCapture(args []string) error {
 			failed++
 			continue
 		}
-		// Read after every thread runs again: an ELF core's NT_AUXV.
+		// Read after every thread runs again: an ELF core's NT_AUXV,
+		// and the kernel frames' addresses, which only this host knows.
 		p.Auxv, _ = procmaps.ReadAuxv(p.MemPID())
+		if c.kernel {
+			s.res.KernelAddrs(p)
+		}
 		if !core {
 			cf.Processes = append(cf.Processes, p)
 			continue

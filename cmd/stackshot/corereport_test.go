@@ -181,3 +181,56 @@ func reportCoreJSON(t testing.TB, out string) missingReport {
 	}
 	return p
 }
+
+// TestReportKernelFramesCarryAddresses: kernel frames in a report of a
+// saved capture (capture file or core) carry the addresses known at
+// capture time, as the live dump's do, not 0x0.
+func TestReportKernelFramesCarryAddresses(t *testing.T) {
+	ks, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		testutil.Skip(t, "no /proc/kallsyms")
+	}
+	kaddr := map[string]uint64{}
+	for _, l := range strings.Split(string(ks), "\n") {
+		if f := strings.Fields(l); len(f) == 3 {
+			v, _ := strconv.ParseUint(f[0], 16, 64)
+			kaddr[f[2]] = v
+		}
+	}
+	if kaddr["_stext"] == 0 {
+		testutil.Skip(t, "/proc/kallsyms hides addresses (kptr_restrict)")
+	}
+	exe := buildBlocked(t, blockedVariants[1].flags)
+	for _, name := range []string{"t.cap", "t.core"} {
+		t.Run(name, func(t *testing.T) {
+			tg := testutil.Start(t, exe)
+			file := filepath.Join(t.TempDir(), name)
+			if _, errOut, code := runSS(t, "capture", strconv.Itoa(tg.PID), "-o", file); code != 0 {
+				t.Fatalf("capture: exit %d: %s", code, errOut)
+			}
+			tg.Stop()
+			p := reportCore(t, file)
+			checked := 0
+			for _, th := range p.Threads {
+				for _, f := range th.Frames {
+					if f.Kind != "kernel" {
+						continue
+					}
+					if f.PC == "0x0" {
+						t.Errorf("thread %q: kernel frame %s with pc 0x0", th.Name, f.fn())
+						continue
+					}
+					if a, ok := kaddr[f.fn()]; ok && f.Offset != nil {
+						if want := fmt.Sprintf("%#x", a+*f.Offset); f.PC != want {
+							t.Errorf("kernel frame %s+%#x: pc %s, kallsyms gives %s", f.fn(), *f.Offset, f.PC, want)
+						}
+						checked++
+					}
+				}
+			}
+			if checked < 7 {
+				t.Errorf("only %d kernel frames checked", checked)
+			}
+		})
+	}
+}
