@@ -123,6 +123,9 @@ func WriteCore(w io.Writer, p *ptrace.Process, opts CoreOptions) error {
 		phdr(elf.PT_LOAD, l.flags, off, l.addr, l.size, l.size, pageSize)
 		off += l.size
 	}
+	if bb, ok := w.(*bytes.Buffer); ok {
+		bb.Grow(int(off)) // one allocation for the whole core
+	}
 	if _, err := w.Write(hdr.Bytes()); err != nil {
 		return err
 	}
