@@ -234,3 +234,36 @@ func TestReportKernelFramesCarryAddresses(t *testing.T) {
 		})
 	}
 }
+
+// TestReportCoreSysroot: the core is reported where its files live under
+// another root (a laptop holding a copy of the production host's files):
+// --sysroot finds them there, checked by build id, so another build at
+// that path is a mismatch, not a source of names.
+func TestReportCoreSysroot(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "app", "victim")
+	os.MkdirAll(filepath.Dir(exe), 0o755)
+	orig := buildBlocked(t, blockedVariants[1].flags)
+	copyFile(t, orig, exe)
+	tg := testutil.Start(t, exe)
+	core := captureCore(t, tg)
+	root := filepath.Join(dir, "sysroot")
+	os.MkdirAll(filepath.Join(root, filepath.Dir(exe)), 0o755)
+	os.Rename(exe, filepath.Join(root, exe))
+
+	p := reportCore(t, "--sysroot", root, core)
+	assertThreadChain(t, threadByName(t, p, "reader"), "reader_c", "reader_b", "reader_a", "start")
+	for _, w := range p.Warnings {
+		if strings.Contains(w, "not found") {
+			t.Errorf("warning %q with the file under --sysroot", w)
+		}
+	}
+
+	copyFile(t, testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O1", "-g", "-pthread"), filepath.Join(root, exe))
+	p = reportCore(t, "--sysroot", root, core)
+	for _, f := range threadByName(t, p, "reader").Frames {
+		if f.Module == exe && (!f.BuildIDMismatch || f.Function != nil) {
+			t.Errorf("another build under --sysroot: frame %+v, want a mismatch without a name", f)
+		}
+	}
+}
