@@ -157,50 +157,9 @@ func ReadCore(r io.ReaderAt, size int64) (c *Saved, err error) {
 		return nil, coreErr("truncated program headers")
 	}
 	c = &Saved{}
-	mem := &coreMem{r: r}
-	var notes []coreNoteRec
-	noteBytes := uint64(0)
-	truncated := false
-	for i := uint64(0); i < phnum; i++ {
-		e := ph[i*56:]
-		s := coreSeg{flags: elf.ProgFlag(le.Uint32(e[4:])), off: le.Uint64(e[8:]), vaddr: le.Uint64(e[16:]),
-			filesz: le.Uint64(e[32:]), memsz: le.Uint64(e[40:])}
-		switch elf.ProgType(le.Uint32(e)) {
-		case elf.PT_LOAD:
-			if s.filesz > s.memsz || s.vaddr+s.memsz < s.vaddr {
-				return nil, coreErr("PT_LOAD %d: file size %d over memory size %d at %#x", i, s.filesz, s.memsz, s.vaddr)
-			}
-			if s.off > uint64(size) || s.filesz > uint64(size)-s.off {
-				// A core cut short (a full disk, RLIMIT_CORE): keep what
-				// is there.
-				truncated = true
-				s.filesz = uint64(max(0, size-int64(min(s.off, uint64(size)))))
-			}
-			mem.segs = append(mem.segs, s)
-		case elf.PT_NOTE:
-			if s.off > uint64(size) || s.filesz > uint64(size)-s.off {
-				return nil, coreErr("PT_NOTE %d (offset %d, %d bytes) past the end of the %d-byte file", i, s.off, s.filesz, size)
-			}
-			noteBytes += s.filesz
-			if noteBytes > maxCoreNotes {
-				return nil, coreErr("more than %d MiB of notes", maxCoreNotes>>20)
-			}
-			b := make([]byte, s.filesz)
-			if n, _ := r.ReadAt(b, int64(s.off)); n != len(b) {
-				return nil, coreErr("truncated PT_NOTE %d", i)
-			}
-			ns, err := parseNotes(b)
-			if err != nil {
-				return nil, err
-			}
-			notes = append(notes, ns...)
-		}
-	}
-	sort.Slice(mem.segs, func(a, b int) bool { return mem.segs[a].vaddr < mem.segs[b].vaddr })
-	for i := 1; i < len(mem.segs); i++ {
-		if p, s := mem.segs[i-1], mem.segs[i]; p.vaddr+p.memsz > s.vaddr {
-			return nil, coreErr("overlapping PT_LOAD segments at %#x and %#x", p.vaddr, s.vaddr)
-		}
+	mem, notes, truncated, err := readSegments(r, size, ph)
+	if err != nil {
+		return nil, err
 	}
 	if truncated {
 		c.Warnings = append(c.Warnings, "the core is truncated: some memory is missing")
@@ -220,6 +179,60 @@ func ReadCore(r io.ReaderAt, size int64) (c *Saved, err error) {
 	}
 	c.Process = p
 	return c, nil
+}
+
+// readSegments reads the program headers' PT_LOADs (memory: bounds
+// checked, sorted, not overlapping) and PT_NOTEs (parsed, bounded). A
+// PT_LOAD past the file's end is cut to what is there (truncated).
+func readSegments(r io.ReaderAt, size int64, ph []byte) (*coreMem, []coreNoteRec, bool, error) {
+	le := binary.LittleEndian
+	phnum := uint64(len(ph) / 56)
+	mem := &coreMem{r: r}
+	var notes []coreNoteRec
+	noteBytes := uint64(0)
+	truncated := false
+	for i := uint64(0); i < phnum; i++ {
+		e := ph[i*56:]
+		s := coreSeg{flags: elf.ProgFlag(le.Uint32(e[4:])), off: le.Uint64(e[8:]), vaddr: le.Uint64(e[16:]),
+			filesz: le.Uint64(e[32:]), memsz: le.Uint64(e[40:])}
+		switch elf.ProgType(le.Uint32(e)) {
+		case elf.PT_LOAD:
+			if s.filesz > s.memsz || s.vaddr+s.memsz < s.vaddr {
+				return nil, nil, false, coreErr("PT_LOAD %d: file size %d over memory size %d at %#x", i, s.filesz, s.memsz, s.vaddr)
+			}
+			if s.off > uint64(size) || s.filesz > uint64(size)-s.off {
+				// A core cut short (a full disk, RLIMIT_CORE): keep what
+				// is there.
+				truncated = true
+				s.filesz = uint64(max(0, size-int64(min(s.off, uint64(size)))))
+			}
+			mem.segs = append(mem.segs, s)
+		case elf.PT_NOTE:
+			if s.off > uint64(size) || s.filesz > uint64(size)-s.off {
+				return nil, nil, false, coreErr("PT_NOTE %d (offset %d, %d bytes) past the end of the %d-byte file", i, s.off, s.filesz, size)
+			}
+			noteBytes += s.filesz
+			if noteBytes > maxCoreNotes {
+				return nil, nil, false, coreErr("more than %d MiB of notes", maxCoreNotes>>20)
+			}
+			b := make([]byte, s.filesz)
+			if n, _ := r.ReadAt(b, int64(s.off)); n != len(b) {
+				return nil, nil, false, coreErr("truncated PT_NOTE %d", i)
+			}
+			ns, err := parseNotes(b)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			notes = append(notes, ns...)
+		}
+	}
+	sort.Slice(mem.segs, func(a, b int) bool { return mem.segs[a].vaddr < mem.segs[b].vaddr })
+	for i := 1; i < len(mem.segs); i++ {
+		if p, s := mem.segs[i-1], mem.segs[i]; p.vaddr+p.memsz > s.vaddr {
+			return nil, nil, false, coreErr("overlapping PT_LOAD segments at %#x and %#x", p.vaddr, s.vaddr)
+		}
+	}
+	return mem, notes, truncated, nil
 }
 
 // parseNotes splits a PT_NOTE segment, checking each note's sizes against

@@ -161,40 +161,8 @@ const (
 // executable's dynamic section, r_debug, each link_map, its name and its
 // l_ld. Everything is read from target memory and bounded.
 func linkMapPages(auxv []byte, mem io.ReaderAt) []uint64 {
-	var phdr, phnum uint64
-	for i := 0; i+16 <= len(auxv); i += 16 {
-		tag, val := binary.LittleEndian.Uint64(auxv[i:]), binary.LittleEndian.Uint64(auxv[i+8:])
-		if tag == atNull {
-			break
-		}
-		switch tag {
-		case atPhdr:
-			phdr = val
-		case atPhnum:
-			phnum = val
-		}
-	}
-	if phdr == 0 || phnum == 0 || phnum > maxPhdrs {
-		return nil
-	}
-	ph := make([]byte, phnum*phdrSize)
-	if n, _ := mem.ReadAt(ph, int64(phdr)); n != len(ph) {
-		return nil
-	}
-	var bias, dynVaddr, dynSize uint64
-	haveBias := false
-	for i := uint64(0); i < phnum; i++ {
-		e := ph[i*phdrSize:]
-		typ := binary.LittleEndian.Uint32(e)
-		vaddr, memsz := binary.LittleEndian.Uint64(e[16:]), binary.LittleEndian.Uint64(e[40:])
-		switch typ {
-		case ptPhdr:
-			bias, haveBias = phdr-vaddr, true
-		case ptDyn:
-			dynVaddr, dynSize = vaddr, memsz
-		}
-	}
-	if !haveBias || dynVaddr == 0 {
+	dyn, dynSize, ok := execDynamic(auxv, mem)
+	if !ok {
 		return nil // a static executable: no dynamic linker list
 	}
 	var pages []uint64
@@ -206,8 +174,6 @@ func linkMapPages(auxv []byte, mem io.ReaderAt) []uint64 {
 			pages = append(pages, a)
 		}
 	}
-	dyn := dynVaddr + bias
-	dynSize = min(dynSize, maxDynamic*16)
 	addRange(dyn, dynSize)
 	d := make([]byte, dynSize)
 	if n, _ := mem.ReadAt(d, int64(dyn)); n != len(d) {
@@ -232,7 +198,55 @@ func linkMapPages(auxv []byte, mem io.ReaderAt) []uint64 {
 	if n, _ := mem.ReadAt(w[:], int64(rdebug+8)); n != 8 {
 		return pages
 	}
-	lm := binary.LittleEndian.Uint64(w[:])
+	walkLinkMap(mem, binary.LittleEndian.Uint64(w[:]), addRange)
+	return pages
+}
+
+// execDynamic finds the executable's dynamic section in memory, through
+// the auxiliary vector's AT_PHDR and its PT_PHDR (the load bias).
+func execDynamic(auxv []byte, mem io.ReaderAt) (addr, size uint64, ok bool) {
+	var phdr, phnum uint64
+	for i := 0; i+16 <= len(auxv); i += 16 {
+		tag, val := binary.LittleEndian.Uint64(auxv[i:]), binary.LittleEndian.Uint64(auxv[i+8:])
+		if tag == atNull {
+			break
+		}
+		switch tag {
+		case atPhdr:
+			phdr = val
+		case atPhnum:
+			phnum = val
+		}
+	}
+	if phdr == 0 || phnum == 0 || phnum > maxPhdrs {
+		return 0, 0, false
+	}
+	ph := make([]byte, phnum*phdrSize)
+	if n, _ := mem.ReadAt(ph, int64(phdr)); n != len(ph) {
+		return 0, 0, false
+	}
+	var bias, dynVaddr, dynSize uint64
+	haveBias := false
+	for i := uint64(0); i < phnum; i++ {
+		e := ph[i*phdrSize:]
+		typ := binary.LittleEndian.Uint32(e)
+		vaddr, memsz := binary.LittleEndian.Uint64(e[16:]), binary.LittleEndian.Uint64(e[40:])
+		switch typ {
+		case ptPhdr:
+			bias, haveBias = phdr-vaddr, true
+		case ptDyn:
+			dynVaddr, dynSize = vaddr, memsz
+		}
+	}
+	if !haveBias || dynVaddr == 0 {
+		return 0, 0, false
+	}
+	return dynVaddr + bias, min(dynSize, maxDynamic*16), true
+}
+
+// walkLinkMap follows the dynamic linker's list from lm, bounded and
+// loop-checked, and adds each node, its name and its l_ld to the pages.
+func walkLinkMap(mem io.ReaderAt, lm uint64, addRange func(addr, size uint64)) {
 	seen := map[uint64]bool{}
 	// struct link_map { l_addr, l_name, l_ld, l_next, l_prev; ... }
 	var node [40]byte
@@ -240,7 +254,7 @@ func linkMapPages(auxv []byte, mem io.ReaderAt) []uint64 {
 	for i := 0; lm != 0 && i < maxLinkMaps && !seen[lm]; i++ {
 		seen[lm] = true
 		if n, _ := mem.ReadAt(node[:], int64(lm)); n != len(node) {
-			break
+			return
 		}
 		addRange(lm, 40)
 		lname := binary.LittleEndian.Uint64(node[8:])
@@ -264,5 +278,4 @@ func linkMapPages(auxv []byte, mem io.ReaderAt) []uint64 {
 		}
 		lm = binary.LittleEndian.Uint64(node[24:])
 	}
-	return pages
 }
