@@ -41,7 +41,7 @@ func cmdCapture(args []string) error {
 		return usageError{err.Error()}
 	}
 	if core && len(c.pids) > 1 && !strings.Contains(c.output, "%p") {
-		return usageError{"a core holds one process: give one pid, or put %p in the -o name"}
+		return usageError{"cannot write several processes to one core (a core holds one process; give one pid, or put %p in the -o name)"}
 	}
 	s := newSession(c)
 	stop := s.catchSignals()

@@ -68,3 +68,25 @@ func TestCoreMemoryModes(t *testing.T) {
 		t.Errorf("the stacks-only core holds the global at %#x", addr)
 	}
 }
+
+// TestCoreSeveralPIDs: a core holds one process: several pids need %p in
+// the name (else a usage error, before anything is stopped), and then
+// each gets its own core.
+func TestCoreSeveralPIDs(t *testing.T) {
+	exe := buildBlocked(t, blockedVariants[1].flags)
+	a, b := testutil.Start(t, exe), testutil.Start(t, exe)
+	dir := t.TempDir()
+	_, errOut, code := runSS(t, "capture", strconv.Itoa(a.PID), strconv.Itoa(b.PID), "-o", filepath.Join(dir, "x.core"))
+	if code != 2 || !regexp.MustCompile(`^stackshot: .*%p`).MatchString(errOut) {
+		t.Errorf("two pids, one core name: exit %d, %q; want 2 and a hint about %%p", code, errOut)
+	}
+	if _, errOut, code := runSS(t, "capture", "--format", "core", strconv.Itoa(a.PID), strconv.Itoa(b.PID), "-o", filepath.Join(dir, "x-%p")); code != 0 {
+		t.Fatalf("capture: exit %d: %s", code, errOut)
+	}
+	for _, tg := range []*testutil.Target{a, b} {
+		p := reportCore(t, filepath.Join(dir, "x-"+strconv.Itoa(tg.PID)))
+		if p.PID != tg.PID || len(p.Threads) != 7 {
+			t.Errorf("core of %d: pid %d, %d threads", tg.PID, p.PID, len(p.Threads))
+		}
+	}
+}
