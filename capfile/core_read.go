@@ -331,7 +331,7 @@ func processFromNotes(notes []coreNoteRec, mem *coreMem, size int64) (*ptrace.Pr
 			if len(p.Threads) >= maxCoreThreads {
 				return nil, coreErr("more than %d threads", maxCoreThreads)
 			}
-			th := ptrace.Thread{TID: int(int32(le.Uint32(n.desc[prstatusPID:]))), Method: "core",
+			th := ptrace.Thread{TID: int(int32(le.Uint32(n.desc[prstatusPID:]))), Method: ptrace.MethodCore,
 				Regs: getRegs(n.desc), Signal: int(le.Uint16(n.desc[prstatusCursig:]))}
 			p.Threads = append(p.Threads, th)
 		case ntPrpsinfo:

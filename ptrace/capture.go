@@ -25,6 +25,7 @@ const (
 	MethodPtrace   = "ptrace"    // stopped with PTRACE_INTERRUPT
 	MethodNoStop   = "nostop"    // blocked in a syscall, read without a stop
 	MethodProcOnly = "proc-only" // would not stop (or could not be traced): only /proc
+	MethodCore     = "core"      // read from an ELF core another tool wrote (gcore, the kernel)
 )
 
 // Mode selects how threads are captured.
