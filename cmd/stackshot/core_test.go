@@ -144,9 +144,10 @@ var gdbStops = map[string]bool{"main": true, "main.main": true, "runtime.main": 
 // stackshot's physical frames, in order (gdb's frame 0 may carry no
 // address), named alike, and, when strict, the tool to get as far as
 // stackshot (or to main, where gdb stops; frames past ours that the tool
-// cannot name are its own walk off the stack's end). Not strict: frame 0
-// only (threads read without a stop lack the callee-saved registers, which
-// gdb and eu-stack need where stackshot's unwinder searches for frames).
+// cannot name are its own walk off the stack's end). Not strict, the tool
+// may stop earlier: threads read without a stop lack the callee-saved
+// registers, which gdb and eu-stack need where stackshot's unwinder finds
+// frames by validated frame records.
 func compareWithTool(t *testing.T, tool string, p jProc, bt map[int][]toolFrame, gdb, strict bool) {
 	t.Helper()
 	byTID := map[int]jThread{}
@@ -177,9 +178,6 @@ func compareWithTool(t *testing.T, tool string, p jProc, bt map[int][]toolFrame,
 		}
 		for len(kept)+off > len(ss) && (kept[len(kept)-1].name == "??" || kept[len(kept)-1].name == "") {
 			kept = kept[:len(kept)-1]
-		}
-		if !strict && len(kept) > 1-off {
-			kept = kept[:1-off]
 		}
 		if gdb {
 			kept = dropTailCallFrames(t, tid, kept, ss)
