@@ -111,16 +111,16 @@ func TestDecodeRejects(t *testing.T) {
 func TestDecodeCraftedBounded(t *testing.T) {
 	head := `{"format":"stackshot-capture","version":1,"processes":[{"arch":"amd64","pid":1,`
 	cases := []struct{ name, data string }{
-		// 3-byte empty objects, each a 120-byte Mapping.
-		{"many maps", repeated(head+`"maps":[`, `{},`, 40<<20, `{}]}]}`)},
-		// 2-byte numbers, each an 8-byte word.
-		{"many regs", repeated(head+`"threads":[{"tid":1,"regs":[`, `0,`, 60<<20, `0]}]}]}`)},
-		// One 300 MiB string of stack bytes.
-		{"huge stack", repeated(head+`"threads":[{"tid":1,"stack":"`, `AAAA`, 75<<20, `"}]}]}`)},
+		// 3-byte empty objects, each a 120-byte Mapping (past MaxObjects).
+		{"many maps", repeated(head+`"maps":[`, `{},`, 1<<20, `{}]}]}`)},
+		// 2-byte numbers, each an 8-byte word (past MaxElements).
+		{"many regs", repeated(head+`"threads":[{"tid":1,"regs":[`, `0,`, 5<<20, `0]}]}]}`)},
+		// One 140 MiB string of stack bytes (past MaxProcessJSON).
+		{"huge stack", repeated(head+`"threads":[{"tid":1,"stack":"`, `AAAA`, 35<<20, `"}]}]}`)},
 		// Many processes, each small.
 		{"many processes", repeated(`{"format":"stackshot-capture","version":1,"processes":[`, `{"arch":"amd64"},`, 100000, `{"arch":"amd64"}]}`)},
 		// Thread names of a MiB each.
-		{"long names", repeated(head+`"threads":[`, `{"name":"`+strings.Repeat("x", 1<<20)+`"},`, 300, `{}]}]}`)},
+		{"long names", repeated(head+`"threads":[`, `{"name":"`+strings.Repeat("x", 1<<20)+`"},`, 140, `{}]}]}`)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
