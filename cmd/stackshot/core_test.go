@@ -10,6 +10,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -134,6 +135,25 @@ func euStackBacktraces(t testing.TB, exe, core string) map[int][]toolFrame {
 		t.Fatalf("eu-stack showed no threads: %v\n%s", err, out)
 	}
 	return res
+}
+
+// checkGdbLibraries: gdb lists the shared libraries of a dynamically
+// linked target from the core alone (the dynamic linker's r_debug list,
+// found through DT_DEBUG, is in the core even with stacks only), with
+// their symbols read.
+func checkGdbLibraries(t *testing.T, exe, core string) {
+	t.Helper()
+	if f, err := elf.Open(exe); err == nil {
+		dyn := f.Section(".dynamic") != nil
+		f.Close()
+		if !dyn {
+			return // static (Go): no libraries
+		}
+	}
+	out, _ := exec.Command("gdb", "-batch", "-nx", "-ex", "info sharedlibrary", exe, core).CombinedOutput()
+	if !regexp.MustCompile(`(?m)^0x[0-9a-f]+\s+0x[0-9a-f]+\s+Yes.*/libc\.so\.6$`).Match(out) {
+		t.Errorf("gdb does not list libc with its symbols read:\n%s", out)
+	}
 }
 
 // gdbStops names the frames where gdb's backtrace ends by default
@@ -386,6 +406,9 @@ func coreRoundTrip(t *testing.T, exe string, args []string, mode string, check f
 				if kernelFrames(th) == 0 && th.Syscall != nil {
 					t.Errorf("thread %d %q: no kernel frames in the core's report (captured with them)", th.TID, th.Name)
 				}
+			}
+			if c.mode == "stop" {
+				checkGdbLibraries(t, exe, core)
 			}
 			compareWithTool(t, "gdb", p, gdbBacktraces(t, exe, core), true, c.mode == "stop")
 			if _, err := exec.LookPath("eu-stack"); err != nil {
