@@ -59,6 +59,7 @@ type jsonFrame struct {
 	Inlined         bool    `json:"inlined"`
 	Method          string  `json:"method"`
 	BuildIDMismatch bool    `json:"build_id_mismatch,omitempty"`
+	ModuleMissing   bool    `json:"module_missing,omitempty"`
 	SignalFrame     bool    `json:"signal_frame,omitempty"`
 }
 

@@ -99,7 +99,7 @@ type jsonStack struct {
 // frameJSON renders a frame exactly as `dump --json` does.
 func frameJSON(f *report.Frame) jsonFrame {
 	jf := jsonFrame{PC: hex(f.PC), Kind: f.Kind, Inlined: f.Inlined, Method: f.Method,
-		BuildIDMismatch: f.BuildIDMismatch, SignalFrame: f.SignalFrame,
+		BuildIDMismatch: f.BuildIDMismatch, ModuleMissing: f.ModuleMissing, SignalFrame: f.SignalFrame,
 		File: f.File, Line: f.Line, BuildID: f.BuildID, Module: f.Module}
 	if f.Function != "" {
 		fn := f.Function

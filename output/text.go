@@ -165,6 +165,9 @@ func frameLine(n int, f *report.Frame, o TextOptions) string {
 	if f.BuildIDMismatch {
 		b.WriteString(" [build id mismatch]")
 	}
+	if f.ModuleMissing {
+		b.WriteString(" [module not found]")
+	}
 	if o.Verbose {
 		fmt.Fprintf(&b, " [%s]", f.Method)
 	}

@@ -417,3 +417,18 @@ func RootPath(pid int) string { return pidPath(pid, "root") }
 
 // ErrNoProcess means the process does not exist (or is gone).
 var ErrNoProcess = errors.New("no such process")
+
+// MaxAuxv bounds /proc/PID/auxv (the kernel's own is under 1 KiB).
+const MaxAuxv = 4096
+
+// ReadAuxv reads /proc/PID/auxv, the process's ELF auxiliary vector.
+func ReadAuxv(pid int) ([]byte, error) {
+	b, err := readSmall(pidPath(pid, "auxv"))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxAuxv {
+		b = b[:MaxAuxv]
+	}
+	return append([]byte(nil), b...), nil
+}

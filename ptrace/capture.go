@@ -25,6 +25,7 @@ const (
 	MethodPtrace   = "ptrace"    // stopped with PTRACE_INTERRUPT
 	MethodNoStop   = "nostop"    // blocked in a syscall, read without a stop
 	MethodProcOnly = "proc-only" // would not stop (or could not be traced): only /proc
+	MethodCore     = "core"      // read from an ELF core another tool wrote (gcore, the kernel)
 )
 
 // Mode selects how threads are captured.
@@ -81,6 +82,9 @@ type Process struct {
 	Maps      []procmaps.Mapping `json:"maps"`
 	// VDSO is the [vdso] image copied from the target's memory.
 	VDSO []byte `json:"vdso,omitempty"`
+	// Auxv is /proc/PID/auxv, read after the capture (an ELF core's
+	// NT_AUXV).
+	Auxv []byte `json:"auxv,omitempty"`
 	// BuildIDs maps a mapping's start address to the build id found in
 	// the target's memory for the file mapped there.
 	BuildIDs map[uint64]string `json:"build_ids,omitempty"`

@@ -24,7 +24,10 @@ type Frame struct {
 	Inlined         bool
 	Method          string // regs, cfi, fp, fp-heuristic, scan, signal, kernel
 	BuildIDMismatch bool
-	SignalFrame     bool // the kernel's sigreturn trampoline: <signal handler called>
+	// ModuleMissing means the module's file was not found (a saved
+	// capture on another machine): no name, and the walk does not guess.
+	ModuleMissing bool
+	SignalFrame   bool // the kernel's sigreturn trampoline: <signal handler called>
 	// MapStart, MapLimit and MapOffset describe the mapping that holds the
 	// PC (its file offset at MapStart); zero when unknown.
 	MapStart, MapLimit, MapOffset uint64

@@ -54,6 +54,7 @@ func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *report.Process {
 	if r.opts.KernelAddrs && r.opts.Kernel {
 		r.kernelAddrs(out)
 	}
+	out.Warnings = append(out.Warnings[:len(out.Warnings):len(out.Warnings)], s.warnings...)
 	return out
 }
 
@@ -71,15 +72,7 @@ func (r *Resolver) kernelAddrs(p *report.Process) {
 			}
 		}
 	}
-	if len(want) > 0 {
-		got, _ := symtab.KallsymsAddrs("/proc/kallsyms", want)
-		if r.kaddr == nil {
-			r.kaddr = map[string]uint64{}
-		}
-		for n := range want {
-			r.kaddr[n] = got[n] // 0: not found (or hidden from us)
-		}
-	}
+	r.lookupKernel(want)
 	for i := range p.Threads {
 		fr := p.Threads[i].Frames
 		for j := range fr {
@@ -89,6 +82,50 @@ func (r *Resolver) kernelAddrs(p *report.Process) {
 				}
 			}
 		}
+	}
+}
+
+// KernelAddrs fills in, in a raw capture, the addresses of kernel frames
+// the stack file showed by name only, from this host's /proc/kallsyms:
+// a saved capture then carries them (another machine's kallsyms, or this
+// one after a reboot, would not match).
+func (r *Resolver) KernelAddrs(p *ptrace.Process) {
+	want := map[string]bool{}
+	for i := range p.Threads {
+		for _, k := range p.Threads[i].KernelStack {
+			if k.Addr == 0 && k.Function != "" {
+				if _, known := r.kaddr[k.Function]; !known {
+					want[k.Function] = true
+				}
+			}
+		}
+	}
+	r.lookupKernel(want)
+	for i := range p.Threads {
+		ks := p.Threads[i].KernelStack
+		for j := range ks {
+			if k := &ks[j]; k.Addr == 0 && k.Function != "" {
+				if a := r.kaddr[k.Function]; a != 0 {
+					k.Addr = a + k.Offset
+				}
+			}
+		}
+	}
+}
+
+// lookupKernel adds the addresses of the wanted kernel symbols to the
+// resolver's table (0: not found, or hidden from us), in one pass over
+// /proc/kallsyms.
+func (r *Resolver) lookupKernel(want map[string]bool) {
+	if len(want) == 0 {
+		return
+	}
+	got, _ := symtab.KallsymsAddrs("/proc/kallsyms", want)
+	if r.kaddr == nil {
+		r.kaddr = map[string]uint64{}
+	}
+	for n := range want {
+		r.kaddr[n] = got[n]
 	}
 }
 
@@ -182,6 +219,10 @@ func (r *Resolver) userFrame(s *Space, out []report.Frame, f unwind.Frame) []rep
 	e := s.module(m)
 	if e.mod == nil {
 		base.ModuleOffset, base.HasModule = f.PC-m.Start+m.Offset, base.Module != ""
+		if e.missing {
+			base.ModuleMissing = true
+			base.BuildID = s.p.BuildIDs[s.maps.FirstOfFile(m).Start]
+		}
 		// JIT code: anonymous or memfd mappings named by /tmp/perf-PID.map.
 		if m.Executable() && m.Kind != procmaps.KindVsyscall {
 			if pm := r.sym.PerfMapFor(s.p.PID, rootFor(s, r.opts.Live)); pm != nil {

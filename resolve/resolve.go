@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -23,6 +24,9 @@ type Options struct {
 	// KernelAddrs fills in kernel frames' addresses hidden by the stack
 	// file, from /proc/kallsyms (one read of it: about 0.1 s).
 	KernelAddrs bool
+	// Sysroot is where a saved capture's files are looked up first ("" or
+	// "/": the host's root).
+	Sysroot string
 }
 
 // Resolver unwinds and symbolizes captures. It caches modules and compiled
@@ -62,6 +66,9 @@ type Space struct {
 	mods map[uint64]*modEntry // by mapping start
 	mem  io.ReaderAt          // live memory, or nil
 	vdso *symtab.Module
+	// missing and warnings: modules not found, said once each.
+	missing  map[string]bool
+	warnings []string
 }
 
 type modEntry struct {
@@ -70,6 +77,8 @@ type modEntry struct {
 	bias  uint64
 	ok    bool // bias known
 	err   error
+	// missing: no file for the module was found (saved captures).
+	missing bool
 }
 
 // Space builds the address space of a capture. mem reads the live target's
@@ -87,6 +96,27 @@ func (s *Space) Update(p *ptrace.Process) {
 		s.maps = procmaps.Maps(p.Maps)
 		s.mods = map[uint64]*modEntry{}
 	}
+}
+
+// noteMissing records, once per file, a module a saved capture's report
+// has no file for.
+func (s *Space) noteMissing(ref symtab.ModuleRef) {
+	if s.missing == nil {
+		s.missing = map[string]bool{}
+	}
+	if s.missing[ref.Path] {
+		return
+	}
+	s.missing[ref.Path] = true
+	id := ref.BuildID
+	if id == "" {
+		id = "unknown"
+	}
+	where := "on this machine"
+	if s.r.opts.Sysroot != "" && s.r.opts.Sysroot != "/" {
+		where = "under " + s.r.opts.Sysroot + " or on this machine"
+	}
+	s.warnings = append(s.warnings, fmt.Sprintf("module %s (build id %s) not found %s: its frames have no names (copy the file, or give --sysroot)", ref.Path, id, where))
 }
 
 // Missing reports whether addr lies outside every known mapping (the maps
@@ -133,6 +163,9 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		Inode:   m.Inode,
 		BuildID: s.p.BuildIDs[first.Start],
 	}
+	if !s.r.opts.Live && s.r.opts.Sysroot != "/" {
+		ref.Root = s.r.opts.Sysroot
+	}
 	if s.r.opts.Live {
 		ref.Root = rootPath(s.p)
 		if s.p.MemTID == 0 {
@@ -143,6 +176,10 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 	mod, err := s.r.sym.Module(ref)
 	if err != nil {
 		e.err = err
+		e.missing = errors.Is(err, symtab.ErrNotFound)
+		if e.missing && !s.r.opts.Live {
+			s.noteMissing(ref)
+		}
 		return e
 	}
 	e.mod = mod
@@ -150,6 +187,13 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 	// mapping's first file byte, which may end a previous segment).
 	if b, ok := mod.MappingBias(m.Start, m.End, m.Offset); ok {
 		e.bias, e.ok = b, true
+	} else if first != m {
+		// One object has one load bias: a stand-in debug file (its
+		// segments have no file offsets of their own) is placed by the
+		// mapping of the file's start.
+		if b, ok := mod.MappingBias(first.Start, first.End, first.Offset); ok {
+			e.bias, e.ok = b, true
+		}
 	}
 	if !mod.Mismatch() {
 		key := mod.BuildID()
@@ -222,13 +266,21 @@ func (s *Space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
 	if e.ok && e.table != nil {
 		mi.CFI, mi.Bias = e.table, e.bias
 	}
+	// A saved capture whose module file is missing or another build: its
+	// code is unknown; the unwinder stops there instead of guessing.
+	// So is one only a separate debug file stands in for.
+	mi.NoModule = !s.r.opts.Live && (e.missing || e.mod != nil && (e.mod.Mismatch() || e.mod.ELF() == nil))
 	return mi, true
 }
 
-// ReadCode implements unwind.Space: from live memory, else the module file.
+// ReadCode implements unwind.Space: from the target's memory (live, or a
+// core's when it holds the code), else the module file.
 func (s *Space) ReadCode(p []byte, addr uint64) (int, error) {
 	if s.mem != nil {
-		return s.mem.ReadAt(p, int64(addr))
+		n, err := s.mem.ReadAt(p, int64(addr))
+		if n == len(p) || s.r.opts.Live {
+			return n, err
+		}
 	}
 	m, ok := s.maps.Find(addr)
 	if !ok {

@@ -210,6 +210,7 @@ func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 		return nil, err // out of time: no new file is opened
 	}
 	f, err := s.openModuleFile(ref)
+	f, err = s.standIn(ref, f, err)
 	if err != nil {
 		return nil, err
 	}
@@ -321,9 +322,10 @@ func (m *Module) MappingBias(start, end, offset uint64) (uint64, bool) {
 	return mappingBias(m.loads, start, end, offset)
 }
 
-// ELF returns the module's binary (for its .eh_frame), or nil (mismatch).
+// ELF returns the module's binary (for its .eh_frame and code), or nil
+// (mismatch, or only a separate debug file stands in for it).
 func (m *Module) ELF() io.ReaderAt {
-	if m.mismatch || m.file == nil {
+	if m.mismatch || m.file == nil || !hasCode(m.file) {
 		return nil
 	}
 	return m.file.r

@@ -46,11 +46,13 @@ const (
 	StopUnknownReg                     // a rule needed a register whose value is unknown
 	StopBadCFI                         // the CFI for this PC could not be evaluated
 	StopFault                          // the walk panicked (a bug met on hostile input): frames after the first dropped
+	StopNoModule                       // the PC's module code is unknown: file missing, or not the one mapped
 )
 
 var stopNames = [...]string{"", "end of stack", "return address 0", "pc outside executable mappings",
 	"no progress", "left the stack", "stack copy too short", "max frames reached",
-	"no unwind info", "unknown register", "bad cfi", "unwinder fault"}
+	"no unwind info", "unknown register", "bad cfi", "unwinder fault",
+	"module code unknown (file missing, or not the one mapped)"}
 
 func (r StopReason) String() string {
 	if int(r) < len(stopNames) {
@@ -128,6 +130,11 @@ type ModuleInfo struct {
 	// the table's (file virtual) addresses to get runtime addresses.
 	CFI  *Table
 	Bias uint64
+	// NoModule: the module's file is missing or is not the one mapped (a
+	// saved capture read elsewhere, a replaced binary). Its code is
+	// unknown, so the walk stops there rather than guess by frame
+	// pointers or scanning.
+	NoModule bool
 }
 
 // Space describes the target's address space to the unwinder.

@@ -193,6 +193,9 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 	if wild && !frame0 {
 		return Frame{}, StopNotExec
 	}
+	if inMap && mi.NoModule {
+		return Frame{}, StopNoModule
+	}
 	return w.fallbackStep(wild)
 }
 

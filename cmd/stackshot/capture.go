@@ -3,35 +3,20 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"strings"
 	"time"
 
-	"stackshot/internal/arch"
+	"stackshot/capfile"
 	"stackshot/internal/safefile"
+	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
 )
-
-// captureFile is the saved form of `stackshot capture`: gzipped JSON of the
-// raw captures (registers, stack bytes, maps, build ids, vdso), enough to
-// unwind and symbolize later or on another machine with the same files.
-type captureFile struct {
-	Format    string            `json:"format"` // "stackshot-capture"
-	Version   int               `json:"version"`
-	Host      string            `json:"host"`
-	Kernel    bool              `json:"kernel_frames"`
-	Processes []*ptrace.Process `json:"processes"`
-}
-
-const captureFormat = "stackshot-capture"
 
 func cmdCapture(args []string) error {
 	c := newCommon("capture")
@@ -39,14 +24,23 @@ func cmdCapture(args []string) error {
 		return err
 	}
 	if c.output == "" {
-		return usageError{"capture needs -o FILE"}
+		return usageErr("capture needs -o FILE", "a capture is written to a file", "e.g. 'stackshot capture -o snap.gz PID'")
+	}
+	core := c.format == "core" || c.format == "" && strings.HasSuffix(c.output, ".core")
+	what, err := capfile.ParseCoreMemory(c.coreMemory)
+	if err != nil {
+		return usageErr("--core-memory "+c.coreMemory, err.Error(), "give stacks, writable or all")
+	}
+	if core && len(c.pids) > 1 && !strings.Contains(c.output, "%p") {
+		return usageError{"cannot write several processes to one core (a core holds one process; give one pid, or put %p in the -o name)"}
 	}
 	s := newSession(c)
 	stop := s.catchSignals()
 	defer stop()
 	deadline := time.Now().Add(c.timeout)
+	start := time.Now()
 	host, _ := os.Hostname()
-	cf := captureFile{Format: captureFormat, Version: 1, Host: host, Kernel: c.kernel}
+	cf := capfile.File{Host: host, Kernel: c.kernel}
 	failed := 0
 	for _, pid := range c.pids {
 		p, err := s.safeCapture(pid, deadline)
@@ -55,22 +49,35 @@ func cmdCapture(args []string) error {
 			failed++
 			continue
 		}
-		cf.Processes = append(cf.Processes, p)
+		if !c.keepThreads(p) {
+			failed++
+			continue
+		}
+		// Read after every thread runs again: an ELF core's NT_AUXV,
+		// and the kernel frames' addresses, which only this host knows.
+		p.Auxv, _ = procmaps.ReadAuxv(p.MemPID())
+		if c.kernel {
+			s.res.KernelAddrs(p)
+		}
+		if !core {
+			cf.Processes = append(cf.Processes, p)
+			continue
+		}
+		if err := s.writeCore(p, what, expandOutput(c.output, []int{pid}, start)); err != nil {
+			return err
+		}
 	}
 	if s.interrupted() {
-		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")
+		printErr("stackshot: interrupted (every thread was detached; nothing written)")
 		return exitError{exitTarget}
 	}
 	if len(cf.Processes) > 0 {
 		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		if err := json.NewEncoder(zw).Encode(&cf); err != nil {
+		if err := capfile.Encode(&buf, &cf); err != nil {
 			return err
 		}
-		if err := zw.Close(); err != nil {
-			return err
-		}
-		if err := writeOutputMode(expandOutput(c.output, c.pids, time.Now()), buf.Bytes(), safefile.Private); err != nil {
+		// Stack bytes may hold secrets: owner-only, like a core.
+		if err := writeOutputMode(expandOutput(c.output, c.pids, start), buf.Bytes(), safefile.Private); err != nil {
 			return err
 		}
 	}
@@ -80,33 +87,42 @@ func cmdCapture(args []string) error {
 	return nil
 }
 
-// maxCaptureFile bounds what report reads (decompressed).
-const maxCaptureFile = 1 << 30
+// writeCore writes one process's capture as an ELF core, with the memory
+// read after its threads run again (no stop).
+func (s *session) writeCore(p *ptrace.Process, what capfile.CoreMemory, path string) error {
+	extra, note := capfile.CollectMemory(p, ptrace.MemReader{PID: p.MemPID()}, what)
+	if note != "" {
+		s.warn("%s", note)
+	}
+	host, _ := os.Hostname()
+	var buf bytes.Buffer
+	if err := capfile.WriteCore(&buf, p, capfile.CoreOptions{Host: host, Kernel: s.c.kernel, Extra: extra}); err != nil {
+		return fmt.Errorf("cannot write core of process %d (%v)", p.PID, err)
+	}
+	return writeOutputMode(path, buf.Bytes(), safefile.Private)
+}
 
-func readCaptureFile(path string) (*captureFile, error) {
+// loadSaved opens a capture file or an ELF core. The file stays open
+// (a core's memory is read from it on demand) until the command exits.
+func loadSaved(path string) ([]capfile.Saved, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s (%v)", path, errors.Unwrap(err))
 	}
-	defer f.Close()
-	zr, err := gzip.NewReader(bufio.NewReader(f))
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("cannot read %s (not a regular file; give a capture file or a core)", path)
+	}
+	saved, err := capfile.Load(f, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %s (not a stackshot capture: %v; make one with 'stackshot capture PID -o FILE')", path, err)
-	}
-	var cf captureFile
-	dec := json.NewDecoder(io.LimitReader(zr, maxCaptureFile))
-	if err := dec.Decode(&cf); err != nil {
-		return nil, fmt.Errorf("cannot read %s (corrupt capture: %v)", path, err)
-	}
-	if cf.Format != captureFormat || cf.Version != 1 {
-		return nil, fmt.Errorf("cannot read %s (format %q version %d; this stackshot reads %s version 1)", path, cf.Format, cf.Version, captureFormat)
-	}
-	for _, p := range cf.Processes {
-		if p == nil || p.Arch != arch.AMD64 {
-			return nil, fmt.Errorf("cannot read %s (a capture of another architecture)", path)
+		f.Close()
+		if errors.Is(err, capfile.ErrNotCapture) {
+			return nil, fmt.Errorf("cannot read %s (%v; make one with 'stackshot capture PID -o FILE')", path, err)
 		}
+		return nil, fmt.Errorf("cannot read %s (%v)", path, err)
 	}
-	return &cf, nil
+	return saved, nil
 }
 
 func cmdReport(args []string) error {
@@ -117,32 +133,32 @@ func cmdReport(args []string) error {
 	}
 	files := c.fs.Args()
 	if len(files) == 0 {
-		return usageError{"report needs a capture FILE"}
-	}
-	switch c.format {
-	case "", "text", "json":
-	default:
-		return usageError{fmt.Sprintf("report writes text or json, not %q", c.format)}
+		return usageErr("report needs a capture FILE", "it reads what 'stackshot capture' or a core dump saved", "e.g. 'stackshot report snap.gz'")
 	}
 	sym := c.newSymbolizer()
 	var procs []*report.Process
 	failed := 0
 	for _, path := range files {
-		cf, err := readCaptureFile(path)
+		saved, err := loadSaved(path)
 		if err != nil {
 			return err
 		}
-		res := resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && cf.Kernel})
-		for _, p := range cf.Processes {
+		for _, sv := range saved {
+			res := resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && sv.Kernel, Sysroot: c.sysroot})
+			p := sv.Process
 			if !c.keepThreads(p) {
 				continue
 			}
-			rp, err := resolveProcess(res, p, ptrace.MemReader{}, false)
+			if sv.Mem != nil && p.BuildIDs == nil {
+				resolve.CollectImages(p, sv.Mem) // a core of another tool
+			}
+			rp, err := resolveProcess(res, p, sv.Mem)
 			if err != nil {
 				printErr("stackshot: %v", err)
 				failed++
 				continue
 			}
+			rp.Warnings = append(rp.Warnings, sv.Warnings...)
 			procs = append(procs, rp)
 		}
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"stackshot/internal/contain"
@@ -25,14 +26,8 @@ func (s *session) safeCapture(pid int, deadline time.Time) (p *ptrace.Process, e
 
 // resolveProcess unwinds and symbolizes one capture; a panic that escapes
 // the per-thread guard (resolve) becomes this process's error.
-func resolveProcess(res *resolve.Resolver, p *ptrace.Process, mem ptrace.MemReader, live bool) (rp *report.Process, err error) {
-	perr := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() {
-		if live {
-			rp = res.Process(p, mem)
-		} else {
-			rp = res.Process(p, nil)
-		}
-	})
+func resolveProcess(res *resolve.Resolver, p *ptrace.Process, mem io.ReaderAt) (rp *report.Process, err error) {
+	perr := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() { rp = res.Process(p, mem) })
 	if perr != nil {
 		return nil, fmt.Errorf("cannot show process %d (%v)", p.PID, perr)
 	}

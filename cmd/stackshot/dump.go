@@ -122,7 +122,7 @@ func (s *session) captureEach(deadline time.Time, use func(*ptrace.Process) (kee
 
 // resolveLive unwinds, symbolizes and diagnoses a live capture.
 func (s *session) resolveLive(p *ptrace.Process) (*report.Process, error) {
-	rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()}, true)
+	rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()})
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,8 @@ type common struct {
 	duration                   time.Duration
 	perThread, idle            bool
 	maxDebugBytes              int64
+	sysroot                    string             // report: where the capture's files are looked up first
+	coreMemory                 string             // capture: what memory a core carries
 	perfMap                    string             // report: the JIT perf map of the captured process
 	started                    time.Time          // when the command began: --timeout counts from here
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
@@ -60,7 +62,7 @@ const (
 var flagSets = map[string]int{
 	"dump":      fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fQuiet,
 	"record":    fPID | fFormat | fOutput | fTID | fKernel | fUnwind | fCapture | fQuiet | fRecord,
-	"capture":   fPID | fOutput | fTID | fKernel | fCapture | fQuiet,
+	"capture":   fPID | fFormat | fOutput | fTID | fKernel | fCapture | fQuiet,
 	"report":    fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fQuiet,
 	"symbolize": fPID | fUnwind,
 }
@@ -93,9 +95,16 @@ func (c *common) register(name string, set int, v *common) {
 		fs.VarP(&idList{&v.pids, "process", &c.badID}, "pid", "p", "target process (repeatable)")
 	}
 	if set&fFormat != 0 {
-		formats := map[bool]string{false: "text or json", true: "folded, pprof, svg, json or text (default: by -o extension, else folded)"}
-		fs.StringVar(&v.format, "format", "", "output format: "+formats[name == "record"])
-		if name != "symbolize" { // whose --json is its own
+		formats := map[string]string{"record": "folded, pprof, svg, json or text (default: by -o extension, else folded)",
+			"capture": "core for an ELF core (default: a capture file; a name ending .core is a core)"}
+		if formats[name] == "" {
+			formats[name] = "text or json"
+		}
+		fs.StringVar(&v.format, "format", "", "output format: "+formats[name])
+		if name == "capture" {
+			fs.StringVar(&v.coreMemory, "core-memory", "stacks", "the memory a core carries: stacks, writable or all")
+		}
+		if name != "symbolize" && name != "capture" { // symbolize's --json is its own
 			fs.BoolVar(&v.jsonOut, "json", false, "short for --format json")
 		}
 	}
@@ -122,6 +131,7 @@ func (c *common) register(name string, set int, v *common) {
 		fs.Int64Var(&v.maxDebugBytes, "max-debug-bytes", 0, "most bytes of symbols and debug info read in all (default 512 MiB; a section gets half)")
 		if name == "report" {
 			fs.StringVar(&v.perfMap, "perf-map", "", "the JIT perf map (perf-PID.map) of the captured process")
+			fs.StringVar(&v.sysroot, "sysroot", "/", "look the capture's files up under DIR first (checked by build id)")
 		}
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
 	}
@@ -236,7 +246,9 @@ func (c *common) check() error {
 	switch name := c.fs.Name(); {
 	case err != nil:
 		return err
-	case name != "record" && c.format != "" && c.format != "text" && c.format != "json":
+	case name == "capture" && c.format != "" && c.format != "core":
+		return usageErr("--format "+c.format, "capture writes a capture file, or an ELF core with --format core", "")
+	case name != "record" && name != "capture" && c.format != "" && c.format != "text" && c.format != "json":
 		return usageErr("--format "+c.format, name+" writes text or json", "")
 	case c.maxFrames <= 0:
 		return usageErr(fmt.Sprintf("--max-frames %d", c.maxFrames), "want a positive number", "")
