@@ -55,8 +55,8 @@ func TestHelpPerCommand(t *testing.T) {
 	want := map[string][]string{
 		"dump":      {"pid", "format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "mode", "consistent", "timeout", "stack-bytes", "verbose", "quiet", "max-debug-bytes", "group", "no-group", "interval", "count"},
 		"record":    {"pid", "format", "json", "output", "tid", "kernel", "no-kernel", "max-frames", "debug-dir", "no-demangle", "mode", "consistent", "timeout", "stack-bytes", "freq", "duration", "per-thread", "idle", "quiet", "max-debug-bytes"},
-		"capture":   {"pid", "output", "tid", "kernel", "no-kernel", "mode", "consistent", "timeout", "stack-bytes", "quiet"},
-		"report":    {"format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "verbose", "quiet", "max-debug-bytes", "perf-map"},
+		"capture":   {"pid", "format", "core-memory", "output", "tid", "kernel", "no-kernel", "mode", "consistent", "timeout", "stack-bytes", "quiet"},
+		"report":    {"format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "verbose", "quiet", "max-debug-bytes", "perf-map", "sysroot"},
 		"symbolize": {"pid", "debug-dir", "no-demangle", "exe", "addresses", "json", "max-debug-bytes"},
 	}
 	for _, cmd := range commandNames {
