@@ -241,3 +241,105 @@ func Need(t testing.TB, tool string) string {
 	}
 	return p
 }
+
+// GoToolchain is one Go toolchain a test builds targets with.
+type GoToolchain struct {
+	Name string   // "go1.26"
+	Go   string   // the go command
+	Env  []string // extra environment (GOTOOLCHAIN=go1.27.3)
+}
+
+// GoToolchains returns the installed Go (always) and the other releases
+// tests cover when this machine has them: Debian's golang-1.19-go at
+// /usr/lib/go-1.19, and go1.27.3 fetched by the go command itself
+// (GOTOOLCHAIN; .ci/run fetches it ahead). missing names the ones absent.
+func GoToolchains() (have []GoToolchain, missing []string) {
+	have = append(have, GoToolchain{Name: Release(runtime.Version()), Go: "go", Env: []string{"GOTOOLCHAIN=local"}})
+	if _, err := os.Stat("/usr/lib/go-1.19/bin/go"); err == nil {
+		have = append(have, GoToolchain{Name: "go1.19", Go: "/usr/lib/go-1.19/bin/go", Env: []string{"GOTOOLCHAIN=local"}})
+	} else {
+		missing = append(missing, "go1.19 (apt-get install golang-1.19-go)")
+	}
+	tc := GoToolchain{Name: "go1.27", Go: "go", Env: []string{"GOTOOLCHAIN=go1.27.3"}}
+	cmd := exec.Command(tc.Go, "version")
+	cmd.Env = append(os.Environ(), tc.Env...)
+	if out, err := cmd.Output(); err == nil && strings.Contains(string(out), "go1.27") {
+		have = append(have, tc)
+	} else {
+		missing = append(missing, "go1.27 (GOTOOLCHAIN=go1.27.3 go version)")
+	}
+	return have, missing
+}
+
+// Release is a Go version's release series: go1.26.8 -> go1.26.
+func Release(v string) string {
+	if i := strings.Index(v, "."); i >= 0 {
+		if j := strings.IndexAny(v[i+1:], ".rb"); j >= 0 {
+			return v[:i+1+j]
+		}
+	}
+	return v
+}
+
+// BuildGo builds the Go program in testdata directory dir (a main package
+// of the standard library only) with tc and flags (after "go build"), once
+// per distinct input, in a copy of the directory with its own go.mod so
+// that any release can build it. env adds environment (CGO_ENABLED=1).
+func BuildGo(t testing.TB, tc GoToolchain, dir string, env []string, flags ...string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	fmt.Fprintln(h, tc.Name, tc.Go, strings.Join(tc.Env, " "), strings.Join(env, " "), strings.Join(flags, " "))
+	srcs := map[string][]byte{}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".go") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs[e.Name()] = b
+		fmt.Fprintln(h, e.Name())
+		h.Write(b)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:16]
+	bin := filepath.Join(CacheDir(), filepath.Base(dir)+"-"+tc.Name+"-"+sum)
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	work, err := os.MkdirTemp("", "gobuild")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	// The directory path is kept in the binary: tests match file names.
+	for n, b := range srcs {
+		if err := os.WriteFile(filepath.Join(work, n), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(work, "go.mod"), []byte("module target\n\ngo 1.19\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string{"build"}, flags...), "-o", bin+".tmp", ".")
+	cmd := exec.Command(tc.Go, args...)
+	cmd.Dir = work
+	cmd.Env = append(append(append(os.Environ(), "GOWORK=off", "GOFLAGS="), tc.Env...), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", tc.Go, strings.Join(args, " "), err, out)
+	}
+	os.WriteFile(bin+".cmd", []byte(fmt.Sprintf("cd %s && %s %s %s\n", dir, strings.Join(append(tc.Env, env...), " "), tc.Go, strings.Join(args, " "))), 0o644)
+	if err := os.Rename(bin+".tmp", bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
