@@ -33,9 +33,10 @@ type Goroutine struct {
 	ThreadID int
 	// GoPC is the pc of the go statement that created it (a return
 	// address: look it up at GoPC-1); 0 for the main goroutine.
-	GoPC     uint64
-	ParentID uint64 // the creator's goid (Go 1.21+), 0 when unknown
-	StartPC  uint64
+	GoPC      uint64
+	ParentID  uint64 // the creator's goid
+	HasParent bool   // the runtime records it (Go 1.21+)
+	StartPC   uint64
 	// PCs are the goroutine's frames, innermost first, each a resume or
 	// return address (look up at pc-1, as the runtime does); nil for a
 	// running goroutine, whose stack is its thread's.
@@ -177,7 +178,7 @@ func (r *reader) read(gp uint64) (Goroutine, readKind) {
 		return r.torn("goid 0")
 	}
 	if l.GParentGoid >= 0 {
-		g.ParentID = le64(b[l.GParentGoid:])
+		g.ParentID, g.HasParent = le64(b[l.GParentGoid:]), true
 	}
 	if name == statusWaiting || name == "leaked" {
 		if wr := int(b[l.GWaitReason]); wr < len(l.WaitReasons) {

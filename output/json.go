@@ -21,6 +21,7 @@ type jsonProcess struct {
 	Warnings []string     `json:"warnings,omitempty"`
 	WallUS   int64        `json:"wall_us"`
 	Threads  []jsonThread `json:"threads"`
+	jsonGo
 }
 
 type jsonSyscall struct {
@@ -86,6 +87,7 @@ func toJSON(p *report.Process) jsonProcess {
 		}
 		jp.Threads = append(jp.Threads, jt)
 	}
+	jp.jsonGo = goJSON(p)
 	return jp
 }
 

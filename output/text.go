@@ -43,6 +43,7 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 	for i := range p.Threads {
 		textThread(w, &p.Threads[i], o)
 	}
+	textGoroutines(w, p, o)
 	if o.Verbose {
 		textPauses(w, p)
 	}

@@ -64,4 +64,12 @@ type Process struct {
 	Threads  []Thread
 	Warnings []string
 	WallNS   int64
+	// Runtime is set for a Go process. Goroutines is then its goroutine
+	// list (empty: none), or nil when it could not be read (a warning
+	// says why); GoroutinesSkipped counts those that changed while read.
+	Runtime           *Runtime
+	Goroutines        []Goroutine
+	GoroutinesSkipped int
+	// GoroutineGroups folds identical goroutine stacks (--group), or nil.
+	GoroutineGroups []GoroutineGroup
 }

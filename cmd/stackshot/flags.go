@@ -41,6 +41,8 @@ type common struct {
 	freq      int
 	duration  time.Duration
 	perThread bool
+	// dump: goroutines of Go processes (goroutines.go)
+	goroutines, noGoroutines bool
 }
 
 func newCommon(name string) *common {
@@ -69,6 +71,9 @@ func newCommon(name string) *common {
 		fs.IntVarP(&c.freq, "freq", "F", 99, "samples per second")
 		fs.DurationVarP(&c.duration, "duration", "d", 10*time.Second, "how long to record")
 		fs.BoolVar(&c.perThread, "per-thread", false, "thread name as the root frame")
+	}
+	if name == "dump" {
+		goroutineFlags(c)
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: stackshot %s [flags] PID...\n\nflags:\n%s", name, fs.FlagUsages())

@@ -281,10 +281,10 @@ func Release(v string) string {
 	return v
 }
 
-// BuildGo builds the Go program in testdata directory dir (a main package
-// of the standard library only) with tc and flags (after "go build"), once
-// per distinct input, in a copy of the directory with its own go.mod so
-// that any release can build it. env adds environment (CGO_ENABLED=1).
+// BuildGo builds the Go program in testdata directory dir (a main module
+// of its own, "go 1.19", so that every release builds it) with tc and
+// flags (after "go build"), once per distinct input. env adds environment
+// (CGO_ENABLED=1).
 func BuildGo(t testing.TB, tc GoToolchain, dir string, env []string, flags ...string) string {
 	t.Helper()
 	buildMu.Lock()
@@ -295,16 +295,14 @@ func BuildGo(t testing.TB, tc GoToolchain, dir string, env []string, flags ...st
 	}
 	h := sha256.New()
 	fmt.Fprintln(h, tc.Name, tc.Go, strings.Join(tc.Env, " "), strings.Join(env, " "), strings.Join(flags, " "))
-	srcs := map[string][]byte{}
 	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".go") {
+		if !strings.HasSuffix(e.Name(), ".go") && e.Name() != "go.mod" {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		srcs[e.Name()] = b
 		fmt.Fprintln(h, e.Name())
 		h.Write(b)
 	}
@@ -313,31 +311,21 @@ func BuildGo(t testing.TB, tc GoToolchain, dir string, env []string, flags ...st
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
-	work, err := os.MkdirTemp("", "gobuild")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(work)
-	// The directory path is kept in the binary: tests match file names.
-	for n, b := range srcs {
-		if err := os.WriteFile(filepath.Join(work, n), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(work, "go.mod"), []byte("module target\n\ngo 1.19\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	args := append(append([]string{"build"}, flags...), "-o", bin+".tmp", ".")
 	cmd := exec.Command(tc.Go, args...)
-	cmd.Dir = work
+	cmd.Dir = dir
 	cmd.Env = append(append(append(os.Environ(), "GOWORK=off", "GOFLAGS="), tc.Env...), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", tc.Go, strings.Join(args, " "), err, out)
 	}
-	os.WriteFile(bin+".cmd", []byte(fmt.Sprintf("cd %s && %s %s %s\n", dir, strings.Join(append(tc.Env, env...), " "), tc.Go, strings.Join(args, " "))), 0o644)
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = fmt.Sprintf("%q", a)
+	}
+	os.WriteFile(bin+".cmd", []byte(fmt.Sprintf("cd %s && %s %s %s\n", dir, strings.Join(append(append([]string{}, tc.Env...), env...), " "), tc.Go, strings.Join(quoted, " "))), 0o644)
 	if err := os.Rename(bin+".tmp", bin); err != nil {
 		t.Fatal(err)
 	}
