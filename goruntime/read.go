@@ -103,6 +103,13 @@ func (rt *Runtime) Goroutines() (*Snapshot, error) {
 		seen[g.ID] = true
 		snap.Goroutines = append(snap.Goroutines, g)
 	}
+	if r.unreadable > 0 {
+		// Torn goroutines are expected; unreadable memory is not: if the
+		// list itself cannot be read any more, the program has gone.
+		if _, _, err := rt.allgsArray(); err != nil {
+			return nil, fmt.Errorf("the program's memory became unreadable while its goroutines were read (did it exit?): %w", err)
+		}
+	}
 	return snap, nil
 }
 
@@ -147,6 +154,8 @@ type reader struct {
 	g, g2 []byte
 	stack []byte
 	why   string // why the last goroutine was skipped
+	// unreadable counts goroutines whose memory could not be read.
+	unreadable int
 	walk  string // why its walk failed
 }
 
@@ -161,6 +170,7 @@ func (r *reader) read(gp uint64) (Goroutine, readKind) {
 		return r.torn("bad g pointer")
 	}
 	if readFull(r.rt.mem, r.g, gp) != nil {
+		r.unreadable++
 		return r.torn("g unreadable")
 	}
 	b := r.g
