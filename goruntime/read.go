@@ -156,7 +156,7 @@ type reader struct {
 	why   string // why the last goroutine was skipped
 	// unreadable counts goroutines whose memory could not be read.
 	unreadable int
-	walk  string // why its walk failed
+	walk       string // why its walk failed
 }
 
 func (r *reader) torn(why string) (Goroutine, readKind) {
