@@ -147,6 +147,9 @@ func TestGoroutinesMatchRuntime(t *testing.T) {
 		if want := goruntime.Release(rt.Version); want != tc.Name {
 			t.Fatalf("version %s, toolchain %s", rt.Version, tc.Name)
 		}
+		if v.name == "plain" && rt.LayoutFrom != "dwarf" {
+			t.Errorf("layout from %s, not from the binary's DWARF (%v)", rt.LayoutFrom, rt.DWARFErr)
+		}
 		snap, err := rt.Goroutines()
 		if err != nil {
 			t.Fatal(err)

@@ -21,7 +21,11 @@
 package goruntime
 
 import (
+	"bytes"
+	"compress/zlib"
 	"debug/buildinfo"
+	"debug/dwarf"
+	"encoding/binary"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -57,6 +61,8 @@ type Runtime struct {
 	Layout  *Layout
 	// LayoutFrom says where the layout came from: "dwarf" or "table".
 	LayoutFrom string
+	// DWARFErr says why the binary's DWARF could not give the layout.
+	DWARFErr error
 	mem        io.ReaderAt
 	allgs      []uint64 // address of runtime.allgs (slice header), or candidates
 	allglen    uint64   // address of runtime.allglen, 0 unknown
@@ -116,11 +122,14 @@ func (rt *Runtime) layout(ef *elf.File, syms map[string]symbol) error {
 	known, inTable := KnownLayout(rt.Version)
 	var l *Layout
 	if hasDWARF(ef) {
-		if d, err := ef.DWARF(); err == nil {
-			if dl, err := LayoutFromDWARF(d); err == nil {
+		d, err := typesDWARF(ef)
+		if err == nil {
+			var dl *Layout
+			if dl, err = LayoutFromDWARF(d); err == nil {
 				l, rt.LayoutFrom = dl, "dwarf"
 			}
 		}
+		rt.DWARFErr = err
 	}
 	if l == nil {
 		if !inTable {
@@ -147,6 +156,78 @@ func (rt *Runtime) layout(ef *elf.File, syms map[string]symbol) error {
 	}
 	rt.Layout = l
 	return nil
+}
+
+// typesDWARF opens only what the runtime's types need of a binary's
+// DWARF (.debug_info, .debug_abbrev, the strings and addresses), not its
+// line tables.
+func typesDWARF(ef *elf.File) (*dwarf.Data, error) {
+	var secs [3][]byte
+	for i, n := range []string{"abbrev", "info", "str"} {
+		s := ef.Section(".debug_" + n)
+		if s == nil {
+			s = ef.Section(".zdebug_" + n)
+		}
+		if s == nil || s.Type == elf.SHT_NOBITS {
+			if n == "str" {
+				continue
+			}
+			return nil, fmt.Errorf("no .debug_%s", n)
+		}
+		b, err := s.Data()
+		if err != nil {
+			return nil, err
+		}
+		if strings.HasPrefix(s.Name, ".zdebug_") {
+			if b, err = zdebug(b); err != nil {
+				return nil, err
+			}
+		}
+		secs[i] = b
+	}
+	d, err := dwarf.New(secs[0], nil, nil, secs[1], nil, nil, nil, secs[2])
+	if err != nil {
+		return nil, err
+	}
+	// DWARF 5 forms (Go 1.25+) index these.
+	for _, n := range []string{".debug_addr", ".debug_str_offsets", ".debug_line_str"} {
+		s := ef.Section(n)
+		if s == nil || s.Type == elf.SHT_NOBITS {
+			continue
+		}
+		b, err := s.Data()
+		if err != nil {
+			return nil, err
+		}
+		if err := d.AddSection(n, b); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// maxDebugSection bounds a decompressed .zdebug section.
+const maxDebugSection = 1 << 30
+
+// zdebug decompresses an old-style .zdebug section ("ZLIB", 8-byte
+// big-endian size, zlib stream).
+func zdebug(b []byte) ([]byte, error) {
+	if len(b) < 12 || string(b[:4]) != "ZLIB" {
+		return nil, fmt.Errorf("bad .zdebug header")
+	}
+	n := binary.BigEndian.Uint64(b[4:])
+	if n > maxDebugSection {
+		return nil, fmt.Errorf(".zdebug section of %d bytes", n)
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(b[12:]))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, n)
+	if _, err := io.ReadFull(zr, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func hasDWARF(ef *elf.File) bool {

@@ -3,6 +3,7 @@ package goruntime
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -62,7 +63,6 @@ type Snapshot struct {
 // goroutine is read, its stack walked, and the g read again; one that
 // changed, or whose data is not consistent, is counted as skipped.
 func (rt *Runtime) Goroutines() (*Snapshot, error) {
-	l := rt.Layout
 	arr, n, err := rt.allgsArray()
 	if err != nil {
 		return nil, err
@@ -78,30 +78,14 @@ func (rt *Runtime) Goroutines() (*Snapshot, error) {
 	if err := readFull(rt.mem, ptrs, arr); err != nil {
 		return nil, fmt.Errorf("reading the %d entries of runtime.allgs: %w", n, err)
 	}
-	r := reader{rt: rt, g: make([]byte, l.GSize), g2: make([]byte, l.GSize)}
+	r := reader{rt: rt}
 	seen := make(map[uint64]bool, n)
-	for i := uint64(0); i < n; i++ {
-		gp := le64(ptrs[8*i:])
-		g, kind := r.read(gp)
-		switch kind {
-		case readDead, readSystem:
-			if kind == readSystem {
-				snap.System++
-			}
-			continue
-		case readTorn:
-			snap.Skipped++
-			if len(snap.SkipReasons) < maxSkipReasons {
-				snap.SkipReasons = append(snap.SkipReasons, fmt.Sprintf("g %#x: %s", gp, r.why))
-			}
-			continue
-		}
-		if seen[g.ID] {
-			snap.Skipped++ // a goid twice: the list moved under the read
-			continue
-		}
-		seen[g.ID] = true
-		snap.Goroutines = append(snap.Goroutines, g)
+	gps := make([]uint64, n)
+	for i := range gps {
+		gps[i] = le64(ptrs[8*i:])
+	}
+	for start := 0; start < len(gps); start += readBlock {
+		r.block(gps[start:min(len(gps), start+readBlock)], snap, seen)
 	}
 	if r.unreadable > 0 {
 		// Torn goroutines are expected; unreadable memory is not: if the
@@ -148,44 +132,182 @@ const (
 	readTorn
 )
 
-// reader reads goroutines with reused buffers.
+// reader reads goroutines in blocks, with reused buffers: each block's
+// g structures in one vectored read, their stacks' tops in another, and
+// the g structures again in a third, so a read costs a few system calls
+// per hundreds of goroutines.
 type reader struct {
-	rt    *Runtime
-	g, g2 []byte
-	stack []byte
-	why   string // why the last goroutine was skipped
-	// unreadable counts goroutines whose memory could not be read.
-	unreadable int
-	walk       string // why its walk failed
+	rt                *Runtime
+	gbuf, g2buf, sbuf []byte
+	bufs              [][]byte
+	addrs             []uint64
+	pend              []pending
+	stack             []byte // a whole stack, when a walk needs more than the window
+	unreadable        int    // goroutines whose memory could not be read
 }
 
-func (r *reader) torn(why string) (Goroutine, readKind) {
-	r.why = why
-	return Goroutine{}, readTorn
+// pending is one goroutine of a block between its reads.
+type pending struct {
+	g      Goroutine
+	kind   readKind
+	why    string
+	gp     uint64
+	b      []byte // its g as first read
+	walk   bool
+	pc, sp uint64
+	hi     uint64
+	st     []byte // the top of its stack, from sp
+	stOK   bool
 }
 
-func (r *reader) read(gp uint64) (Goroutine, readKind) {
+const (
+	readBlock   = 256     // goroutines per block
+	stackWindow = 8 << 10 // stack bytes read with the block
+)
+
+func (r *reader) block(gps []uint64, snap *Snapshot, seen map[uint64]bool) {
 	l := r.rt.Layout
-	if gp == 0 || gp&7 != 0 {
-		return r.torn("bad g pointer")
+	k := len(gps)
+	gs := l.GSize
+	r.gbuf = grow(r.gbuf, k*gs)
+	r.g2buf = grow(r.g2buf, k*gs)
+	r.pend = r.pend[:0]
+	r.bufs, r.addrs = r.bufs[:0], r.addrs[:0]
+	for i, gp := range gps {
+		r.pend = append(r.pend, pending{gp: gp, b: r.gbuf[i*gs : (i+1)*gs]})
+		if gp != 0 && gp&7 == 0 {
+			r.bufs, r.addrs = append(r.bufs, r.pend[i].b), append(r.addrs, gp)
+		}
 	}
-	if readFull(r.rt.mem, r.g, gp) != nil {
-		r.unreadable++
-		return r.torn("g unreadable")
+	ok := readRanges(r.rt.mem, r.bufs, r.addrs)
+	j := 0
+	stackBytes := 0
+	for i := range r.pend {
+		p := &r.pend[i]
+		if p.gp == 0 || p.gp&7 != 0 {
+			p.kind, p.why = readTorn, "bad g pointer"
+			continue
+		}
+		if !ok[j] {
+			r.unreadable++
+			p.kind, p.why = readTorn, "g unreadable"
+		} else {
+			r.parse(p)
+		}
+		j++
+		if p.kind == readOK && p.walk {
+			stackBytes += int(min(p.hi-p.sp, stackWindow))
+		}
 	}
-	b := r.g
+	// The stacks' tops, in one read.
+	r.sbuf = grow(r.sbuf, stackBytes)
+	r.bufs, r.addrs = r.bufs[:0], r.addrs[:0]
+	off := 0
+	for i := range r.pend {
+		p := &r.pend[i]
+		if p.kind != readOK || !p.walk || p.hi == p.sp {
+			continue
+		}
+		n := int(min(p.hi-p.sp, stackWindow))
+		p.st = r.sbuf[off : off+n]
+		off += n
+		r.bufs, r.addrs = append(r.bufs, p.st), append(r.addrs, p.sp)
+	}
+	ok = readRanges(r.rt.mem, r.bufs, r.addrs)
+	j = 0
+	for i := range r.pend {
+		p := &r.pend[i]
+		if p.st != nil {
+			p.stOK = ok[j]
+			j++
+		}
+		if p.kind == readOK && p.walk {
+			if why := r.walkStack(p); why != "" {
+				p.kind, p.why = readTorn, "stack walk: "+why
+			}
+		}
+	}
+	// The same g structures again: one that moved while its stack was
+	// read may mix two moments.
+	r.bufs, r.addrs = r.bufs[:0], r.addrs[:0]
+	for i := range r.pend {
+		p := &r.pend[i]
+		if p.kind == readOK {
+			r.bufs, r.addrs = append(r.bufs, r.g2buf[i*gs:(i+1)*gs]), append(r.addrs, p.gp)
+		}
+	}
+	ok = readRanges(r.rt.mem, r.bufs, r.addrs)
+	j = 0
+	for i := range r.pend {
+		p := &r.pend[i]
+		if p.kind == readOK {
+			if !ok[j] {
+				p.kind, p.why = readTorn, "g unreadable on the second read"
+			} else if !sameG(l, p.b, r.g2buf[i*gs:(i+1)*gs]) {
+				p.kind, p.why = readTorn, "g changed while read"
+			}
+			j++
+		}
+		switch p.kind {
+		case readSystem:
+			snap.System++
+		case readTorn:
+			snap.Skipped++
+			if len(snap.SkipReasons) < maxSkipReasons {
+				snap.SkipReasons = append(snap.SkipReasons, fmt.Sprintf("g %#x: %s", p.gp, p.why))
+			}
+		case readOK:
+			if seen[p.g.ID] {
+				snap.Skipped++ // a goid twice: the list moved under the read
+				continue
+			}
+			seen[p.g.ID] = true
+			snap.Goroutines = append(snap.Goroutines, p.g)
+		}
+	}
+}
+
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+// sameG reports whether the fields a goroutine's report rests on are the
+// same in two reads of its g.
+func sameG(l *Layout, a, b []byte) bool {
+	if binary.LittleEndian.Uint32(a[l.GAtomicStatus:]) != binary.LittleEndian.Uint32(b[l.GAtomicStatus:]) {
+		return false
+	}
+	for _, o := range []int{l.GGoid, l.GSchedPC, l.GSchedSP, l.GSyscallSP, l.GStackLo, l.GStackHi} {
+		if le64(a[o:]) != le64(b[o:]) {
+			return false
+		}
+	}
+	return true
+}
+
+// parse decodes one g and checks it.
+func (r *reader) parse(p *pending) {
+	l := r.rt.Layout
+	b := p.b
+	torn := func(why string) { p.kind, p.why = readTorn, why }
 	status := binary.LittleEndian.Uint32(b[l.GAtomicStatus:]) &^ gScan
 	if int(status) >= len(l.Statuses) || l.Statuses[status] == "" {
-		return r.torn("unknown status")
+		torn("unknown status")
+		return
 	}
 	name := l.Statuses[status]
 	switch name {
 	case "dead", "idle", "waiting for cgo callback":
-		return Goroutine{}, readDead
+		p.kind = readDead
+		return
 	}
 	g := Goroutine{ID: le64(b[l.GGoid:]), Status: name, GoPC: le64(b[l.GGoPC:]), StartPC: le64(b[l.GStartPC:])}
 	if g.ID == 0 || int64(g.ID) < 0 {
-		return r.torn("goid 0")
+		torn("goid 0")
+		return
 	}
 	if l.GParentGoid >= 0 {
 		g.ParentID, g.HasParent = le64(b[l.GParentGoid:]), true
@@ -199,11 +321,13 @@ func (r *reader) read(gp uint64) (Goroutine, readKind) {
 		g.WaitSince = int64(le64(b[l.GWaitSince:]))
 	}
 	if r.system(&g) {
-		return Goroutine{}, readSystem
+		p.kind = readSystem
+		return
 	}
 	lo, hi := le64(b[l.GStackLo:]), le64(b[l.GStackHi:])
 	if lo == 0 || lo >= hi || hi-lo > maxStack {
-		return r.torn("bad stack bounds")
+		torn("bad stack bounds")
+		return
 	}
 	if g.OnThread() {
 		if m := le64(b[l.GM:]); m != 0 {
@@ -220,23 +344,12 @@ func (r *reader) read(gp uint64) (Goroutine, readKind) {
 			}
 		}
 		if sp < lo || sp > hi {
-			return r.torn("saved SP outside its stack")
+			torn("saved SP outside its stack")
+			return
 		}
-		if r.walk = ""; !r.walkStack(&g, pc, sp, hi) {
-			return r.torn("stack walk: " + r.walk)
-		}
+		p.walk, p.pc, p.sp, p.hi = true, pc, sp, hi
 	}
-	// The same g again: if it moved while its stack was read, the walk
-	// may mix two moments.
-	if readFull(r.rt.mem, r.g2, gp) != nil {
-		return r.torn("g unreadable on the second read")
-	}
-	for _, o := range []int{l.GAtomicStatus, l.GGoid, l.GSchedPC, l.GSchedSP, l.GSyscallSP, l.GStackLo} {
-		if le64(r.g[o:]) != le64(r.g2[o:]) {
-			return r.torn("g changed while read")
-		}
-	}
-	return g, readOK
+	p.g = g
 }
 
 // system reports whether g is one of the runtime's own goroutines, as the
@@ -261,28 +374,25 @@ var rootFuncs = map[string]bool{"runtime.goexit": true, "runtime.mstart": true, 
 // elideNot are the callees after which a wrapper stays in a traceback.
 var elideNot = map[string]bool{"runtime.gopanic": true, "runtime.sigpanic": true, "runtime.panicwrap": true}
 
-// walk unwinds a goroutine's stack from its saved pc and sp with the
-// frame sizes of the pclntab (the runtime's unwinder on amd64: the caller's
-// SP is SP plus the frame size plus the return address). The stack is
-// copied once, from sp to the top; false when the walk is not consistent.
-func (r *reader) walkStack(g *Goroutine, pc, sp, hi uint64) bool {
+// walkStack unwinds a goroutine's stack from its saved pc and sp with the
+// frame sizes of the pclntab (the runtime's unwinder on amd64: the
+// caller's SP is SP plus the frame size plus the return address), over
+// the copy of the stack's top read with the block, and the whole stack
+// (bounded) when the walk goes deeper. It returns why the walk is not
+// consistent, "" when it is.
+func (r *reader) walkStack(pd *pending) string {
 	p := r.rt.pcln
-	n := min(hi-sp, maxStackRead)
-	if uint64(cap(r.stack)) < n {
-		r.stack = make([]byte, n)
+	g := &pd.g
+	pc, sp, hi := pd.pc, pd.sp, pd.hi
+	st, base := pd.st, pd.sp
+	if !pd.stOK {
+		st = nil
 	}
-	st := r.stack[:n]
-	if readFull(r.rt.mem, st, sp) != nil {
-		r.walk = "stack unreadable"
-		return false
-	}
-	base := sp
 	callee := ""
 	for steps := 0; steps < maxFrames; steps++ {
 		fn, ok := p.funcAt(pc)
 		if !ok {
-			r.walk = fmt.Sprintf("pc %#x is not in Go code (%s, after %s)", pc, g.Status, strings.Join(g.Funcs, " < "))
-			return false
+			return fmt.Sprintf("pc %#x is not in Go code (%s, after %s)", pc, g.Status, strings.Join(g.Funcs, " < "))
 		}
 		if !fn.wrapper || elideNot[callee] {
 			// Wrappers are left out as the runtime's tracebacks do,
@@ -292,23 +402,53 @@ func (r *reader) walkStack(g *Goroutine, pc, sp, hi uint64) bool {
 		}
 		callee = fn.name
 		if rootFuncs[fn.name] {
-			return true
+			return ""
 		}
 		d, ok := p.spDelta(fn, pc)
 		if !ok {
-			r.walk = fmt.Sprintf("no frame size for %s at %#x", fn.name, pc)
-			return false
+			return fmt.Sprintf("no frame size for %s at %#x", fn.name, pc)
 		}
 		fp := sp + uint64(d) + 8
-		if fp > hi || fp-8 < base || fp-base > uint64(len(st)) {
-			r.walk = fmt.Sprintf("frame of %s leaves the stack", fn.name)
-			return false
+		if fp > hi || fp-8 < base {
+			return fmt.Sprintf("frame of %s leaves the stack", fn.name)
+		}
+		if fp-base > uint64(len(st)) {
+			// Beyond the copy: read the whole stack once (bounded).
+			n := min(hi-base, maxStackRead)
+			if fp-base > n || uint64(len(st)) >= n {
+				return fmt.Sprintf("stack deeper than %d bytes", maxStackRead)
+			}
+			r.stack = grow(r.stack, int(n))
+			if readFull(r.rt.mem, r.stack, base) != nil {
+				return "stack unreadable"
+			}
+			st = r.stack
 		}
 		ret := le64(st[fp-8-base:])
 		if ret == 0 {
-			return len(g.PCs) > 0
+			return fmt.Sprintf("return address 0 above %s, short of runtime.goexit", fn.name)
 		}
 		pc, sp = ret, fp
 	}
-	return true
+	return fmt.Sprintf("more than %d frames", maxFrames)
+}
+
+// readRanges reads bufs[i] at addrs[i], through one vectored read when
+// the memory offers it; ok[i] says whether bufs[i] was read whole.
+func readRanges(mem io.ReaderAt, bufs [][]byte, addrs []uint64) []bool {
+	if rr, yes := mem.(RangeReader); yes {
+		return rr.ReadRanges(bufs, addrs)
+	}
+	ok := make([]bool, len(bufs))
+	for i := range bufs {
+		ok[i] = readFull(mem, bufs[i], addrs[i]) == nil
+	}
+	return ok
+}
+
+// RangeReader is memory that reads many ranges in one call (a live
+// process: process_vm_readv with many iovecs). ok[i] says whether bufs[i]
+// was read whole.
+type RangeReader interface {
+	ReadRanges(bufs [][]byte, addrs []uint64) (ok []bool)
 }

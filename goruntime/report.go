@@ -1,6 +1,10 @@
 package goruntime
 
-import "stackshot/report"
+import (
+	"encoding/binary"
+
+	"stackshot/report"
+)
 
 // Symbolizer names a pc of the program: its logical frames, innermost
 // (inlined) first; exact false looks the pc up at pc-1 (a return address).
@@ -20,6 +24,7 @@ const MethodPclntab = "pclntab"
 
 // Report turns a snapshot into the report's goroutines, symbolized through
 // sym so that names, files and lines are those of the threads' frames.
+// Goroutines with the same stack share one Frames slice: read-only.
 // nowNS is the program's clock now (its nanotime: CLOCK_MONOTONIC on
 // Linux), for how long goroutines have waited. A running goroutine's
 // stack is its thread's: its user frames are taken from threads.
@@ -29,8 +34,11 @@ func (s *Snapshot) Report(sym Symbolizer, nowNS int64, threads []report.Thread) 
 	for i := range threads {
 		byTID[threads[i].TID] = &threads[i]
 	}
-	// Goroutines parked at the same pcs share their frames' symbols.
+	// Goroutines parked at the same pcs share their frames' symbols, and
+	// those with the same stack share one (read-only) frame slice.
 	cache := map[uint64][]report.Frame{}
+	stacks := map[string][]report.Frame{}
+	var key []byte
 	for i := range s.Goroutines {
 		g := &s.Goroutines[i]
 		rg := report.Goroutine{GoID: g.ID, Status: g.Status, WaitReason: g.WaitReason, TID: g.ThreadID}
@@ -48,16 +56,27 @@ func (s *Snapshot) Report(sym Symbolizer, nowNS int64, threads []report.Thread) 
 				rg.Error = "running on a thread that was not captured"
 			}
 		}
+		key = key[:0]
 		for _, pc := range g.PCs {
-			fr, ok := cache[pc]
-			if !ok {
-				fr = sym.Symbolize(pc, false)
-				for j := range fr {
-					fr[j].Method = MethodPclntab
+			key = binary.LittleEndian.AppendUint64(key, pc)
+		}
+		if fr, ok := stacks[string(key)]; ok && len(g.PCs) > 0 {
+			rg.Frames = fr
+		} else {
+			for _, pc := range g.PCs {
+				fr, ok := cache[pc]
+				if !ok {
+					fr = sym.Symbolize(pc, false)
+					for j := range fr {
+						fr[j].Method = MethodPclntab
+					}
+					cache[pc] = fr
 				}
-				cache[pc] = fr
+				rg.Frames = append(rg.Frames, fr...)
 			}
-			rg.Frames = append(rg.Frames, fr...)
+			if len(g.PCs) > 0 {
+				stacks[string(key)] = rg.Frames
+			}
 		}
 		if g.GoPC != 0 && g.ID != 1 { // (the main goroutine's creator is the runtime's start)
 			rg.CreatedBy = createdBy(sym, g)
