@@ -25,8 +25,8 @@ import (
 	"compress/zlib"
 	"debug/buildinfo"
 	"debug/dwarf"
-	"encoding/binary"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -63,10 +63,10 @@ type Runtime struct {
 	LayoutFrom string
 	// DWARFErr says why the binary's DWARF could not give the layout.
 	DWARFErr error
-	mem        io.ReaderAt
-	allgs      []uint64 // address of runtime.allgs (slice header), or candidates
-	allglen    uint64   // address of runtime.allglen, 0 unknown
-	pcln       *pcln
+	mem      io.ReaderAt
+	allgs    []uint64 // address of runtime.allgs (slice header), or candidates
+	allglen  uint64   // address of runtime.allglen, 0 unknown
+	pcln     *pcln
 }
 
 // Open identifies the program's Go version and runtime layout and finds

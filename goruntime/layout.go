@@ -145,6 +145,13 @@ func LayoutFromDWARF(d *dwarf.Data) (l *Layout, err error) {
 		if e == nil {
 			break
 		}
+		if e.Tag == dwarf.TagCompileUnit {
+			// The linker puts the runtime's types in its unit.
+			if name, _ := e.Val(dwarf.AttrName).(string); name != "runtime" {
+				r.SkipChildren()
+			}
+			continue
+		}
 		if e.Tag != dwarf.TagStructType {
 			continue
 		}
