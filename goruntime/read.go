@@ -74,18 +74,24 @@ func (rt *Runtime) Goroutines() (*Snapshot, error) {
 	if n == 0 {
 		return snap, nil
 	}
-	ptrs := make([]byte, 8*n)
-	if err := readFull(rt.mem, ptrs, arr); err != nil {
-		return nil, fmt.Errorf("reading the %d entries of runtime.allgs: %w", n, err)
-	}
 	r := reader{rt: rt}
-	seen := make(map[uint64]bool, n)
-	gps := make([]uint64, n)
-	for i := range gps {
-		gps[i] = le64(ptrs[8*i:])
-	}
-	for start := 0; start < len(gps); start += readBlock {
-		r.block(gps[start:min(len(gps), start+readBlock)], snap, seen)
+	seen := map[uint64]bool{}
+	ptrs := make([]byte, 8*readBlock)
+	gps := make([]uint64, 0, readBlock)
+	for start := uint64(0); start < n; start += readBlock {
+		k := min(n-start, readBlock)
+		if err := readFull(rt.mem, ptrs[:8*k], arr+8*start); err != nil {
+			if start == 0 {
+				return nil, fmt.Errorf("reading the %d entries of runtime.allgs: %w", n, err)
+			}
+			r.unreadable++
+			break
+		}
+		gps = gps[:0]
+		for i := uint64(0); i < k; i++ {
+			gps = append(gps, le64(ptrs[8*i:]))
+		}
+		r.block(gps, snap, seen)
 	}
 	if r.unreadable > 0 {
 		// Torn goroutines are expected; unreadable memory is not: if the
