@@ -2,6 +2,7 @@ package goruntime
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"stackshot/report"
 )
@@ -46,15 +47,7 @@ func (s *Snapshot) Report(sym Symbolizer, nowNS int64, threads []report.Thread) 
 			rg.WaitingNS, rg.HasWaiting = nowNS-g.WaitSince, true
 		}
 		if g.Status == statusRunning {
-			if th := byTID[g.ThreadID]; th != nil {
-				for _, f := range th.Frames {
-					if f.Kind == "user" {
-						rg.Frames = append(rg.Frames, f)
-					}
-				}
-			} else {
-				rg.Error = "running on a thread that was not captured"
-			}
+			rg.Frames, rg.Error = threadFrames(byTID[g.ThreadID])
 		}
 		key = key[:0]
 		for _, pc := range g.PCs {
@@ -102,4 +95,24 @@ func createdBy(sym Symbolizer, g *Goroutine) *report.CreatedBy {
 		c.GoID, c.HasGoID = g.ParentID, true
 	}
 	return c
+}
+
+// threadFrames returns a running goroutine's frames: its thread's user
+// frames, when they are a goroutine's (they end at runtime.goexit). The
+// thread was captured before the goroutine list was read: it may have
+// been in the scheduler, or running another goroutine, then.
+func threadFrames(th *report.Thread) ([]report.Frame, string) {
+	if th == nil {
+		return nil, "running on a thread that was not captured"
+	}
+	var fr []report.Frame
+	for _, f := range th.Frames {
+		if f.Kind == "user" {
+			fr = append(fr, f)
+		}
+	}
+	if len(fr) == 0 || fr[len(fr)-1].Function != "runtime.goexit" {
+		return nil, fmt.Sprintf("running on thread %d, which was not running a goroutine when it was captured", th.TID)
+	}
+	return fr, ""
 }

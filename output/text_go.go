@@ -51,7 +51,9 @@ func textGoroutines(w *bufio.Writer, p *report.Process, o TextOptions) {
 			fmt.Fprintf(w, " on thread %d", g.TID)
 		}
 		w.WriteString(":\n")
-		textGoFrames(w, g.Frames, fo)
+		if g.Error == "" || len(g.Frames) > 0 {
+			textGoFrames(w, g.Frames, fo)
+		}
 		if g.Error != "" {
 			fmt.Fprintf(w, "    (%s)\n", g.Error)
 		}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"stackshot/internal/testutil"
 )
@@ -189,5 +190,72 @@ func TestDumpManyGoroutinesGroup(t *testing.T) {
 	out, _, _ := runSS(t, "dump", fmt.Sprint(tg.PID))
 	if !regexp.MustCompile(`(?m)^1000 goroutines \[chan receive\]: \d+, \d+, .*\(\d+ more\)$`).MatchString(out) {
 		t.Errorf("no group header for 1000 goroutines in text")
+	}
+}
+
+// TestDumpGoroutinesRunningAndWaiting: a spinning goroutine is shown
+// running, on its thread, with that thread's frames; after a garbage
+// collection the runtime records since when goroutines wait, and
+// waiting_s is measured against the same clock (CLOCK_MONOTONIC).
+func TestDumpGoroutinesRunningAndWaiting(t *testing.T) {
+	have, _ := testutil.GoToolchains()
+	bin := testutil.BuildGo(t, have[0], testutil.Testdata("goruntime", "goroutines"), []string{"CGO_ENABLED=0"})
+	start := time.Now()
+	tg := testutil.Start(t, bin)
+	// (The runtime notes since when a goroutine waits when a collection
+	// finds it waiting; one collection right after the start may not.)
+	for _, c := range []string{"spin", "gc", "gc"} {
+		if a := tg.Ask(c); a != "ok" {
+			t.Fatalf("%s: %s", c, a)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	p, _ := goDumpJSON(t, fmt.Sprint(tg.PID))
+	age := time.Since(start).Seconds()
+	spinner, waited := false, false
+	for _, g := range *p.Goroutines {
+		var names []string
+		for _, f := range g.Frames {
+			names = append(names, f.fn())
+		}
+		// The spinner: running (its thread's frames, when the thread
+		// was running it at its capture) or preempted (runnable).
+		hasSpinner := strings.Contains(" "+strings.Join(names, " ")+" ", " main.spinner ")
+		if g.Status == "running" && g.GoID != 1 {
+			if g.TID == nil || *g.TID <= 0 {
+				t.Errorf("running goroutine %d without a thread", g.GoID)
+			}
+			if len(names) > 0 && !hasSpinner {
+				t.Errorf("running goroutine %d: %v", g.GoID, names)
+			}
+			spinner = true
+		} else if hasSpinner {
+			if g.Status != "runnable" {
+				t.Errorf("spinner status %q", g.Status)
+			}
+			spinner = true
+		}
+		if g.WaitReason != nil && *g.WaitReason == "chan receive" {
+			if g.WaitingS == nil {
+				t.Errorf("goroutine %d: no waiting_s after a GC", g.GoID)
+			} else if *g.WaitingS < 0 || *g.WaitingS > age {
+				t.Errorf("goroutine %d: waiting %.3fs, the target is %.3fs old", g.GoID, *g.WaitingS, age)
+			} else {
+				waited = true
+			}
+		}
+	}
+	if !spinner {
+		for _, g := range *p.Goroutines {
+			var names []string
+			for _, f := range g.Frames {
+				names = append(names, f.fn())
+			}
+			t.Logf("goroutine %d [%s] tid %v: %v", g.GoID, g.Status, g.TID, names)
+		}
+		t.Errorf("no main.spinner goroutine")
+	}
+	if !waited {
+		t.Errorf("no chan receive goroutine with waiting_s")
 	}
 }

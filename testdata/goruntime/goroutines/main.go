@@ -4,6 +4,9 @@
 //
 //	stack FILE  write runtime.Stack(all) to FILE, answer "ok"
 //	churn       start goroutines that are created and end in a tight loop
+//	spin        start a goroutine spinning in main.spinner (running)
+//	gc          run a garbage collection (which records how long
+//	            goroutines have been waiting)
 //	exit        exit
 //
 // Flags: -park N parks N more goroutines in a channel receive.
@@ -80,6 +83,15 @@ func parked(ch chan int) {
 	<-ch
 }
 
+var spinning int64
+
+//go:noinline
+func spinner() {
+	for {
+		spinning++
+	}
+}
+
 //go:noinline
 func churn() {
 	for {
@@ -134,6 +146,12 @@ func main() {
 			fmt.Println("ok")
 		case len(f) == 1 && f[0] == "churn":
 			go churn()
+			fmt.Println("ok")
+		case len(f) == 1 && f[0] == "spin":
+			go spinner()
+			fmt.Println("ok")
+		case len(f) == 1 && f[0] == "gc":
+			runtime.GC()
 			fmt.Println("ok")
 		case len(f) == 1 && f[0] == "exit":
 			os.Exit(0)
