@@ -31,6 +31,8 @@ var variants = []variant{
 	{name: "stripped", env: []string{"CGO_ENABLED=0"}, flags: []string{"-ldflags=-s -w"}},
 	// The Debian recipe: PIE, cgo, external linking, stripped.
 	{name: "pie-cgo-external-stripped", env: []string{"CGO_ENABLED=1"}, flags: []string{"-buildmode=pie", "-ldflags=-linkmode=external -s -w"}, cc: true},
+	// cgo, linked statically by the C linker, stripped.
+	{name: "static-cgo-external-stripped", env: []string{"CGO_ENABLED=1"}, flags: []string{"-ldflags=-linkmode=external -extldflags=-static -s -w"}, cc: true},
 }
 
 // oracleGoroutine is one goroutine of runtime.Stack(buf, true).

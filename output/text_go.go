@@ -18,7 +18,10 @@ func textGoroutines(w *bufio.Writer, p *report.Process, o TextOptions) {
 	if p.Runtime == nil || p.Runtime.Name != "go" {
 		return
 	}
-	ver := strings.TrimPrefix(p.Runtime.Version, "go")
+	ver := "program"
+	if p.Runtime.Version != "" {
+		ver = strings.TrimPrefix(p.Runtime.Version, "go")
+	}
 	if p.Goroutines == nil {
 		fmt.Fprintf(w, "\nGo %s: goroutines not read\n", ver)
 		return

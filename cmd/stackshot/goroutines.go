@@ -91,17 +91,9 @@ func (s *session) addGoroutines(p *ptrace.Process, rp *report.Process) {
 	rp.Goroutines = snap.Report(sym, now, rp.Threads)
 	rp.GoroutinesSkipped = snap.Skipped
 	if snap.Skipped > 0 {
-		rp.Warnings = append(rp.Warnings, fmt.Sprintf("%d goroutine%s changed while read and %s not shown", snap.Skipped,
-			plural(snap.Skipped), map[bool]string{true: "is", false: "are"}[snap.Skipped == 1]))
+		rp.Warnings = append(rp.Warnings, fmt.Sprintf("goroutines not shown: %d changed while they were read", snap.Skipped))
 	}
 	if s.c.flagSet("group") || (len(rp.Goroutines) > autoGroupGoroutines && !s.c.flagSet("no-group")) {
 		rp.GoroutineGroups = report.GroupGoroutines(rp.Goroutines)
 	}
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
