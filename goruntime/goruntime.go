@@ -41,7 +41,7 @@ var ErrNotGo = errors.New("not a Go program")
 type UnknownVersionError struct{ Version string }
 
 func (e *UnknownVersionError) Error() string {
-	return fmt.Sprintf("goroutines of %s programs cannot be read: stackshot knows the runtime layout of %s only, and the binary has no DWARF",
+	return fmt.Sprintf("goroutines of %s programs cannot be read: stackshot knows the runtime layout of %s only, and the binary has no usable DWARF",
 		e.Version, strings.Join(sortedReleases(), ", "))
 }
 
@@ -207,7 +207,7 @@ func typesDWARF(ef *elf.File) (*dwarf.Data, error) {
 }
 
 // maxDebugSection bounds a decompressed .zdebug section.
-const maxDebugSection = 1 << 30
+const maxDebugSection = 1 << 28
 
 // zdebug decompresses an old-style .zdebug section ("ZLIB", 8-byte
 // big-endian size, zlib stream).

@@ -262,4 +262,4 @@ func (l *Layout) check() error {
 	return nil
 }
 
-//go:generate go run ./gen -o layouts.go /usr/lib/go-1.19/bin/go go GOTOOLCHAIN=go1.27.3:go
+//go:generate go run ./gen -o layouts.go /usr/lib/go-1.19/bin/go GOTOOLCHAIN=go1.20.14:go GOTOOLCHAIN=go1.21.13:go GOTOOLCHAIN=go1.22.12:go GOTOOLCHAIN=go1.23.12:go GOTOOLCHAIN=go1.24.0:go GOTOOLCHAIN=go1.25.0:go go GOTOOLCHAIN=go1.27.3:go

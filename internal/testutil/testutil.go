@@ -247,6 +247,10 @@ type GoToolchain struct {
 	Name string   // "go1.26"
 	Go   string   // the go command
 	Env  []string // extra environment (GOTOOLCHAIN=go1.27.3)
+	// Extra marks a release beyond the three every machine tests
+	// (go1.19, the installed one, go1.27), found already fetched in the
+	// module cache: tests may cover it more lightly.
+	Extra bool
 }
 
 // GoToolchains returns the installed Go (always) and the other releases
@@ -262,11 +266,29 @@ func GoToolchains() (have []GoToolchain, missing []string) {
 	}
 	tc := GoToolchain{Name: "go1.27", Go: "go", Env: []string{"GOTOOLCHAIN=go1.27.3"}}
 	cmd := exec.Command(tc.Go, "version")
-	cmd.Env = append(os.Environ(), tc.Env...)
+	cmd.Env = append(environWithout("GOROOT"), tc.Env...)
 	if out, err := cmd.Output(); err == nil && strings.Contains(string(out), "go1.27") {
 		have = append(have, tc)
 	} else {
 		missing = append(missing, "go1.27 (GOTOOLCHAIN=go1.27.3 go version)")
+	}
+	// Other releases the go command has fetched before (never fetched
+	// here): golang.org/toolchain@v0.0.1-go1.N.P.linux-amd64.
+	seen := map[string]bool{}
+	for _, h := range have {
+		seen[h.Name] = true
+	}
+	if out, err := exec.Command("go", "env", "GOMODCACHE").Output(); err == nil {
+		dirs, _ := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "golang.org", "toolchain@v0.0.1-go1.*.linux-"+runtime.GOARCH))
+		for _, d := range dirs {
+			v := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(d), "toolchain@v0.0.1-"), ".linux-"+runtime.GOARCH)
+			if r := Release(v); !seen[r] {
+				if _, err := os.Stat(filepath.Join(d, "bin", "go")); err == nil {
+					seen[r] = true
+					have = append(have, GoToolchain{Name: r, Go: "go", Env: []string{"GOTOOLCHAIN=" + v}, Extra: true})
+				}
+			}
+		}
 	}
 	return have, missing
 }
@@ -317,7 +339,7 @@ func BuildGo(t testing.TB, tc GoToolchain, dir string, env []string, flags ...st
 	args := append(append([]string{"build"}, flags...), "-o", bin+".tmp", ".")
 	cmd := exec.Command(tc.Go, args...)
 	cmd.Dir = dir
-	cmd.Env = append(append(append(os.Environ(), "GOWORK=off", "GOFLAGS="), tc.Env...), env...)
+	cmd.Env = append(append(append(environWithout("GOROOT"), "GOWORK=off", "GOFLAGS="), tc.Env...), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", tc.Go, strings.Join(args, " "), err, out)
 	}
@@ -330,4 +352,16 @@ func BuildGo(t testing.TB, tc GoToolchain, dir string, env []string, flags ...st
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// environWithout is the environment without the variable name (GOROOT,
+// which would make one Go toolchain use another's standard library).
+func environWithout(name string) []string {
+	var out []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, name+"=") {
+			out = append(out, e)
+		}
+	}
+	return out
 }

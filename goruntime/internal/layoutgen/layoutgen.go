@@ -41,7 +41,13 @@ func main() { fmt.Println("probe") }
 func (tc Toolchain) cmd(dir string, args ...string) *exec.Cmd {
 	c := exec.Command(tc.Go, args...)
 	c.Dir = dir
-	c.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0")
+	// (go generate sets GOROOT to its own toolchain's: not another's.)
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "GOROOT=") {
+			c.Env = append(c.Env, e)
+		}
+	}
+	c.Env = append(c.Env, "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0")
 	c.Env = append(c.Env, tc.Env...)
 	return c
 }
