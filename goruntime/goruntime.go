@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // ErrNotGo says the executable carries no Go build info.
@@ -63,6 +64,10 @@ type Runtime struct {
 	LayoutFrom string
 	// DWARFErr says why the binary's DWARF could not give the layout.
 	DWARFErr error
+	// Deadline (if set) and Cancel (if not nil) end a goroutine read
+	// early, with an error.
+	Deadline time.Time
+	Cancel   <-chan struct{}
 	mem      io.ReaderAt
 	allgs    []uint64 // address of runtime.allgs (slice header), or candidates
 	allglen  uint64   // address of runtime.allglen, 0 unknown

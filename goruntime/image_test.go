@@ -2,8 +2,10 @@ package goruntime
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // imageMem is a fake address space: data at base.
@@ -163,4 +165,23 @@ func FuzzGoroutines(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestImageDeadline: a read past its deadline ends with ErrStopped.
+func TestImageDeadline(t *testing.T) {
+	img, l := testImage(t)
+	rt, err := imageRuntime(img, l, []uint64{imgAllgs}, imgAllglen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Deadline = time.Now().Add(-time.Second)
+	if _, err := rt.Goroutines(); !errors.Is(err, ErrStopped) {
+		t.Errorf("err %v, want ErrStopped", err)
+	}
+	cancel := make(chan struct{})
+	close(cancel)
+	rt.Deadline, rt.Cancel = time.Time{}, cancel
+	if _, err := rt.Goroutines(); !errors.Is(err, ErrStopped) {
+		t.Errorf("cancelled: err %v, want ErrStopped", err)
+	}
 }

@@ -2,9 +2,11 @@ package goruntime
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 const (
@@ -79,6 +81,9 @@ func (rt *Runtime) Goroutines() (*Snapshot, error) {
 	ptrs := make([]byte, 8*readBlock)
 	gps := make([]uint64, 0, readBlock)
 	for start := uint64(0); start < n; start += readBlock {
+		if err := rt.stopped(); err != nil {
+			return nil, fmt.Errorf("%w after %d of %d goroutines", err, start, n)
+		}
 		k := min(n-start, readBlock)
 		if err := readFull(rt.mem, ptrs[:8*k], arr+8*start); err != nil {
 			if start == 0 {
@@ -101,6 +106,24 @@ func (rt *Runtime) Goroutines() (*Snapshot, error) {
 		}
 	}
 	return snap, nil
+}
+
+// ErrStopped says a goroutine read ended at its deadline or was
+// cancelled.
+var ErrStopped = errors.New("goroutine read stopped (timeout or interrupt)")
+
+func (rt *Runtime) stopped() error {
+	if !rt.Deadline.IsZero() && time.Now().After(rt.Deadline) {
+		return ErrStopped
+	}
+	if rt.Cancel != nil {
+		select {
+		case <-rt.Cancel:
+			return ErrStopped
+		default:
+		}
+	}
+	return nil
 }
 
 // allgsArray returns the array and length of runtime.allgs.

@@ -150,7 +150,7 @@ func cmdDump(args []string) error {
 			}
 		}
 		procs = append(procs, s.res.Process(p, ptrace.MemReader{PID: p.MemPID()}))
-		s.addGoroutines(p, procs[len(procs)-1])
+		s.addGoroutines(p, procs[len(procs)-1], deadline)
 	}
 	if s.interrupted() {
 		fmt.Fprintln(os.Stderr, "stackshot: interrupted (every thread was detached; nothing written)")

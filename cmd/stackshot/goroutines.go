@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -33,9 +34,9 @@ func (c *common) flagSet(name string) bool {
 }
 
 // addGoroutines reads a Go process's goroutines into rp, after every
-// thread runs again: no ptrace stop, only memory reads. A process that is
-// not a Go program is left as it is.
-func (s *session) addGoroutines(p *ptrace.Process, rp *report.Process) {
+// thread runs again: no ptrace stop, only memory reads, within the
+// command's deadline. A process that is not a Go program is left as it is.
+func (s *session) addGoroutines(p *ptrace.Process, rp *report.Process, deadline time.Time) {
 	if !s.c.goroutines || s.c.noGoroutines {
 		return
 	}
@@ -74,6 +75,7 @@ func (s *session) addGoroutines(p *ptrace.Process, rp *report.Process) {
 		return
 	}
 	rp.Runtime = &report.Runtime{Name: "go", Version: rt.Version}
+	rt.Deadline, rt.Cancel = deadline, s.cancel
 	snap, err := rt.Goroutines()
 	if err != nil {
 		rp.Warnings = append(rp.Warnings, fmt.Sprintf("goroutines not read (%v)", err))

@@ -44,7 +44,7 @@ func BenchmarkGoroutines10k(b *testing.B) {
 			n := 0
 			for i := 0; i < b.N; i++ {
 				out := &report.Process{Threads: rp.Threads}
-				s.addGoroutines(p, out)
+				s.addGoroutines(p, out, time.Time{})
 				n = len(out.Goroutines)
 				if n < 10000 {
 					b.Fatalf("%d goroutines; warnings %v", n, out.Warnings)
