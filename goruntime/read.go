@@ -13,9 +13,9 @@ const (
 	maxGoroutines  = 1 << 24 // entries of allgs read
 	maxStack       = 1 << 30 // the runtime's own maximum goroutine stack
 	maxStackRead   = 1 << 20 // bytes of one goroutine's stack copied
-	maxFrames      = 1 << 10
-	maxSkipReasons = 8      // frames walked per goroutine
-	gScan          = 0x1000 // the runtime's _Gscan bit
+	maxFrames      = 1 << 10 // frames walked per goroutine
+	maxSkipReasons = 8       // reasons kept for skipped goroutines
+	gScan          = 0x1000  // the runtime's _Gscan bit
 	statusRunning  = "running"
 	statusSyscall  = "syscall"
 	statusWaiting  = "waiting"
