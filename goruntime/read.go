@@ -37,6 +37,7 @@ type Goroutine struct {
 	// GoPC is the pc of the go statement that created it (a return
 	// address: look it up at GoPC-1); 0 for the main goroutine.
 	GoPC      uint64
+	GoPCFunc  string // the function holding GoPC, by the pclntab
 	ParentID  uint64 // the creator's goid
 	HasParent bool   // the runtime records it (Go 1.21+)
 	StartPC   uint64
@@ -352,6 +353,11 @@ func (r *reader) parse(p *pending) {
 	if r.system(&g) {
 		p.kind = readSystem
 		return
+	}
+	if g.GoPC != 0 {
+		if fn, ok := r.rt.pcln.funcAt(g.GoPC - 1); ok {
+			g.GoPCFunc = fn.name
+		}
 	}
 	lo, hi := le64(b[l.GStackLo:]), le64(b[l.GStackHi:])
 	if lo == 0 || lo >= hi || hi-lo > maxStack {

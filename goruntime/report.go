@@ -56,12 +56,17 @@ func (s *Snapshot) Report(sym Symbolizer, nowNS int64, threads []report.Thread) 
 		if fr, ok := stacks[string(key)]; ok && len(g.PCs) > 0 {
 			rg.Frames = fr
 		} else {
-			for _, pc := range g.PCs {
+			for k, pc := range g.PCs {
 				fr, ok := cache[pc]
 				if !ok {
 					fr = sym.Symbolize(pc, false)
 					for j := range fr {
 						fr[j].Method = MethodPclntab
+					}
+					if len(fr) == 1 && fr[0].Function == "" && k < len(g.Funcs) {
+						// The symbolizer found no table: the name the
+						// program's own pclntab gives.
+						fr[0].Function = g.Funcs[k]
 					}
 					cache[pc] = fr
 				}
@@ -88,6 +93,9 @@ func createdBy(sym Symbolizer, g *Goroutine) *report.CreatedBy {
 		return nil
 	}
 	c := &report.CreatedBy{Function: fr[len(fr)-1].Function, File: fr[0].File, Line: fr[0].Line}
+	if c.Function == "" {
+		c.Function = g.GoPCFunc
+	}
 	if c.Function == "" {
 		c.Function = "??"
 	}
