@@ -54,6 +54,11 @@ type Target struct {
 	// Version is the Go version ("go1.26.8"); "" reads it from the
 	// executable's build info.
 	Version string
+	// AllGs and AllGLen are the addresses (load bias applied) of
+	// runtime.allgs and runtime.allglen when the caller knows them
+	// (symtab finds them in stripped binaries from runtime.allgadd's
+	// code); 0 looks them up in the symbol table, else scans the data.
+	AllGs, AllGLen uint64
 }
 
 // Runtime is an opened Go program, ready for goroutine reads.
@@ -111,7 +116,9 @@ func Open(t Target) (rt *Runtime, err error) {
 	if rt.pcln, err = newPcln(t.Mem, rt.Layout, md); err != nil {
 		return nil, err
 	}
-	if a, n := syms["runtime.allgs"].addr, syms["runtime.allglen"].addr; a != 0 && n != 0 {
+	if t.AllGs != 0 && t.AllGLen != 0 {
+		rt.allgs, rt.allglen = []uint64{t.AllGs}, t.AllGLen
+	} else if a, n := syms["runtime.allgs"].addr, syms["runtime.allglen"].addr; a != 0 && n != 0 {
 		rt.allgs, rt.allglen = []uint64{a}, n
 	} else if rt.allgs, err = rt.findAllgs(md); err != nil {
 		return nil, err
