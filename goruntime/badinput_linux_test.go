@@ -3,6 +3,7 @@
 package goruntime_test
 
 import (
+	"debug/elf"
 	"errors"
 	"os"
 	"sync/atomic"
@@ -163,5 +164,66 @@ func TestNotGo(t *testing.T) {
 	defer f.Close()
 	if _, err := goruntime.Open(goruntime.Target{Mem: ptrace.MemReader{PID: tg.PID}, Exe: f}); !errors.Is(err, goruntime.ErrNotGo) {
 		t.Errorf("err %v, want ErrNotGo", err)
+	}
+}
+
+// TestGivenAllgs: addresses of allgs and allglen given by the caller (as
+// symtab finds them in stripped binaries) are used: here those of the
+// unstripped build, moved to where the stripped build's sections lie.
+func TestGivenAllgs(t *testing.T) {
+	_, plain := goTarget(t, nil)
+	tg, stripped := goTarget(t, []string{"-ldflags=-s -w"})
+	ef, err := elf.Open(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	syms, err := ef.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allgs, allglen uint64
+	for _, s := range syms {
+		switch s.Name {
+		case "runtime.allgs":
+			allgs = s.Value
+		case "runtime.allglen":
+			allglen = s.Value
+		}
+	}
+	sf, err := elf.Open(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	for _, sec := range []struct {
+		name string
+		addr *uint64
+	}{{".bss", &allgs}, {".noptrbss", &allglen}} {
+		a, b := ef.Section(sec.name), sf.Section(sec.name)
+		if a == nil || b == nil || *sec.addr < a.Addr || *sec.addr >= a.Addr+a.Size {
+			t.Fatalf("%s: no section for %#x", sec.name, *sec.addr)
+		}
+		*sec.addr = *sec.addr - a.Addr + b.Addr
+	}
+	f, err := os.Open(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rt, err := goruntime.Open(goruntime.Target{Mem: ptrace.MemReader{PID: tg.PID}, Exe: f, AllGs: allgs, AllGLen: allglen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := rt.Goroutines()
+	if err != nil || len(snap.Goroutines) < 7 {
+		t.Fatalf("%v, %v", snap, err)
+	}
+	// A wrong address is no list: an error or nothing, never garbage.
+	rt, err = goruntime.Open(goruntime.Target{Mem: ptrace.MemReader{PID: tg.PID}, Exe: f, AllGs: allgs + 8, AllGLen: allglen})
+	if err == nil {
+		if snap, err := rt.Goroutines(); err == nil && len(snap.Goroutines) > 0 {
+			t.Errorf("goroutines read through a wrong allgs: %d", len(snap.Goroutines))
+		}
 	}
 }
