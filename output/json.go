@@ -22,6 +22,7 @@ type jsonProcess struct {
 	WallUS   int64        `json:"wall_us"`
 	Threads  []jsonThread `json:"threads"`
 	jsonProcessDiag
+	jsonGo
 }
 
 type jsonSyscall struct {
@@ -92,6 +93,7 @@ func toJSON(p *report.Process) jsonProcess {
 		jp.Threads = append(jp.Threads, jt)
 	}
 	jp.jsonProcessDiag = processDiagJSON(p)
+	jp.jsonGo = goJSON(p)
 	return jp
 }
 

@@ -49,6 +49,7 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 		}
 		textThread(w, &p.Threads[i], o)
 	}
+	textGoroutines(w, p, o)
 	if o.Verbose {
 		textPauses(w, p)
 	}

@@ -77,4 +77,12 @@ type Process struct {
 	Deadlocks       []Deadlock
 	Groups          []Group // nil when grouping is off
 	ProgressSummary *ProgressSummary
+	// Runtime is set for a Go process. Goroutines is then its goroutine
+	// list (empty: none), or nil when it could not be read (a warning
+	// says why); GoroutinesSkipped counts those that changed while read.
+	Runtime           *Runtime
+	Goroutines        []Goroutine
+	GoroutinesSkipped int
+	// GoroutineGroups folds identical goroutine stacks (--group), or nil.
+	GoroutineGroups []GoroutineGroup
 }

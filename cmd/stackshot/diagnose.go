@@ -94,12 +94,15 @@ func (s *session) dumpSnapshots() ([]*report.Process, int, error) {
 		last = map[int]*report.Process{}
 		final := round == c.diag.count-1
 		f, err := s.captureEach(began.Add(c.timeout), func(p *ptrace.Process) (func(), error) {
-			rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()})
-			if err != nil {
-				return nil, err
+			resolve := func(p *ptrace.Process) (*report.Process, error) {
+				return resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()})
 			}
 			if final {
-				s.diagnose(rp, p) // the last snapshot is the report
+				resolve = s.resolveLive // the last snapshot is the report
+			}
+			rp, err := resolve(p)
+			if err != nil {
+				return nil, err
 			}
 			sample := diagnose.Sample(rp, cpuTimes(p.PID, rp))
 			return func() { snaps[p.PID] = append(snaps[p.PID], sample); last[p.PID] = rp }, nil

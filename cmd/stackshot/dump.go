@@ -126,7 +126,9 @@ func (s *session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.diagnose(rp, p), nil
+	s.diagnose(rp, p)
+	s.addGoroutines(p, rp, s.c.started.Add(s.c.timeout))
+	return rp, nil
 }
 
 // noteProcess turns per-thread conditions into one-line warnings.

@@ -43,6 +43,7 @@ type common struct {
 	started                    time.Time          // when the command began: --timeout counts from here
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
 	diag                       diagFlags          // dump: --group, --interval, --count (diagnose.go)
+	goroutines, noGoroutines   bool               // dump: goroutines of Go processes (goroutines.go)
 }
 
 // Groups of flags, by what they are for.
@@ -78,6 +79,7 @@ func newCommon(name string) *common {
 	c.register(name, flagSets[name], c)
 	if name == "dump" {
 		c.addDiagFlags()
+		goroutineFlags(c)
 	}
 	// The old ones this command ignored stay accepted, hidden, with a
 	// warning (the contract's deprecation path); their values go nowhere.

@@ -409,3 +409,127 @@ func Need(t testing.TB, tool string) string {
 	}
 	return p
 }
+
+// GoToolchain is one Go toolchain a test builds targets with.
+type GoToolchain struct {
+	Name string   // "go1.26"
+	Go   string   // the go command
+	Env  []string // extra environment (GOTOOLCHAIN=go1.27.3)
+	// Extra marks a release beyond the three every machine tests
+	// (go1.19, the installed one, go1.27), found already fetched in the
+	// module cache: tests may cover it more lightly.
+	Extra bool
+}
+
+// GoToolchains returns the installed Go (always) and the other releases
+// tests cover when this machine has them: Debian's golang-1.19-go at
+// /usr/lib/go-1.19, and go1.27.3 fetched by the go command itself
+// (GOTOOLCHAIN; .ci/run fetches it ahead). missing names the ones absent.
+func GoToolchains() (have []GoToolchain, missing []string) {
+	have = append(have, GoToolchain{Name: Release(runtime.Version()), Go: "go", Env: []string{"GOTOOLCHAIN=local"}})
+	if _, err := os.Stat("/usr/lib/go-1.19/bin/go"); err == nil {
+		have = append(have, GoToolchain{Name: "go1.19", Go: "/usr/lib/go-1.19/bin/go", Env: []string{"GOTOOLCHAIN=local"}})
+	} else {
+		missing = append(missing, "go1.19 (apt-get install golang-1.19-go)")
+	}
+	tc := GoToolchain{Name: "go1.27", Go: "go", Env: []string{"GOTOOLCHAIN=go1.27.3"}}
+	cmd := exec.Command(tc.Go, "version")
+	cmd.Env = append(environWithout("GOROOT"), tc.Env...)
+	if out, err := cmd.Output(); err == nil && strings.Contains(string(out), "go1.27") {
+		have = append(have, tc)
+	} else {
+		missing = append(missing, "go1.27 (GOTOOLCHAIN=go1.27.3 go version)")
+	}
+	// Other releases the go command has fetched before (never fetched
+	// here): golang.org/toolchain@v0.0.1-go1.N.P.linux-amd64.
+	seen := map[string]bool{}
+	for _, h := range have {
+		seen[h.Name] = true
+	}
+	if out, err := exec.Command("go", "env", "GOMODCACHE").Output(); err == nil {
+		dirs, _ := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "golang.org", "toolchain@v0.0.1-go1.*.linux-"+runtime.GOARCH))
+		for _, d := range dirs {
+			v := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(d), "toolchain@v0.0.1-"), ".linux-"+runtime.GOARCH)
+			if r := Release(v); !seen[r] {
+				if _, err := os.Stat(filepath.Join(d, "bin", "go")); err == nil {
+					seen[r] = true
+					have = append(have, GoToolchain{Name: r, Go: "go", Env: []string{"GOTOOLCHAIN=" + v}, Extra: true})
+				}
+			}
+		}
+	}
+	return have, missing
+}
+
+// Release is a Go version's release series: go1.26.8 -> go1.26.
+func Release(v string) string {
+	if i := strings.Index(v, "."); i >= 0 {
+		if j := strings.IndexAny(v[i+1:], ".rb"); j >= 0 {
+			return v[:i+1+j]
+		}
+	}
+	return v
+}
+
+// BuildGo builds the Go program in testdata directory dir (a main module
+// of its own, "go 1.19", so that every release builds it) with tc and
+// flags (after "go build"), once per distinct input. env adds environment
+// (CGO_ENABLED=1).
+func BuildGo(t testing.TB, tc GoToolchain, dir string, env []string, flags ...string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	fmt.Fprintln(h, tc.Name, tc.Go, strings.Join(tc.Env, " "), strings.Join(env, " "), strings.Join(flags, " "))
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".go") && e.Name() != "go.mod" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(h, e.Name())
+		h.Write(b)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:16]
+	bin := filepath.Join(CacheDir(), filepath.Base(dir)+"-"+tc.Name+"-"+sum)
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string{"build"}, flags...), "-o", bin+".tmp", ".")
+	cmd := exec.Command(tc.Go, args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(append(environWithout("GOROOT"), "GOWORK=off", "GOFLAGS="), tc.Env...), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", tc.Go, strings.Join(args, " "), err, out)
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = fmt.Sprintf("%q", a)
+	}
+	os.WriteFile(bin+".cmd", []byte(fmt.Sprintf("cd %s && %s %s %s\n", dir, strings.Join(append(append([]string{}, tc.Env...), env...), " "), tc.Go, strings.Join(quoted, " "))), 0o644)
+	if err := os.Rename(bin+".tmp", bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// environWithout is the environment without the variable name (GOROOT,
+// which would make one Go toolchain use another's standard library).
+func environWithout(name string) []string {
+	var out []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, name+"=") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
