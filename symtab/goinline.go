@@ -147,40 +147,9 @@ func (g *goInline) findFunc(pc uint64) (goFunc, bool) {
 }
 
 // pcvalue runs the pc-value table at off (in pctab) for function fn up to
-// pc, as the runtime's pcvalue does; -1 when none.
+// pc; -1 when none.
 func (g *goInline) pcvalue(off uint32, fn goFunc, pc uint64) (int32, bool) {
-	if off == 0 || uint64(off) >= uint64(len(g.pctab)) {
-		return -1, false
-	}
-	p := g.pctab[off:]
-	val := int32(-1)
-	cur := fn.entry
-	for step := 0; step < maxPcvalueSteps; step++ {
-		uvdelta, n := binary.Uvarint(p)
-		if n <= 0 {
-			return -1, false
-		}
-		if uvdelta == 0 && step > 0 {
-			return -1, false // end of table before pc
-		}
-		p = p[n:]
-		if uvdelta&1 != 0 {
-			uvdelta = ^(uvdelta >> 1)
-		} else {
-			uvdelta >>= 1
-		}
-		pcdelta, n := binary.Uvarint(p)
-		if n <= 0 {
-			return -1, false
-		}
-		p = p[n:]
-		cur += pcdelta * g.quantum
-		val += int32(uvdelta)
-		if pc < cur {
-			return val, true
-		}
-	}
-	return -1, false
+	return pcvalue(g.pctab, off, fn.entry, g.quantum, pc)
 }
 
 func cstrOf(b []byte, off uint64) string {
