@@ -66,6 +66,7 @@ type Space struct {
 type modEntry struct {
 	mod   *symtab.Module
 	table *unwind.Table
+	gof   unwind.GoFrames // Go frame sizes, or nil
 	bias  uint64
 	ok    bool // bias known
 	err   error
@@ -150,6 +151,9 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 	if b, ok := mod.MappingBias(m.Start, m.End, m.Offset); ok {
 		e.bias, e.ok = b, true
 	}
+	if gf := mod.GoFrames(); gf != nil {
+		e.gof = gf
+	}
 	if !mod.Mismatch() {
 		key := mod.BuildID()
 		if key == "" {
@@ -221,6 +225,9 @@ func (s *Space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
 	e := s.module(m)
 	if e.ok && e.table != nil {
 		mi.CFI, mi.Bias = e.table, e.bias
+	}
+	if e.ok && e.gof != nil {
+		mi.Go, mi.Bias = e.gof, e.bias
 	}
 	return mi, true
 }

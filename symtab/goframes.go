@@ -67,7 +67,7 @@ func (m *Module) GoFunc(name string) (entry, end uint64, ok bool) {
 // GoFrames returns the module's Go frame sizes, or nil when it has no
 // pclntab this reader knows (Go 1.18 and later).
 func (m *Module) GoFrames() *GoFrames {
-	if m.mismatch {
+	if m.mismatch || m.file == nil || !maybeGo(m.file) {
 		return nil
 	}
 	g := m.sources().goTable()
@@ -75,6 +75,15 @@ func (m *Module) GoFrames() *GoFrames {
 		return nil
 	}
 	return g.frames
+}
+
+// maybeGo reports cheaply whether f may be a Go binary (without reading
+// its segments): every module the unwinder meets is asked.
+func maybeGo(f *openFile) bool {
+	if len(f.ef.Sections) > 0 && f.ef.Section(".text") != nil {
+		return f.ef.Section(".go.buildinfo") != nil || f.ef.Section(".gopclntab") != nil
+	}
+	return true
 }
 
 // GoFrames gives the frame size of Go code at a pc from the pclntab's

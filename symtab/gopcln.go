@@ -58,7 +58,7 @@ func readDataSegs(f *openFile) []dataSeg {
 // binary that is not Go is a chance match.
 func isGoBinary(f *openFile, segs func() []dataSeg) bool {
 	if len(f.ef.Sections) > 0 && f.ef.Section(".text") != nil {
-		return f.ef.Section(".go.buildinfo") != nil || f.ef.Section(".gopclntab") != nil
+		return maybeGo(f)
 	}
 	for _, s := range segs() {
 		if bytes.Contains(s.data, goBuildInfoMagic) {

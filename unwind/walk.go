@@ -164,6 +164,11 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 	if rs != nil {
 		return w.cfiStep(rs, mi.CFI)
 	}
+	if inMap && mi.Go != nil && look >= mi.Bias {
+		if size, root, switches, ok := mi.Go.FrameSize(look - mi.Bias); ok {
+			return w.goStep(size, root, switches && !exact)
+		}
+	}
 	wild := !inMap || !mi.Exec
 	if wild && !frame0 {
 		return Frame{}, StopNotExec
