@@ -146,17 +146,29 @@ type moduledata struct {
 
 // Word indices of moduledata fields (Go 1.18+): the pcHeader pointer, six
 // slices, findfunctab, minpc, maxpc, then text at 22. gofunc is at 40 in
-// Go 1.20+ (covctrs and ecovctrs came in before end).
+// Go 1.20+ (covctrs and ecovctrs came in before end), 38 in Go 1.18, 1.19.
 const (
-	mdMinPC  = 20
-	mdText   = 22
-	mdGofunc = 40
-	mdWords  = mdGofunc + 1
+	mdMinPC     = 20
+	mdText      = 22
+	mdGofunc120 = 40
+	mdGofunc118 = 38
 )
+
+// mdGofunc is the index of moduledata.gofunc for a pclntab magic, 0 if
+// the field does not exist.
+func mdGofunc(magic uint32) int {
+	switch magic {
+	case 0xfffffff1:
+		return mdGofunc120
+	case 0xfffffff0:
+		return mdGofunc118
+	}
+	return 0
+}
 
 // fill reads the fields through word (the i-th word of the moduledata);
 // it reports whether they describe a plausible module of ef.
-func (md *moduledata) fill(ef *elf.File, word func(i int) (uint64, bool)) bool {
+func (md *moduledata) fill(ef *elf.File, gofunc int, word func(i int) (uint64, bool)) bool {
 	get := func(i int) uint64 { v, _ := word(i); return v }
 	minpc, maxpc := get(mdMinPC), get(mdMinPC+1)
 	md.text, md.etext = get(mdText), get(mdText+1)
@@ -167,13 +179,15 @@ func (md *moduledata) fill(ef *elf.File, word func(i int) (uint64, bool)) bool {
 	md.data, md.edata = get(mdText+4), get(mdText+5)
 	md.bss, md.ebss = get(mdText+6), get(mdText+7)
 	md.noptrbss, md.enoptrbss = get(mdText+8), get(mdText+9)
-	md.gofunc = get(mdGofunc)
+	if gofunc > 0 {
+		md.gofunc = get(gofunc)
+	}
 	return true
 }
 
 // moduledataAt finds runtime.firstmoduledata by its first word, the
 // pclntab's address pcln, in the writable data segments.
-func moduledataAt(f *openFile, segs []dataSeg, pcln uint64, ptrSize int) (moduledata, bool) {
+func moduledataAt(f *openFile, segs []dataSeg, pcln uint64, ptrSize, gofunc int) (moduledata, bool) {
 	if pcln == 0 || (ptrSize != 4 && ptrSize != 8) {
 		return moduledata{}, false
 	}
@@ -210,7 +224,7 @@ func moduledataAt(f *openFile, segs []dataSeg, pcln uint64, ptrSize int) (module
 				}
 				return uint64(order.Uint32(seg[p:])), true
 			}
-			if md.fill(f.ef, word) {
+			if md.fill(f.ef, gofunc, word) {
 				return md, true
 			}
 		}
@@ -225,7 +239,7 @@ const maxRelas = 1 << 22
 // pointers are R_*_RELATIVE relocations: the relocation whose addend is
 // the pclntab's address is at &moduledata.pcHeader, and the others at the
 // moduledata's words hold its fields.
-func moduledataRela(f *openFile, pcln uint64, ptrSize int) (moduledata, bool) {
+func moduledataRela(f *openFile, pcln uint64, ptrSize, gofunc int) (moduledata, bool) {
 	if pcln == 0 || ptrSize != 8 || f.ef.Class != elf.ELFCLASS64 {
 		return moduledata{}, false
 	}
@@ -249,7 +263,7 @@ func moduledataRela(f *openFile, pcln uint64, ptrSize int) (moduledata, bool) {
 			v, ok := addends[at+uint64(i*ptrSize)]
 			return v, ok
 		}
-		if md.fill(f.ef, word) {
+		if md.fill(f.ef, gofunc, word) {
 			return md, true
 		}
 	}

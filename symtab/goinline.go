@@ -26,26 +26,47 @@ type goInline struct {
 	mem         io.ReaderAt
 	loads       []loadSeg
 	fileSize    int64
+	lay         goInlLayout
 }
+
+// goInlLayout is where a pclntab version keeps what the inline reader
+// needs: the _func header's size (its pcdata and funcdata arrays follow)
+// and the inlinedCall entries' size and name and parentPc fields.
+type goInlLayout struct {
+	funcHeader, callSize, nameAt, parentPcAt uint64
+}
+
+var (
+	goInlLayout120 = goInlLayout{funcHeader: 44, callSize: 16, nameAt: 4, parentPcAt: 8}  // Go 1.20+
+	goInlLayout118 = goInlLayout{funcHeader: 40, callSize: 20, nameAt: 12, parentPcAt: 16} // Go 1.18, 1.19
+)
 
 const (
 	goPcdataInlTreeIndex = 2
 	goFuncdataInlTree    = 3
-	goFuncHeaderSize     = 44 // _func without its pcdata/funcdata arrays
-	goInlinedCallSize    = 16
+	maxGoInlinedCallSize = 20
 	maxGoInlineDepth     = 64
 	maxPcvalueSteps      = 1 << 20
 )
 
-// newGoInline parses a Go 1.20+ pcHeader (magic 0xfffffff1, 64-bit); text
-// and gofunc come from moduledata.
+// newGoInline parses a Go 1.18+ pcHeader (magic 0xfffffff1 or
+// 0xfffffff0, 64-bit); text and gofunc come from moduledata.
 func newGoInline(data []byte, order binary.ByteOrder, text, gofunc uint64, f *openFile) *goInline {
 	return newGoInlineLoads(data, order, text, gofunc, f, elfLoads(f.ef))
 }
 
 // newGoInlineLoads is newGoInline with the file's PT_LOAD segments given.
 func newGoInlineLoads(data []byte, order binary.ByteOrder, text, gofunc uint64, f *openFile, loads []loadSeg) *goInline {
-	if len(data) < 8+8*8 || order.Uint32(data) != 0xfffffff1 || data[7] != 8 || gofunc == 0 || text == 0 {
+	if len(data) < 8+8*8 || data[7] != 8 || gofunc == 0 || text == 0 {
+		return nil
+	}
+	var lay goInlLayout
+	switch order.Uint32(data) {
+	case 0xfffffff1:
+		lay = goInlLayout120
+	case 0xfffffff0:
+		lay = goInlLayout118
+	default:
 		return nil
 	}
 	word := func(i int) uint64 { return order.Uint64(data[8+i*8:]) }
@@ -77,6 +98,7 @@ func newGoInlineLoads(data []byte, order binary.ByteOrder, text, gofunc uint64, 
 		mem:         f.r,
 		loads:       loads,
 		fileSize:    f.size,
+		lay:         lay,
 	}
 }
 
@@ -117,7 +139,7 @@ func (g *goInline) findFunc(pc uint64) (goFunc, bool) {
 		return goFunc{}, false
 	}
 	fo := uint64(funcoff)
-	if fo > uint64(len(g.pcln)) || uint64(len(g.pcln))-fo < goFuncHeaderSize {
+	if fo > uint64(len(g.pcln)) || uint64(len(g.pcln))-fo < g.lay.funcHeader {
 		return goFunc{}, false
 	}
 	h := g.pcln[fo:]
@@ -130,12 +152,12 @@ func (g *goInline) findFunc(pc uint64) (goFunc, bool) {
 		inlTree:  ^uint32(0),
 	}
 	npcdata := uint64(g.order.Uint32(h[28:]))
-	nfuncdata := uint64(h[43])
+	nfuncdata := uint64(h[g.lay.funcHeader-1])
 	if npcdata > goPcdataInlTreeIndex {
-		fn.inlIndex, _ = g.u32(g.pcln, fo+goFuncHeaderSize+goPcdataInlTreeIndex*4)
+		fn.inlIndex, _ = g.u32(g.pcln, fo+g.lay.funcHeader+goPcdataInlTreeIndex*4)
 	}
 	if nfuncdata > goFuncdataInlTree && npcdata < 1<<16 {
-		if v, ok := g.u32(g.pcln, fo+goFuncHeaderSize+npcdata*4+goFuncdataInlTree*4); ok {
+		if v, ok := g.u32(g.pcln, fo+g.lay.funcHeader+npcdata*4+goFuncdataInlTree*4); ok {
 			fn.inlTree = v
 		}
 	}
@@ -184,18 +206,20 @@ func (g *goInline) position(fn goFunc, pc uint64) (string, int) {
 // tree, through the file (the tree lives in go:func.*, outside the
 // pclntab).
 func (g *goInline) readInlinedCall(tree uint32, ix int32) (nameOff uint32, parentPc int32, ok bool) {
-	vaddr := g.gofunc + uint64(tree) + uint64(ix)*goInlinedCallSize
+	size := g.lay.callSize
+	vaddr := g.gofunc + uint64(tree) + uint64(ix)*size
 	for _, l := range g.loads {
-		if vaddr >= l.vaddr && vaddr+goInlinedCallSize <= l.vaddr+l.filesz {
+		if vaddr >= l.vaddr && vaddr+size <= l.vaddr+l.filesz {
 			off := l.off + (vaddr - l.vaddr)
-			if off+goInlinedCallSize > uint64(g.fileSize) {
+			if off+size > uint64(g.fileSize) {
 				return 0, 0, false
 			}
-			var b [goInlinedCallSize]byte
-			if _, err := g.mem.ReadAt(b[:], int64(off)); err != nil {
+			var buf [maxGoInlinedCallSize]byte
+			b := buf[:size]
+			if _, err := g.mem.ReadAt(b, int64(off)); err != nil {
 				return 0, 0, false
 			}
-			return g.order.Uint32(b[4:]), int32(g.order.Uint32(b[8:])), true
+			return g.order.Uint32(b[g.lay.nameAt:]), int32(g.order.Uint32(b[g.lay.parentPcAt:])), true
 		}
 	}
 	return 0, 0, false

@@ -96,9 +96,10 @@ func loadGoTable(f *openFile) (*goTable, error) {
 		return nil, err
 	}
 	ptrSize := int(data[7])
-	md, ok := moduledataAt(f, getSegs(), addr, ptrSize)
+	mdg := mdGofunc(ef.ByteOrder.Uint32(data))
+	md, ok := moduledataAt(f, getSegs(), addr, ptrSize, mdg)
 	if !ok {
-		md, ok = moduledataRela(f, addr, ptrSize)
+		md, ok = moduledataRela(f, addr, ptrSize, mdg)
 	}
 	text, gofunc := md.text, md.gofunc
 	if !ok {
