@@ -37,7 +37,7 @@ type goInlLayout struct {
 }
 
 var (
-	goInlLayout120 = goInlLayout{funcHeader: 44, callSize: 16, nameAt: 4, parentPcAt: 8}  // Go 1.20+
+	goInlLayout120 = goInlLayout{funcHeader: 44, callSize: 16, nameAt: 4, parentPcAt: 8}   // Go 1.20+
 	goInlLayout118 = goInlLayout{funcHeader: 40, callSize: 20, nameAt: 12, parentPcAt: 16} // Go 1.18, 1.19
 )
 
