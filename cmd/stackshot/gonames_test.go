@@ -1,0 +1,170 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"stackshot/internal/testutil"
+)
+
+// goLevelsLines reads the "@name" markers of testdata/realworld/golevels:
+// the line each frame of the main goroutine's chain reports.
+func goLevelsLines(t *testing.T) map[string]int {
+	t.Helper()
+	f, err := os.Open(realSrc("golevels", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lines := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		if _, m, ok := strings.Cut(sc.Text(), "// @"); ok {
+			lines["main."+strings.TrimSpace(m)] = n
+		}
+	}
+	return lines
+}
+
+// debianize copies bin, stripped as Debian ships Go programs: no symbols
+// and no .gopclntab section header (Go 1.19's external linker put the
+// table inside .data.rel.ro; the section is renamed here so the table is
+// found only by its header, as there).
+func debianize(t *testing.T, bin string) string {
+	t.Helper()
+	testutil.Need(t, "objcopy")
+	testutil.Need(t, "strip")
+	out := bin + "-deb"
+	if _, err := os.Stat(out); err != nil {
+		tmp := out + ".tmp"
+		for _, args := range [][]string{
+			{"objcopy", "--rename-section", ".gopclntab=.data.rel.ro.pcln", bin, tmp},
+			{"strip", "--strip-all", tmp},
+		} {
+			if o, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+				t.Fatalf("%v: %v\n%s", args, err, o)
+			}
+		}
+		if err := os.Rename(tmp, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ef, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	if ef.Section(".gopclntab") != nil || ef.Section(".symtab") != nil {
+		t.Fatalf("%s still has .gopclntab or .symtab", out)
+	}
+	return out
+}
+
+// goVariant is one way of building a Go program.
+type goVariant struct {
+	name  string
+	flags []string
+	post  func(t *testing.T, bin string) string // nil: the binary as built
+	env   []string                              // extra environment for go build
+}
+
+var goVariants = []goVariant{
+	{name: "plain"},
+	{name: "stripped", flags: []string{"-ldflags=-s -w"}},
+	{name: "debian", flags: []string{"-trimpath", "-buildmode=pie", "-ldflags=-linkmode=external"}, post: debianize},
+	{name: "static", flags: []string{"-ldflags=-s -w -linkmode=external -extldflags=-static"}},
+}
+
+// buildGoVariant builds testdata/realworld/DIR as v says.
+func buildGoVariant(t *testing.T, dir string, v goVariant) string {
+	t.Helper()
+	for _, e := range v.env {
+		k, val, _ := strings.Cut(e, "=")
+		t.Setenv(k, val)
+	}
+	bin := buildGoTarget(t, dir, v.flags...)
+	if v.post != nil {
+		bin = v.post(t, bin)
+	}
+	return bin
+}
+
+// checkGoThreads asserts that every thread of a Go process ends at one of
+// the runtime's stack roots without error, and that every frame in the
+// program's own module is named, has file and line, and was found by
+// exact means (no stack scanning). A thread that was running when a
+// nostop capture passed shows no stack, by contract.
+func checkGoThreads(t *testing.T, p jProc, exe string) {
+	t.Helper()
+	base := filepath.Base(exe)
+	for _, th := range p.Threads {
+		if th.Capture == "nostop" && len(th.Frames) == 0 && th.Error != nil && strings.Contains(*th.Error, "running") {
+			continue
+		}
+		f := fnames(th)
+		last := ""
+		if len(f) > 0 {
+			last = f[len(f)-1]
+		}
+		if !goRoots[last] || th.Error != nil {
+			e := "<nil>"
+			if th.Error != nil {
+				e = *th.Error
+			}
+			t.Errorf("thread %d: ends in %q (error %s): %v", th.TID, last, e, f)
+		}
+		for i, fr := range th.Frames {
+			if fr.Kind != "user" || filepath.Base(fr.Module) != base {
+				continue
+			}
+			if fr.Function == nil || fr.File == "" || fr.Line <= 0 {
+				t.Errorf("thread %d frame %d (%s+%s): function %q file %q line %d", th.TID, i, fr.Module, fr.ModuleOffset, fr.fn(), fr.File, fr.Line)
+			}
+			if fr.Method == "scan" || fr.Method == "fp-heuristic" {
+				t.Errorf("thread %d frame %d %s: found by %s", th.TID, i, fr.fn(), fr.Method)
+			}
+		}
+	}
+}
+
+// TestGoNames: a Go program built plain, stripped, as Debian builds it
+// (PIE, external linking, stripped, no .gopclntab header) and static:
+// the main goroutine's thread shows main.level3 < level2 < level1 <
+// main.main < runtime.main < runtime.goexit with the source's lines, and
+// every thread is rooted through exact frames.
+func TestGoNames(t *testing.T) {
+	want := []string{"main.level3", "main.level2", "main.level1", "main.main", "runtime.main", "runtime.goexit"}
+	lines := goLevelsLines(t)
+	for _, v := range goVariants {
+		t.Run(v.name, func(t *testing.T) {
+			bin := buildGoVariant(t, "golevels", v)
+			tg := testutil.Start(t, bin)
+			for _, mode := range []string{"nostop", "stop"} {
+				p := dumpJSON(t, "--mode", mode, strconv.Itoa(tg.PID))
+				m := mustThreadWith(t, p, "main.level3")
+				f := fnames(m)
+				if !hasChain(f, want) || f[len(f)-1] != "runtime.goexit" {
+					t.Errorf("%s: main goroutine: want %v ending the stack, got %v", mode, want, f)
+				}
+				for _, fr := range m.Frames {
+					if fr.Inlined || lines[fr.fn()] == 0 {
+						continue
+					}
+					if !strings.HasSuffix(fr.File, "main.go") || fr.Line != lines[fr.fn()] {
+						t.Errorf("%s: %s at %s:%d, want main.go:%d", mode, fr.fn(), fr.File, fr.Line, lines[fr.fn()])
+					}
+				}
+				checkGoThreads(t, p, bin)
+			}
+			assertUntouched(t, tg.PID, false)
+		})
+	}
+}
