@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"stackshot/internal/testutil"
 )
@@ -81,11 +82,27 @@ var goVariants = []goVariant{
 	{name: "stripped", flags: []string{"-ldflags=-s -w"}},
 	{name: "debian", flags: []string{"-trimpath", "-buildmode=pie", "-ldflags=-linkmode=external"}, post: debianize},
 	{name: "static", flags: []string{"-ldflags=-s -w -linkmode=external -extldflags=-static"}},
+	// Debian's own toolchain for bookworm's Go programs (pclntab of the
+	// Go 1.18 format); -X keeps its builds apart in the build cache.
+	{name: "go1.19-stripped", flags: []string{"-ldflags=-s -w -X main.toolchain=go1.19"}, env: go119},
+	{name: "go1.19-debian", flags: []string{"-trimpath", "-buildmode=pie", "-ldflags=-linkmode=external -X main.toolchain=go1.19"},
+		post: debianize, env: go119},
 }
+
+// go119 is the environment that builds with Debian's golang-1.19-go (in
+// GOPATH mode: this module's go.mod names a newer Go).
+var go119 = []string{"PATH=" + go119Dir + ":" + os.Getenv("PATH"), "GO111MODULE=off", "GOFLAGS="}
+
+const go119Dir = "/usr/lib/go-1.19/bin"
 
 // buildGoVariant builds testdata/realworld/DIR as v says.
 func buildGoVariant(t *testing.T, dir string, v goVariant) string {
 	t.Helper()
+	if v.env != nil {
+		if _, err := os.Stat(filepath.Join(go119Dir, "go")); err != nil {
+			testutil.Skip(t, "Go 1.19 (Debian's golang-1.19-go) is not installed on this machine")
+		}
+	}
 	for _, e := range v.env {
 		k, val, _ := strings.Cut(e, "=")
 		t.Setenv(k, val)
@@ -167,4 +184,54 @@ func TestGoNames(t *testing.T) {
 			assertUntouched(t, tg.PID, false)
 		})
 	}
+}
+
+// TestRealAge: Debian's age (PIE, externally linked, stripped, its pclntab
+// inside .data.rel.ro, Go 1.19) encrypting a stdin that never ends: the
+// main goroutine's thread shows main.main < runtime.main <
+// runtime.goexit, every frame of age is named with file and line, and
+// every thread is rooted through exact frames.
+func TestRealAge(t *testing.T) {
+	age := testutil.Need(t, "age")
+	keygen := testutil.Need(t, "age-keygen")
+	out, err := exec.Command(keygen).CombinedOutput()
+	if err != nil {
+		t.Fatalf("age-keygen: %v\n%s", err, out)
+	}
+	var recipient string
+	for _, l := range strings.Split(string(out), "\n") {
+		if _, r, ok := strings.Cut(l, "public key: "); ok {
+			recipient = strings.TrimSpace(r)
+		}
+	}
+	if !strings.HasPrefix(recipient, "age1") {
+		t.Fatalf("no public key in age-keygen's output:\n%s", out)
+	}
+	cmd := exec.Command(age, "-e", "-r", recipient)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		stdin.Close()
+		cmd.Wait()
+	})
+	// age reads its input in the main goroutine: wait until it blocks.
+	if !testutil.WaitInSyscall(pid, pid, 10*time.Second) {
+		t.Fatalf("age (pid %d) did not block reading its input", pid)
+	}
+	for _, mode := range []string{"nostop", "stop"} {
+		p := dumpJSON(t, "--mode", mode, strconv.Itoa(pid))
+		m := mustThreadWith(t, p, "main.main")
+		if f := fnames(m); !hasChain(f, []string{"main.main", "runtime.main", "runtime.goexit"}) || f[len(f)-1] != "runtime.goexit" {
+			t.Errorf("%s: age's main goroutine: want main.main < runtime.main < runtime.goexit ending the stack in %v", mode, f)
+		}
+		checkGoThreads(t, p, age)
+	}
+	assertUntouched(t, pid, false)
 }
