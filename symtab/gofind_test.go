@@ -137,7 +137,7 @@ func checkFrameSizes(t *testing.T, g *GoFrames, ref string) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		size, _, _, ok := g.FrameSize(addr)
+		_, size, _, _, ok := g.FrameSize(addr)
 		if !ok {
 			continue // C code of the cgo runtime
 		}

@@ -139,14 +139,15 @@ func (g *GoFrames) u32(off uint64) (uint32, bool) {
 }
 
 // FrameSize returns, for the file virtual address vaddr inside a Go
-// function, the bytes between the stack pointer there and the slot of the
-// function's return address (the caller's SP is SP+size+8), and whether
+// function, the function's entry, the bytes between the stack pointer
+// there and the slot of the function's return address (the caller's SP is
+// SP+size+8), and whether
 // the function is a stack root (runtime.goexit, mstart, rt0_go: nothing
 // calls it) or moves SP to another stack (systemstack, mcall, asmcgocall,
 // morestack: its caller is not where its frame size says).
-func (g *GoFrames) FrameSize(vaddr uint64) (size uint64, root, switches, ok bool) {
+func (g *GoFrames) FrameSize(vaddr uint64) (entry, size uint64, root, switches, ok bool) {
 	if g == nil || vaddr < g.text || vaddr-g.text > 0xffffffff {
-		return 0, false, false, false
+		return 0, 0, false, false, false
 	}
 	off := uint32(vaddr - g.text)
 	i := sort.Search(g.nfunc, func(i int) bool {
@@ -154,26 +155,27 @@ func (g *GoFrames) FrameSize(vaddr uint64) (size uint64, root, switches, ok bool
 		return e > off
 	}) - 1
 	if i < 0 {
-		return 0, false, false, false
+		return 0, 0, false, false, false
 	}
-	entry, _ := g.u32(uint64(i) * 8)
+	eoff, _ := g.u32(uint64(i) * 8)
 	if next, ok := g.u32(uint64(i+1) * 8); !ok || off >= next {
-		return 0, false, false, false
+		return 0, 0, false, false, false
 	}
 	fo, ok := g.u32(uint64(i)*8 + 4)
 	if !ok || uint64(fo)+g.flagOff >= uint64(len(g.pcln)) {
-		return 0, false, false, false
+		return 0, 0, false, false, false
 	}
 	pcsp, ok := g.u32(uint64(fo) + 16)
 	if !ok {
-		return 0, false, false, false
+		return 0, 0, false, false, false
 	}
 	flag := g.pcln[uint64(fo)+g.flagOff]
-	v, ok := pcvalue(g.pctab, pcsp, g.text+uint64(entry), g.quantum, vaddr)
+	entry = g.text + uint64(eoff)
+	v, ok := pcvalue(g.pctab, pcsp, entry, g.quantum, vaddr)
 	if !ok || v < 0 {
-		return 0, false, false, false
+		return 0, 0, false, false, false
 	}
-	return uint64(v), flag&goFuncFlagTopFrame != 0, flag&goFuncFlagSPWrite != 0, true
+	return entry, uint64(v), flag&goFuncFlagTopFrame != 0, flag&goFuncFlagSPWrite != 0, true
 }
 
 // agrees checks the reader against debug/gosym on functions spread over
@@ -192,8 +194,8 @@ func (g *GoFrames) agrees(tab *gosym.Table) bool {
 				continue
 			}
 			// (Markers such as go:textfipsstart have no table.)
-			size, _, _, ok := g.FrameSize(fn.Entry)
-			if ok && size != 0 {
+			entry, size, _, _, ok := g.FrameSize(fn.Entry)
+			if ok && (size != 0 || entry != fn.Entry) {
 				return ErrNoSymbols
 			}
 			if ok {

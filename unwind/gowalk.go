@@ -13,12 +13,12 @@ const maxGoSwitchFrame = 64 << 10
 // function that switched stacks (systemstack, mcall, asmcgocall,
 // morestack) and is not the innermost frame continues on the stack its
 // frame pointer points into.
-func (w *walker) goStep(size uint64, root, switches bool) (Frame, StopReason) {
+func (w *walker) goStep(entry, size uint64, root, switches bool) (Frame, StopReason) {
 	if root {
 		return Frame{}, StopEnd
 	}
 	if switches {
-		return w.goSwitchStep()
+		return w.goSwitchStep(entry)
 	}
 	sp := w.regs.V[RegRSP]
 	cfa := sp + size + 8
@@ -51,11 +51,12 @@ func (w *walker) goStep(size uint64, root, switches bool) (Frame, StopReason) {
 // The runtime keeps the goroutine's frame pointer in RBP across the
 // switch (systemstack, asmcgocall); mcall clears it (nothing lies beyond).
 // The caller F's frame record is at RBP: F's return-address slot for the
-// call into the switching function lies below it, at RBP-s where s is F's
-// frame size at that return address. A slot that satisfies this, on the
-// stack RBP points into, is F's exact frame; else the frame record itself
-// gives F's caller.
-func (w *walker) goSwitchStep() (Frame, StopReason) {
+// call into the switching function (entered at entry) lies below it, at
+// RBP-s where s is F's frame size at that return address. A slot that
+// satisfies this, whose call directly targets entry, on the stack RBP
+// points into, is F's exact frame; else the frame record itself gives F's
+// caller.
+func (w *walker) goSwitchStep(entry uint64) (Frame, StopReason) {
 	rbp, ok := w.regs.Get(RegRBP)
 	if !ok || rbp == 0 {
 		return Frame{}, StopEnd
@@ -82,9 +83,18 @@ func (w *walker) goSwitchStep() (Frame, StopReason) {
 		if !ok || !mi.Exec || mi.Go == nil || v-1 < mi.Bias {
 			continue
 		}
-		size, _, _, ok := mi.Go.FrameSize(v - 1 - mi.Bias)
-		if !ok || a+size != rbp || w.returnAddress(v, callee) == raNone {
+		// F itself switches no stack (the switching function's own
+		// return addresses, of calls it makes before switching, lie there
+		// too).
+		_, size, _, sw, ok := mi.Go.FrameSize(v - 1 - mi.Bias)
+		if !ok || sw || a+size != rbp {
 			continue
+		}
+		if r, target := w.returnAddressTarget(v, callee); r != raVerified || target != entry {
+			continue
+		}
+		if lo == w.lo && hi == w.hi && a+8 <= w.regs.V[RegRSP] {
+			break // on the same stack, the caller lies above
 		}
 		var nr Regs
 		nr.V = w.regs.V

@@ -137,12 +137,12 @@ type ModuleInfo struct {
 // GoFrames gives exact frame sizes of Go code, which Go's pclntab records
 // for every instruction.
 type GoFrames interface {
-	// FrameSize returns, for the file virtual address vaddr, the bytes
-	// between the stack pointer and the return address's slot (the
-	// caller's SP is SP+size+8); root: the function starts a stack (nothing
-	// called it); switches: it moves SP to another stack, so its frame
-	// size does not lead to its caller.
-	FrameSize(vaddr uint64) (size uint64, root, switches, ok bool)
+	// FrameSize returns, for the file virtual address vaddr, the entry of
+	// its function and the bytes between the stack pointer and the return
+	// address's slot (the caller's SP is SP+size+8); root: the function
+	// starts a stack (nothing called it); switches: it moves SP to another
+	// stack, so its frame size does not lead to its caller.
+	FrameSize(vaddr uint64) (entry, size uint64, root, switches, ok bool)
 }
 
 // Space describes the target's address space to the unwinder.

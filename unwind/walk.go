@@ -165,8 +165,8 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 		return w.cfiStep(rs, mi.CFI)
 	}
 	if inMap && mi.Go != nil && look >= mi.Bias {
-		if size, root, switches, ok := mi.Go.FrameSize(look - mi.Bias); ok {
-			return w.goStep(size, root, switches && !exact)
+		if entry, size, root, switches, ok := mi.Go.FrameSize(look - mi.Bias); ok {
+			return w.goStep(entry+mi.Bias, size, root, switches && !exact)
 		}
 	}
 	wild := !inMap || !mi.Exec
