@@ -64,8 +64,14 @@ func TestGoPclntabDiscovery(t *testing.T) {
 			syms := runNM(t, ref, false)
 			s := New(Options{})
 			refMod := openFileModule(t, s, ref)
+			rs := refMod.GoSymbols("runtime.allgs", "runtime.allglen", "runtime.nosuchthing")
+			if rs["runtime.allgs"] != nmFind(t, syms, "runtime.allgs").addr || rs["runtime.allglen"] != nmFind(t, syms, "runtime.allglen").addr || len(rs) != 2 {
+				t.Errorf("GoSymbols: %v", rs)
+			}
 			for _, bin := range []string{stripped, bare} {
-				m := openFileModule(t, s, bin)
+				// (A symbolizer of its own: the copies share the build id
+				// of the reference, which a shared one would open instead.)
+				m := openFileModule(t, New(Options{}), bin)
 				info, ok := m.GoInfo()
 				if !ok {
 					t.Fatalf("%s: no Go pclntab found", filepath.Base(bin))
@@ -80,7 +86,8 @@ func TestGoPclntabDiscovery(t *testing.T) {
 				}
 				named := 0
 				for _, sym := range syms {
-					if sym.typ != 'T' && sym.typ != 't' || !strings.HasPrefix(sym.name, "main.") && !strings.HasPrefix(sym.name, "runtime.") {
+					if sym.typ != 'T' && sym.typ != 't' || !strings.HasPrefix(sym.name, "main.") && !strings.HasPrefix(sym.name, "runtime.") ||
+						sym.name == "runtime.text" || sym.name == "runtime.etext" { // markers, not functions
 						continue
 					}
 					got, want := m.Lookup(sym.addr, nil), refMod.Lookup(sym.addr, nil)
@@ -108,6 +115,9 @@ func TestGoPclntabDiscovery(t *testing.T) {
 					t.Errorf("%s: GoFunc(main.leafWork) = %#x, %#x, %v", filepath.Base(bin), entry, end, ok)
 				}
 				checkFrameSizes(t, m.GoFrames(), ref)
+				if got := m.GoSymbols("runtime.allgs"); len(got) != 0 {
+					t.Errorf("%s: symbols of a stripped binary: %v", filepath.Base(bin), got)
+				}
 			}
 		})
 	}
@@ -242,9 +252,8 @@ int main(void) { printf("%d %s\n", fake[3], info); return 0; }
 			t.Fatalf("the C binary lacks the magics (%v)", err)
 		}
 		p := noSectionHeaders(t, bin, bin+"-bare")
-		s := New(Options{})
 		for _, path := range []string{bin, p} {
-			m := openFileModule(t, s, path)
+			m := openFileModule(t, New(Options{}), path)
 			if info, ok := m.GoInfo(); ok {
 				t.Errorf("%s: a C binary taken for Go: %+v", filepath.Base(path), info)
 			}

@@ -1,6 +1,7 @@
 package symtab
 
 import (
+	"debug/elf"
 	"debug/gosym"
 	"encoding/binary"
 	"sort"
@@ -242,4 +243,34 @@ func pcvalue(pctab []byte, off uint32, entry, quantum, pc uint64) (int32, bool) 
 		}
 	}
 	return -1, false
+}
+
+// GoSymbols returns the file virtual addresses of the named symbols
+// (runtime.allgs, runtime.allglen...) from the binary's .symtab; names a
+// stripped binary lacks are absent from the result. The pclntab holds
+// only functions: in a stripped binary the runtime's variables are found
+// through the code that uses them (GoFunc) within the ranges GoInfo gives
+// (allgs in bss, allglen in noptrbss).
+func (m *Module) GoSymbols(names ...string) map[string]uint64 {
+	out := map[string]uint64{}
+	if m.mismatch || m.file == nil || len(names) == 0 {
+		return out
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	safely("symtab", func() error {
+		syms, err := m.file.ef.Symbols()
+		if err != nil {
+			return err
+		}
+		for _, s := range syms {
+			if want[s.Name] && s.Section != elf.SHN_UNDEF {
+				out[s.Name] = s.Value
+			}
+		}
+		return nil
+	})
+	return out
 }
