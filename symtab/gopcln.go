@@ -31,13 +31,47 @@ type dataSeg struct {
 	writable bool
 }
 
-// readDataSegs reads the file bytes of the non-executable PT_LOAD
-// segments (read-only data, and the RELRO part of the writable segment that
-// holds .data.rel.ro in externally linked binaries).
-func readDataSegs(f *openFile) []dataSeg {
+// dataSegs reads the file bytes of the non-executable PT_LOAD segments
+// (read-only data, and the writable segment whose RELRO part holds
+// .data.rel.ro in externally linked binaries) once, for every search of a
+// Go binary's tables; the module data search needs only the writable ones.
+type dataSegs struct {
+	f        *openFile
+	segs     []dataSeg
+	read     bool // all segments read
+	writable []dataSeg
+	wread    bool
+}
+
+func (d *dataSegs) all() []dataSeg {
+	if !d.read {
+		d.segs, d.read = readDataSegs(d.f, false), true
+	}
+	return d.segs
+}
+
+func (d *dataSegs) writableOnly() []dataSeg {
+	if d.read {
+		var w []dataSeg
+		for _, s := range d.segs {
+			if s.writable {
+				w = append(w, s)
+			}
+		}
+		return w
+	}
+	if !d.wread {
+		d.writable, d.wread = readDataSegs(d.f, true), true
+	}
+	return d.writable
+}
+
+// readDataSegs reads the non-executable PT_LOAD segments' file bytes
+// (only the writable ones if writable is set).
+func readDataSegs(f *openFile, writable bool) []dataSeg {
 	var segs []dataSeg
 	for _, p := range f.ef.Progs {
-		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X != 0 {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X != 0 || writable && p.Flags&elf.PF_W == 0 {
 			continue
 		}
 		if p.Filesz == 0 || p.Filesz > maxPclntabScan || p.Off > uint64(f.size) || p.Filesz > uint64(f.size)-p.Off {
@@ -73,14 +107,7 @@ func isGoBinary(f *openFile, segs func() []dataSeg) bool {
 // .data.rel.ro) a header found in the data segments and validated in full.
 func loadGoTable(f *openFile) (*goTable, error) {
 	ef := f.ef
-	var segs []dataSeg
-	segsRead := false
-	getSegs := func() []dataSeg {
-		if !segsRead {
-			segs, segsRead = readDataSegs(f), true
-		}
-		return segs
-	}
+	segs := &dataSegs{f: f}
 	var data []byte
 	var addr uint64
 	if s := ef.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
@@ -89,15 +116,15 @@ func loadGoTable(f *openFile) (*goTable, error) {
 			return nil, err
 		}
 		data, addr = b, s.Addr
-	} else if isGoBinary(f, getSegs) {
-		data, addr = scanPclntab(ef, getSegs())
+	} else if isGoBinary(f, segs.all) {
+		data, addr = scanPclntab(ef, segs.all())
 	}
 	if err := checkPclntabHeader(data, ef.ByteOrder); err != nil {
 		return nil, err
 	}
 	ptrSize := int(data[7])
 	mdg := mdGofunc(ef.ByteOrder.Uint32(data))
-	md, ok := moduledataAt(f, getSegs(), addr, ptrSize, mdg)
+	md, ok := moduledataAt(f, segs.writableOnly(), addr, ptrSize, mdg)
 	if !ok {
 		md, ok = moduledataRela(f, addr, ptrSize, mdg)
 	}
@@ -135,7 +162,7 @@ func loadGoTable(f *openFile) (*goTable, error) {
 		g.info.Etext, g.info.Bss, g.info.Ebss, g.info.Noptrbss, g.info.Enoptrbss = md.etext, md.bss, md.ebss, md.noptrbss, md.enoptrbss
 		g.info.Data, g.info.Edata, g.info.Noptrdata, g.info.Enoptrdata = md.data, md.edata, md.noptrdata, md.enoptrdata
 	}
-	g.info.Version = goVersion(f, getSegs)
+	g.info.Version = goVersion(f, segs.all)
 	if gofunc != 0 && !inExec(ef, gofunc) {
 		if inl := newGoInline(data, ef.ByteOrder, text, gofunc, f); inl != nil && inl.agrees(tab) {
 			g.inl = inl
