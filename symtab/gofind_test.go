@@ -263,3 +263,43 @@ int main(void) { printf("%d %s\n", fake[3], info); return 0; }
 		}
 	})
 }
+
+// BenchmarkGoDiscovery: finding the pclntab, module data and version of a
+// stripped PIE whose pclntab has no section header, then one frame size
+// and name lookup per function.
+func BenchmarkGoDiscovery(b *testing.B) {
+	skipWithout(b, "go", "gcc", "objcopy", "strip")
+	ref := artifact(b, "gofind-bench", sh(`cd $SRC/goprog && CGO_ENABLED=1 go build -trimpath -buildmode=pie -ldflags=-linkmode=external -o $OUT .`))
+	bin := artifact(b, "gofind-bench-stripped", sh(`objcopy --rename-section .gopclntab=.data.rel.ro.pcln `+ref+` $OUT && strip --strip-all $OUT`))
+	b.Run("load", func(b *testing.B) {
+		for range b.N {
+			m := openFileModule(b, New(Options{}), bin)
+			if _, ok := m.GoInfo(); !ok {
+				b.Fatal("no Go table")
+			}
+		}
+	})
+	if age, err := exec.LookPath("age"); err == nil {
+		b.Run("load-debian-age", func(b *testing.B) {
+			for range b.N {
+				m := openFileModule(b, New(Options{}), age)
+				if _, ok := m.GoInfo(); !ok {
+					b.Fatal("no Go table")
+				}
+			}
+		})
+	}
+	m := openFileModule(b, New(Options{}), bin)
+	g := m.GoFrames()
+	if g == nil {
+		b.Fatal("no Go frames")
+	}
+	b.Run("framesize", func(b *testing.B) {
+		pc := g.text
+		for range b.N {
+			if _, _, _, _, ok := g.FrameSize(pc + 0x40); !ok {
+				b.Fatal("no frame size")
+			}
+		}
+	})
+}
