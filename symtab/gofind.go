@@ -145,30 +145,32 @@ type moduledata struct {
 }
 
 // Word indices of moduledata fields (Go 1.18+): the pcHeader pointer, six
-// slices, findfunctab, minpc, maxpc, then text at 22. gofunc is at 40 in
-// Go 1.20+ (covctrs and ecovctrs came in before end), 38 in Go 1.18, 1.19.
+// slices, findfunctab, minpc, maxpc, then text at 22. gofunc is at 38 in
+// Go 1.18 and 1.19, at 40 in Go 1.20 to 1.26 (covctrs and ecovctrs came
+// in before end), at 43 from Go 1.27 (typedesclen, itaboffset, itabsize);
+// since Go 1.20 epclntab, the end of the pclntab, follows it.
 const (
-	mdMinPC     = 20
-	mdText      = 22
-	mdGofunc120 = 40
-	mdGofunc118 = 38
+	mdMinPC = 20
+	mdText  = 22
 )
 
-// mdGofunc is the index of moduledata.gofunc for a pclntab magic, 0 if
-// the field does not exist.
-func mdGofunc(magic uint32) int {
+// gofuncIndex says where moduledata.gofunc may be for a pclntab magic:
+// the candidate word indices, and whether epclntab must follow to confirm
+// one.
+func gofuncIndex(magic uint32) (idx []int, confirm bool) {
 	switch magic {
 	case 0xfffffff1:
-		return mdGofunc120
+		return []int{40, 43}, true
 	case 0xfffffff0:
-		return mdGofunc118
+		return []int{38}, false
 	}
-	return 0
+	return nil, false
 }
 
 // fill reads the fields through word (the i-th word of the moduledata);
-// it reports whether they describe a plausible module of ef.
-func (md *moduledata) fill(ef *elf.File, gofunc int, word func(i int) (uint64, bool)) bool {
+// it reports whether they describe a plausible module of ef. The pclntab
+// lies at pcln and ends by pclnEnd; magic is its header's.
+func (md *moduledata) fill(ef *elf.File, magic uint32, pcln, pclnEnd uint64, word func(i int) (uint64, bool)) bool {
 	get := func(i int) uint64 { v, _ := word(i); return v }
 	minpc, maxpc := get(mdMinPC), get(mdMinPC+1)
 	md.text, md.etext = get(mdText), get(mdText+1)
@@ -179,15 +181,21 @@ func (md *moduledata) fill(ef *elf.File, gofunc int, word func(i int) (uint64, b
 	md.data, md.edata = get(mdText+4), get(mdText+5)
 	md.bss, md.ebss = get(mdText+6), get(mdText+7)
 	md.noptrbss, md.enoptrbss = get(mdText+8), get(mdText+9)
-	if gofunc > 0 {
-		md.gofunc = get(gofunc)
+	idx, confirm := gofuncIndex(magic)
+	for _, i := range idx {
+		gofunc, ep := get(i), get(i+1)
+		if gofunc == 0 || get(i-1) > gofunc || confirm && (ep <= pcln || ep > pclnEnd) {
+			continue
+		}
+		md.gofunc = gofunc
+		break
 	}
 	return true
 }
 
 // moduledataAt finds runtime.firstmoduledata by its first word, the
 // pclntab's address pcln, in the writable data segments.
-func moduledataAt(f *openFile, segs []dataSeg, pcln uint64, ptrSize, gofunc int) (moduledata, bool) {
+func moduledataAt(f *openFile, segs []dataSeg, magic uint32, pcln, pclnEnd uint64, ptrSize int) (moduledata, bool) {
 	if pcln == 0 || (ptrSize != 4 && ptrSize != 8) {
 		return moduledata{}, false
 	}
@@ -224,7 +232,7 @@ func moduledataAt(f *openFile, segs []dataSeg, pcln uint64, ptrSize, gofunc int)
 				}
 				return uint64(order.Uint32(seg[p:])), true
 			}
-			if md.fill(f.ef, gofunc, word) {
+			if md.fill(f.ef, magic, pcln, pclnEnd, word) {
 				return md, true
 			}
 		}
@@ -239,7 +247,7 @@ const maxRelas = 1 << 22
 // pointers are R_*_RELATIVE relocations: the relocation whose addend is
 // the pclntab's address is at &moduledata.pcHeader, and the others at the
 // moduledata's words hold its fields.
-func moduledataRela(f *openFile, pcln uint64, ptrSize, gofunc int) (moduledata, bool) {
+func moduledataRela(f *openFile, magic uint32, pcln, pclnEnd uint64, ptrSize int) (moduledata, bool) {
 	if pcln == 0 || ptrSize != 8 || f.ef.Class != elf.ELFCLASS64 {
 		return moduledata{}, false
 	}
@@ -263,7 +271,7 @@ func moduledataRela(f *openFile, pcln uint64, ptrSize, gofunc int) (moduledata, 
 			v, ok := addends[at+uint64(i*ptrSize)]
 			return v, ok
 		}
-		if md.fill(f.ef, gofunc, word) {
+		if md.fill(f.ef, magic, pcln, pclnEnd, word) {
 			return md, true
 		}
 	}

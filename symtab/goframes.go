@@ -97,8 +97,25 @@ type GoFrames struct {
 	text    uint64
 	nfunc   int
 	pctab   []byte
-	pcln    []byte // the functab, then the _func structures
-	flagOff uint64 // offset of _func.flag: 41 (Go 1.20+), 37 (Go 1.18, 1.19)
+	pcln    []byte   // the functab, then the _func structures
+	flagOff uint64   // offset of _func.flag: 41 (Go 1.20+), 37 (Go 1.18, 1.19)
+	stops   []uint32 // entry offsets of functions beyond which no walk goes
+}
+
+// goStopFuncs end a walk although the runtime does not flag them as top
+// frames: runtime.morestack runs on g0 after saving the goroutine's
+// context in g.sched, which only the goroutine's g leads back to (Go's own
+// traceback switches stacks there through g; frame pointer and CFI lead
+// to stale words of g0).
+var goStopFuncs = []string{"runtime.morestack", "runtime.morestack_noctxt"}
+
+// markStops records the entries of goStopFuncs, named by tab.
+func (g *GoFrames) markStops(tab *gosym.Table) {
+	for _, name := range goStopFuncs {
+		if fn := tab.LookupFunc(name); fn != nil && fn.Entry >= g.text && fn.Entry-g.text <= 0xffffffff {
+			g.stops = append(g.stops, uint32(fn.Entry-g.text))
+		}
+	}
 }
 
 // _func.flag bits (runtime/internal/abi FuncFlag).
@@ -144,7 +161,7 @@ func (g *GoFrames) u32(off uint64) (uint32, bool) {
 // there and the slot of the function's return address (the caller's SP is
 // SP+size+8), and whether
 // the function is a stack root (runtime.goexit, mstart, rt0_go: nothing
-// calls it) or moves SP to another stack (systemstack, mcall, asmcgocall,
+// calls it; runtime.morestack: its caller is found only through g) or moves SP to another stack (systemstack, mcall, asmcgocall,
 // morestack: its caller is not where its frame size says).
 func (g *GoFrames) FrameSize(vaddr uint64) (entry, size uint64, root, switches, ok bool) {
 	if g == nil || vaddr < g.text || vaddr-g.text > 0xffffffff {
@@ -176,7 +193,11 @@ func (g *GoFrames) FrameSize(vaddr uint64) (entry, size uint64, root, switches, 
 	if !ok || v < 0 {
 		return 0, 0, false, false, false
 	}
-	return entry, uint64(v), flag&goFuncFlagTopFrame != 0, flag&goFuncFlagSPWrite != 0, true
+	root = flag&goFuncFlagTopFrame != 0
+	for _, e := range g.stops {
+		root = root || e == eoff
+	}
+	return entry, uint64(v), root, flag&goFuncFlagSPWrite != 0, true
 }
 
 // agrees checks the reader against debug/gosym on functions spread over

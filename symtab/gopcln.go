@@ -123,10 +123,10 @@ func loadGoTable(f *openFile) (*goTable, error) {
 		return nil, err
 	}
 	ptrSize := int(data[7])
-	mdg := mdGofunc(ef.ByteOrder.Uint32(data))
-	md, ok := moduledataAt(f, segs.writableOnly(), addr, ptrSize, mdg)
+	magic, end := ef.ByteOrder.Uint32(data), addr+uint64(len(data))
+	md, ok := moduledataAt(f, segs.writableOnly(), magic, addr, end, ptrSize)
 	if !ok {
-		md, ok = moduledataRela(f, addr, ptrSize, mdg)
+		md, ok = moduledataRela(f, magic, addr, end, ptrSize)
 	}
 	text, gofunc := md.text, md.gofunc
 	if !ok {
@@ -169,6 +169,7 @@ func loadGoTable(f *openFile) (*goTable, error) {
 		}
 	}
 	if fr := newGoFrames(data, ef.ByteOrder, text); fr != nil && fr.agrees(tab) {
+		safely("gopclntab lookup", func() error { fr.markStops(tab); return nil })
 		g.frames = fr
 	}
 	return g, nil

@@ -10,7 +10,8 @@ import (
 
 // TestGoRuntimeVars: runtime.allgs and runtime.allglen of goprog, found in
 // stripped copies from the code of runtime.allgadd (Go 1.26 built plain
-// and as a PIE linked externally; Go 1.19, Debian's, when installed),
+// and as a PIE linked externally; Go 1.27 and Go 1.19, Debian's, when
+// installed, as PIEs),
 // are nm's addresses in the unstripped build; in a running stripped PIE,
 // the slice's length and allglen read from memory agree.
 func TestGoRuntimeVars(t *testing.T) {
@@ -19,6 +20,8 @@ func TestGoRuntimeVars(t *testing.T) {
 		{"plain", `go build -o $OUT .`},
 		{"pie-external", `CGO_ENABLED=1 go build -trimpath -buildmode=pie -ldflags=-linkmode=external -o $OUT .`},
 	}
+	variants = append(variants, struct{ name, build string }{"go1.27-pie-external",
+		`GOTOOLCHAIN=go1.27.3 CGO_ENABLED=1 go build -trimpath -buildmode=pie -ldflags=-linkmode=external -o $OUT .`})
 	const go119 = "/usr/lib/go-1.19/bin"
 	if _, err := os.Stat(filepath.Join(go119, "go")); err == nil {
 		variants = append(variants, struct{ name, build string }{"go1.19-pie-external",

@@ -161,13 +161,16 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 	if rs != nil && rs.Signal || (rs == nil || atEnd) && w.isTrampoline(pc, exact) {
 		return w.signalStep(cur)
 	}
-	if rs != nil {
-		return w.cfiStep(rs, mi.CFI)
-	}
+	// Go code by its pclntab where there is no CFI, and where its CFI
+	// cannot say the truth: a root, or a stack switch (Go's .debug_frame
+	// leads from runtime.morestack to a stale word of the g0 stack).
 	if inMap && mi.Go != nil && look >= mi.Bias {
-		if entry, size, root, switches, ok := mi.Go.FrameSize(look - mi.Bias); ok {
+		if entry, size, root, switches, ok := mi.Go.FrameSize(look - mi.Bias); ok && (rs == nil || root || switches && !exact) {
 			return w.goStep(entry+mi.Bias, size, root, switches && !exact)
 		}
+	}
+	if rs != nil {
+		return w.cfiStep(rs, mi.CFI)
 	}
 	wild := !inMap || !mi.Exec
 	if wild && !frame0 {

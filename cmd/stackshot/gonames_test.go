@@ -75,6 +75,7 @@ type goVariant struct {
 	flags []string
 	post  func(t *testing.T, bin string) string // nil: the binary as built
 	env   []string                              // extra environment for go build
+	needs string                                // a toolchain that must be installed
 }
 
 var goVariants = []goVariant{
@@ -84,9 +85,12 @@ var goVariants = []goVariant{
 	{name: "static", flags: []string{"-ldflags=-s -w -linkmode=external -extldflags=-static"}},
 	// Debian's own toolchain for bookworm's Go programs (pclntab of the
 	// Go 1.18 format); -X keeps its builds apart in the build cache.
-	{name: "go1.19-stripped", flags: []string{"-ldflags=-s -w -X main.toolchain=go1.19"}, env: go119},
+	{name: "go1.19-stripped", flags: []string{"-ldflags=-s -w -X main.toolchain=go1.19"}, env: go119, needs: go119Dir},
 	{name: "go1.19-debian", flags: []string{"-trimpath", "-buildmode=pie", "-ldflags=-linkmode=external -X main.toolchain=go1.19"},
-		post: debianize, env: go119},
+		post: debianize, env: go119, needs: go119Dir},
+	// The next release, fetched by the go command as a toolchain module.
+	{name: "go1.27-debian", flags: []string{"-trimpath", "-buildmode=pie", "-ldflags=-linkmode=external -X main.toolchain=go1.27.3"},
+		post: debianize, env: []string{"GOTOOLCHAIN=go1.27.3"}},
 }
 
 // go119 is the environment that builds with Debian's golang-1.19-go (in
@@ -98,9 +102,9 @@ const go119Dir = "/usr/lib/go-1.19/bin"
 // buildGoVariant builds testdata/realworld/DIR as v says.
 func buildGoVariant(t *testing.T, dir string, v goVariant) string {
 	t.Helper()
-	if v.env != nil {
-		if _, err := os.Stat(filepath.Join(go119Dir, "go")); err != nil {
-			testutil.Skip(t, "Go 1.19 (Debian's golang-1.19-go) is not installed on this machine")
+	if v.needs != "" {
+		if _, err := os.Stat(filepath.Join(v.needs, "go")); err != nil {
+			testutil.Skip(t, v.needs+" (Debian's golang-1.19-go) is not installed on this machine")
 		}
 	}
 	for _, e := range v.env {
