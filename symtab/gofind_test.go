@@ -303,3 +303,22 @@ func BenchmarkGoDiscovery(b *testing.B) {
 		}
 	})
 }
+
+// TestGoInlineWrongBase: an inline reader whose gofunc base is off (a
+// moduledata layout this package misreads, as Go 1.27's once was) is
+// refused, while the right one is taken.
+func TestGoInlineWrongBase(t *testing.T) {
+	skipWithout(t, "go", "gcc")
+	bin := artifact(t, "gofind-inl", sh(`cd $SRC/goprog && go build -ldflags="-s -w" -o $OUT .`))
+	g := openFileModule(t, New(Options{}), bin).sources().goTable()
+	if g == nil || g.inl == nil {
+		t.Fatal("no inline reader for goprog")
+	}
+	for _, d := range []uint64{8, 0x40, 0x1000} {
+		bad := *g.inl
+		bad.gofunc += d
+		if bad.agrees(g.tab) {
+			t.Errorf("gofunc off by %#x accepted", d)
+		}
+	}
+}

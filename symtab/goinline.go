@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"io"
 	"sort"
+	"strings"
+	"unicode/utf8"
 )
 
 // goInline reads Go 1.20+ pclntabs directly, for what debug/gosym does not
@@ -284,7 +286,37 @@ func (g *goInline) agrees(tab *gosym.Table) bool {
 			}
 			checked++
 		}
+		// The inline trees, which entries rarely use: the first call of
+		// each tree met names a function and returns inside its caller
+		// (a wrong gofunc base reads neither).
+		for k := 0; k < 256; k++ {
+			fn := &tab.Funcs[k*(n-1)/255]
+			f, ok := g.findFunc(fn.Entry)
+			if !ok || f.inlTree == ^uint32(0) || f.inlIndex == 0 || fn.End <= fn.Entry {
+				continue
+			}
+			nameOff, parentPc, ok := g.readInlinedCall(f.inlTree, 0)
+			name := cstrOf(g.funcnametab, uint64(nameOff))
+			if !ok || parentPc < 0 || uint64(parentPc) >= fn.End-fn.Entry || !goFuncName(name) {
+				return ErrNoSymbols
+			}
+		}
 		return nil
 	})
 	return err == nil && checked > 0
+}
+
+// goFuncName reports whether s looks like a Go function's name
+// ("pkg.Func", "pkg.F[go.shape.struct { x int }]"): a dot, valid UTF-8,
+// no control characters.
+func goFuncName(s string) bool {
+	if len(s) < 3 || !strings.Contains(s, ".") || !utf8.ValidString(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
 }
