@@ -74,6 +74,7 @@ type Space struct {
 type modEntry struct {
 	mod   *symtab.Module
 	table *unwind.Table
+	gof   unwind.GoFrames // Go frame sizes, or nil
 	bias  uint64
 	ok    bool // bias known
 	err   error
@@ -195,6 +196,9 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 			e.bias, e.ok = b, true
 		}
 	}
+	if gf := mod.GoFrames(); gf != nil {
+		e.gof = gf
+	}
 	if !mod.Mismatch() {
 		key := mod.BuildID()
 		if key == "" {
@@ -270,6 +274,9 @@ func (s *Space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
 	// code is unknown; the unwinder stops there instead of guessing.
 	// So is one only a separate debug file stands in for.
 	mi.NoModule = !s.r.opts.Live && (e.missing || e.mod != nil && (e.mod.Mismatch() || e.mod.ELF() == nil))
+	if e.ok && e.gof != nil {
+		mi.Go, mi.Bias = e.gof, e.bias
+	}
 	return mi, true
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"io"
 	"sort"
+	"strings"
+	"unicode/utf8"
 )
 
 // goInline reads Go 1.20+ pclntabs directly, for what debug/gosym does not
@@ -26,26 +28,47 @@ type goInline struct {
 	mem         io.ReaderAt
 	loads       []loadSeg
 	fileSize    int64
+	lay         goInlLayout
 }
+
+// goInlLayout is where a pclntab version keeps what the inline reader
+// needs: the _func header's size (its pcdata and funcdata arrays follow)
+// and the inlinedCall entries' size and name and parentPc fields.
+type goInlLayout struct {
+	funcHeader, callSize, nameAt, parentPcAt uint64
+}
+
+var (
+	goInlLayout120 = goInlLayout{funcHeader: 44, callSize: 16, nameAt: 4, parentPcAt: 8}   // Go 1.20+
+	goInlLayout118 = goInlLayout{funcHeader: 40, callSize: 20, nameAt: 12, parentPcAt: 16} // Go 1.18, 1.19
+)
 
 const (
 	goPcdataInlTreeIndex = 2
 	goFuncdataInlTree    = 3
-	goFuncHeaderSize     = 44 // _func without its pcdata/funcdata arrays
-	goInlinedCallSize    = 16
+	maxGoInlinedCallSize = 20
 	maxGoInlineDepth     = 64
 	maxPcvalueSteps      = 1 << 20
 )
 
-// newGoInline parses a Go 1.20+ pcHeader (magic 0xfffffff1, 64-bit); text
-// and gofunc come from moduledata.
+// newGoInline parses a Go 1.18+ pcHeader (magic 0xfffffff1 or
+// 0xfffffff0, 64-bit); text and gofunc come from moduledata.
 func newGoInline(data []byte, order binary.ByteOrder, text, gofunc uint64, f *openFile) *goInline {
 	return newGoInlineLoads(data, order, text, gofunc, f, elfLoads(f.ef))
 }
 
 // newGoInlineLoads is newGoInline with the file's PT_LOAD segments given.
 func newGoInlineLoads(data []byte, order binary.ByteOrder, text, gofunc uint64, f *openFile, loads []loadSeg) *goInline {
-	if len(data) < 8+8*8 || order.Uint32(data) != 0xfffffff1 || data[7] != 8 || gofunc == 0 || text == 0 {
+	if len(data) < 8+8*8 || data[7] != 8 || gofunc == 0 || text == 0 {
+		return nil
+	}
+	var lay goInlLayout
+	switch order.Uint32(data) {
+	case 0xfffffff1:
+		lay = goInlLayout120
+	case 0xfffffff0:
+		lay = goInlLayout118
+	default:
 		return nil
 	}
 	word := func(i int) uint64 { return order.Uint64(data[8+i*8:]) }
@@ -77,6 +100,7 @@ func newGoInlineLoads(data []byte, order binary.ByteOrder, text, gofunc uint64, 
 		mem:         f.r,
 		loads:       loads,
 		fileSize:    f.size,
+		lay:         lay,
 	}
 }
 
@@ -117,7 +141,7 @@ func (g *goInline) findFunc(pc uint64) (goFunc, bool) {
 		return goFunc{}, false
 	}
 	fo := uint64(funcoff)
-	if fo > uint64(len(g.pcln)) || uint64(len(g.pcln))-fo < goFuncHeaderSize {
+	if fo > uint64(len(g.pcln)) || uint64(len(g.pcln))-fo < g.lay.funcHeader {
 		return goFunc{}, false
 	}
 	h := g.pcln[fo:]
@@ -130,12 +154,12 @@ func (g *goInline) findFunc(pc uint64) (goFunc, bool) {
 		inlTree:  ^uint32(0),
 	}
 	npcdata := uint64(g.order.Uint32(h[28:]))
-	nfuncdata := uint64(h[43])
+	nfuncdata := uint64(h[g.lay.funcHeader-1])
 	if npcdata > goPcdataInlTreeIndex {
-		fn.inlIndex, _ = g.u32(g.pcln, fo+goFuncHeaderSize+goPcdataInlTreeIndex*4)
+		fn.inlIndex, _ = g.u32(g.pcln, fo+g.lay.funcHeader+goPcdataInlTreeIndex*4)
 	}
 	if nfuncdata > goFuncdataInlTree && npcdata < 1<<16 {
-		if v, ok := g.u32(g.pcln, fo+goFuncHeaderSize+npcdata*4+goFuncdataInlTree*4); ok {
+		if v, ok := g.u32(g.pcln, fo+g.lay.funcHeader+npcdata*4+goFuncdataInlTree*4); ok {
 			fn.inlTree = v
 		}
 	}
@@ -147,12 +171,9 @@ func (g *goInline) findFunc(pc uint64) (goFunc, bool) {
 }
 
 // pcvalue runs the pc-value table at off (in pctab) for function fn up to
-// pc, as the runtime's pcvalue does; -1 when none.
+// pc; -1 when none.
 func (g *goInline) pcvalue(off uint32, fn goFunc, pc uint64) (int32, bool) {
-	if off == 0 || uint64(off) >= uint64(len(g.pctab)) {
-		return -1, false
-	}
-	return GoPCValue(g.pctab[off:], fn.entry, pc, g.quantum)
+	return pcvalue(g.pctab, off, fn.entry, g.quantum, pc)
 }
 
 func cstrOf(b []byte, off uint64) string {
@@ -187,18 +208,20 @@ func (g *goInline) position(fn goFunc, pc uint64) (string, int) {
 // tree, through the file (the tree lives in go:func.*, outside the
 // pclntab).
 func (g *goInline) readInlinedCall(tree uint32, ix int32) (nameOff uint32, parentPc int32, ok bool) {
-	vaddr := g.gofunc + uint64(tree) + uint64(ix)*goInlinedCallSize
+	size := g.lay.callSize
+	vaddr := g.gofunc + uint64(tree) + uint64(ix)*size
 	for _, l := range g.loads {
-		if vaddr >= l.vaddr && vaddr+goInlinedCallSize <= l.vaddr+l.filesz {
+		if vaddr >= l.vaddr && vaddr+size <= l.vaddr+l.filesz {
 			off := l.off + (vaddr - l.vaddr)
-			if off+goInlinedCallSize > uint64(g.fileSize) {
+			if off+size > uint64(g.fileSize) {
 				return 0, 0, false
 			}
-			var b [goInlinedCallSize]byte
-			if _, err := g.mem.ReadAt(b[:], int64(off)); err != nil {
+			var buf [maxGoInlinedCallSize]byte
+			b := buf[:size]
+			if _, err := g.mem.ReadAt(b, int64(off)); err != nil {
 				return 0, 0, false
 			}
-			return g.order.Uint32(b[4:]), int32(g.order.Uint32(b[8:])), true
+			return g.order.Uint32(b[g.lay.nameAt:]), int32(g.order.Uint32(b[g.lay.parentPcAt:])), true
 		}
 	}
 	return 0, 0, false
@@ -263,7 +286,37 @@ func (g *goInline) agrees(tab *gosym.Table) bool {
 			}
 			checked++
 		}
+		// The inline trees, which entries rarely use: the first call of
+		// each tree met names a function and returns inside its caller
+		// (a wrong gofunc base reads neither).
+		for k := 0; k < 256; k++ {
+			fn := &tab.Funcs[k*(n-1)/255]
+			f, ok := g.findFunc(fn.Entry)
+			if !ok || f.inlTree == ^uint32(0) || f.inlIndex == 0 || fn.End <= fn.Entry {
+				continue
+			}
+			nameOff, parentPc, ok := g.readInlinedCall(f.inlTree, 0)
+			name := cstrOf(g.funcnametab, uint64(nameOff))
+			if !ok || parentPc < 0 || uint64(parentPc) >= fn.End-fn.Entry || !goFuncName(name) {
+				return ErrNoSymbols
+			}
+		}
 		return nil
 	})
 	return err == nil && checked > 0
+}
+
+// goFuncName reports whether s looks like a Go function's name
+// ("pkg.Func", "pkg.F[go.shape.struct { x int }]"): a dot, valid UTF-8,
+// no control characters.
+func goFuncName(s string) bool {
+	if len(s) < 3 || !strings.Contains(s, ".") || !utf8.ValidString(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
 }

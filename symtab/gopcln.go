@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"debug/gosym"
+	"encoding/binary"
 	"fmt"
 	"sync"
 )
@@ -11,19 +12,102 @@ import (
 // goTable resolves pcs of a Go binary through its pclntab, which Go keeps
 // even in binaries linked with -s -w.
 type goTable struct {
-	mu  sync.Mutex // debug/gosym keeps caches
-	tab *gosym.Table
-	inl *goInline // inline trees (Go 1.20+), or nil
+	mu     sync.Mutex // debug/gosym keeps caches
+	tab    *gosym.Table
+	inl    *goInline // inline trees (Go 1.20+), or nil
+	frames *GoFrames // frame sizes (Go 1.18+), or nil
+	info   GoInfo
 }
 
-// maxPclntabScan bounds the bytes searched for a pclntab header when the
-// section headers are gone.
+// maxPclntabScan bounds the bytes of one segment read while looking for
+// a pclntab or the module data.
 const maxPclntabScan = 1 << 30
 
-// loadGoTable finds the pclntab: the .gopclntab section, else by its
-// header's magic in the read-only segments (section headers stripped).
+// dataSeg is a non-executable PT_LOAD segment's file bytes, read once for
+// every search of a Go binary's tables.
+type dataSeg struct {
+	vaddr    uint64
+	data     []byte
+	writable bool
+}
+
+// dataSegs reads the file bytes of the non-executable PT_LOAD segments
+// (read-only data, and the writable segment whose RELRO part holds
+// .data.rel.ro in externally linked binaries) once, for every search of a
+// Go binary's tables; the module data search needs only the writable ones.
+type dataSegs struct {
+	f        *openFile
+	segs     []dataSeg
+	read     bool // all segments read
+	writable []dataSeg
+	wread    bool
+}
+
+func (d *dataSegs) all() []dataSeg {
+	if !d.read {
+		d.segs, d.read = readDataSegs(d.f, false), true
+	}
+	return d.segs
+}
+
+func (d *dataSegs) writableOnly() []dataSeg {
+	if d.read {
+		var w []dataSeg
+		for _, s := range d.segs {
+			if s.writable {
+				w = append(w, s)
+			}
+		}
+		return w
+	}
+	if !d.wread {
+		d.writable, d.wread = readDataSegs(d.f, true), true
+	}
+	return d.writable
+}
+
+// readDataSegs reads the non-executable PT_LOAD segments' file bytes
+// (only the writable ones if writable is set).
+func readDataSegs(f *openFile, writable bool) []dataSeg {
+	var segs []dataSeg
+	for _, p := range f.ef.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X != 0 || writable && p.Flags&elf.PF_W == 0 {
+			continue
+		}
+		if p.Filesz == 0 || p.Filesz > maxPclntabScan || p.Off > uint64(f.size) || p.Filesz > uint64(f.size)-p.Off {
+			continue
+		}
+		seg := make([]byte, p.Filesz)
+		if _, err := f.r.ReadAt(seg, int64(p.Off)); err != nil {
+			continue
+		}
+		segs = append(segs, dataSeg{vaddr: p.Vaddr, data: seg, writable: p.Flags&elf.PF_W != 0})
+	}
+	return segs
+}
+
+// isGoBinary reports whether f is a Go program: its .go.buildinfo or
+// .gopclntab section, or, when the section headers are gone, Go's build
+// info in a data segment (segs read on demand). A pclntab magic in a
+// binary that is not Go is a chance match.
+func isGoBinary(f *openFile, segs func() []dataSeg) bool {
+	if len(f.ef.Sections) > 0 && f.ef.Section(".text") != nil {
+		return maybeGo(f)
+	}
+	for _, s := range segs() {
+		if bytes.Contains(s.data, goBuildInfoMagic) {
+			return true
+		}
+	}
+	return false
+}
+
+// loadGoTable finds the pclntab: the .gopclntab section, else (stripped
+// section headers, or a table the external linker put inside
+// .data.rel.ro) a header found in the data segments and validated in full.
 func loadGoTable(f *openFile) (*goTable, error) {
 	ef := f.ef
+	segs := &dataSegs{f: f}
 	var data []byte
 	var addr uint64
 	if s := ef.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS {
@@ -32,16 +116,19 @@ func loadGoTable(f *openFile) (*goTable, error) {
 			return nil, err
 		}
 		data, addr = b, s.Addr
-	} else if ef.Section(".text") == nil || len(ef.Sections) == 0 {
-		data, addr = scanPclntab(f)
+	} else if isGoBinary(f, segs.all) {
+		data, addr = scanPclntab(ef, segs.all())
 	}
 	if err := checkPclntabHeader(data, ef.ByteOrder); err != nil {
 		return nil, err
 	}
-	text, gofunc, ok := moduledataText(f, addr, int(data[7]))
+	ptrSize := int(data[7])
+	magic, end := ef.ByteOrder.Uint32(data), addr+uint64(len(data))
+	md, ok := moduledataAt(f, segs.writableOnly(), magic, addr, end, ptrSize)
 	if !ok {
-		text, gofunc, ok = moduledataTextRela(f, addr, int(data[7]))
+		md, ok = moduledataRela(f, magic, addr, end, ptrSize)
 	}
+	text, gofunc := md.text, md.gofunc
 	if !ok {
 		text, gofunc = textStart(ef), 0
 	}
@@ -69,20 +156,28 @@ func loadGoTable(f *openFile) (*goTable, error) {
 		return nil, err
 	}
 	g := &goTable{tab: tab}
+	g.info = GoInfo{PtrSize: ptrSize, Pclntab: addr, Text: text}
+	if ok {
+		g.info.Moduledata = md.addr
+		g.info.Etext, g.info.Bss, g.info.Ebss, g.info.Noptrbss, g.info.Enoptrbss = md.etext, md.bss, md.ebss, md.noptrbss, md.enoptrbss
+		g.info.Data, g.info.Edata, g.info.Noptrdata, g.info.Enoptrdata = md.data, md.edata, md.noptrdata, md.enoptrdata
+	}
+	g.info.Version = goVersion(f, segs.all)
 	if gofunc != 0 && !inExec(ef, gofunc) {
 		if inl := newGoInline(data, ef.ByteOrder, text, gofunc, f); inl != nil && inl.agrees(tab) {
 			g.inl = inl
 		}
+	}
+	if fr := newGoFrames(data, ef.ByteOrder, text); fr != nil && fr.agrees(tab) {
+		safely("gopclntab lookup", func() error { fr.markStops(tab); return nil })
+		g.frames = fr
 	}
 	return g, nil
 }
 
 // checkPclntabHeader bounds the counts in a pclntab header by the table's
 // size before debug/gosym allocates by them.
-func checkPclntabHeader(data []byte, order interface {
-	Uint32([]byte) uint32
-	Uint64([]byte) uint64
-}) error {
+func checkPclntabHeader(data []byte, order binary.ByteOrder) error {
 	if len(data) < 16 {
 		return ErrNoSymbols
 	}
@@ -117,44 +212,6 @@ func inExec(ef *elf.File, addr uint64) bool {
 	return false
 }
 
-// maxRelas bounds the dynamic relocations read.
-const maxRelas = 1 << 22
-
-// moduledataTextRela does what moduledataText does for a PIE, whose
-// moduledata pointers are R_*_RELATIVE relocations: the relocation whose
-// addend is the pclntab's address is at &moduledata.pcHeader, and the one
-// at the text field's address holds runtime.text.
-func moduledataTextRela(f *openFile, pcln uint64, ptrSize int) (text, gofunc uint64, ok bool) {
-	if pcln == 0 || ptrSize != 8 || f.ef.Class != elf.ELFCLASS64 {
-		return 0, 0, false
-	}
-	s := f.ef.Section(".rela.dyn")
-	if s == nil || s.Type != elf.SHT_RELA || s.Size/24 > maxRelas {
-		return 0, 0, false
-	}
-	b, err := sectionData(s, f.size)
-	if err != nil {
-		return 0, 0, false
-	}
-	order := f.ef.ByteOrder
-	addends := make(map[uint64]uint64)
-	var md []uint64
-	for i := 0; i+24 <= len(b); i += 24 {
-		off, add := order.Uint64(b[i:]), order.Uint64(b[i+16:])
-		addends[off] = add
-		if add == pcln {
-			md = append(md, off)
-		}
-	}
-	textOff := uint64(ptrSize) * (1 + 6*3 + 3)
-	for _, at := range md {
-		if text, ok := addends[at+textOff]; ok && inExec(f.ef, text) {
-			return text, addends[at+textOff+goFuncFieldIndex*uint64(ptrSize)], true
-		}
-	}
-	return 0, 0, false
-}
-
 // textStart is runtime.text: the start of .text, else of the first
 // executable segment.
 func textStart(ef *elf.File) uint64 {
@@ -168,123 +225,6 @@ func textStart(ef *elf.File) uint64 {
 	}
 	return 0
 }
-
-// pclntab header magics (Go 1.20+, 1.18, 1.16, 1.2), little-endian.
-var pclntabMagics = [][]byte{
-	{0xf1, 0xff, 0xff, 0xff, 0, 0},
-	{0xf0, 0xff, 0xff, 0xff, 0, 0},
-	{0xfa, 0xff, 0xff, 0xff, 0, 0},
-	{0xfb, 0xff, 0xff, 0xff, 0, 0},
-}
-
-// scanPclntab searches the non-executable PT_LOAD segments for a pclntab
-// header and returns the bytes from there to the segment's end, and their
-// virtual address.
-func scanPclntab(f *openFile) ([]byte, uint64) {
-	for _, p := range f.ef.Progs {
-		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X != 0 || p.Flags&elf.PF_W != 0 {
-			continue
-		}
-		if p.Filesz == 0 || p.Filesz > maxPclntabScan || p.Off > uint64(f.size) || p.Filesz > uint64(f.size)-p.Off {
-			continue
-		}
-		seg := make([]byte, p.Filesz)
-		if _, err := f.r.ReadAt(seg, int64(p.Off)); err != nil {
-			continue
-		}
-		if !goBuildInfoPresent(f) {
-			return nil, 0
-		}
-		for _, magic := range pclntabMagics {
-			for off := 0; off+8 <= len(seg); {
-				i := bytes.Index(seg[off:], magic)
-				if i < 0 {
-					break
-				}
-				h := seg[off+i:]
-				if (h[6] == 1 || h[6] == 2 || h[6] == 4) && (h[7] == 4 || h[7] == 8) {
-					return h, p.Vaddr + uint64(off+i)
-				}
-				off += i + 1
-			}
-		}
-	}
-	return nil, 0
-}
-
-// moduledataText finds runtime.firstmoduledata, whose first word points to
-// the pclntab at pcln, and returns its text field (runtime.text: the base
-// of the function entries of Go 1.18+ tables). In a PIE the pointer is a
-// relocation's addend instead.
-func moduledataText(f *openFile, pcln uint64, ptrSize int) (text, gofunc uint64, ok bool) {
-	if pcln == 0 || (ptrSize != 4 && ptrSize != 8) {
-		return 0, 0, false
-	}
-	order := f.ef.ByteOrder
-	// moduledata: pcHeader pointer, six slices, findfunctab, minpc, maxpc,
-	// text.
-	textOff := uint64(ptrSize) * (1 + 6*3 + 3)
-	word := func(b []byte) uint64 {
-		if ptrSize == 8 {
-			return order.Uint64(b)
-		}
-		return uint64(order.Uint32(b))
-	}
-	valid := func(text, minpc, maxpc uint64) bool {
-		if text == 0 || text > minpc || minpc > maxpc {
-			return false
-		}
-		for _, p := range f.ef.Progs {
-			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && text >= p.Vaddr && text < p.Vaddr+p.Memsz {
-				return true
-			}
-		}
-		return false
-	}
-	pat := make([]byte, ptrSize)
-	if ptrSize == 8 {
-		order.PutUint64(pat, pcln)
-	} else {
-		order.PutUint32(pat, uint32(pcln))
-	}
-	for _, p := range f.ef.Progs {
-		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_W == 0 || p.Filesz == 0 || p.Filesz > maxPclntabScan ||
-			p.Off > uint64(f.size) || p.Filesz > uint64(f.size)-p.Off {
-			continue
-		}
-		seg := make([]byte, p.Filesz)
-		if _, err := f.r.ReadAt(seg, int64(p.Off)); err != nil {
-			continue
-		}
-		for off := 0; off < len(seg); {
-			i := bytes.Index(seg[off:], pat)
-			if i < 0 {
-				break
-			}
-			at := uint64(off + i)
-			off += i + 1
-			if at%uint64(ptrSize) != 0 || at+textOff+uint64(ptrSize) > uint64(len(seg)) {
-				continue
-			}
-			text := word(seg[at+textOff:])
-			minpc, maxpc := word(seg[at+textOff-2*uint64(ptrSize):]), word(seg[at+textOff-uint64(ptrSize):])
-			if valid(text, minpc, maxpc) {
-				gofunc := uint64(0)
-				if g := at + textOff + goFuncFieldIndex*uint64(ptrSize); g+uint64(ptrSize) <= uint64(len(seg)) {
-					gofunc = word(seg[g:])
-				}
-				return text, gofunc, true
-			}
-		}
-	}
-	return 0, 0, false
-}
-
-// goFuncFieldIndex is the position of moduledata.gofunc counted in words
-// from moduledata.text (text, etext, noptrdata, enoptrdata, data, edata,
-// bss, ebss, noptrbss, enoptrbss, covctrs, ecovctrs, end, gcdata, gcbss,
-// types, etypes, rodata, gofunc: Go 1.20+).
-const goFuncFieldIndex = 18
 
 // lookupSyms appends the frames at pc: through the direct reader with its
 // inline trees when the table has them (checked against debug/gosym at
@@ -327,29 +267,4 @@ func (g *goTable) lookup(pc uint64) (name string, entry uint64, file string, lin
 		return "", 0, "", 0, false
 	}
 	return name, entry, file, line, ok
-}
-
-// goBuildInfoMagic starts the Go build info blob every Go binary carries.
-var goBuildInfoMagic = []byte("\xff Go buildinf:")
-
-// goBuildInfoPresent reports whether some segment holds Go's build info,
-// so that a pclntab magic found by scanning is not a chance match in a
-// non-Go binary.
-func goBuildInfoPresent(f *openFile) bool {
-	for _, p := range f.ef.Progs {
-		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X != 0 {
-			continue
-		}
-		if p.Filesz == 0 || p.Filesz > maxPclntabScan || p.Off > uint64(f.size) || p.Filesz > uint64(f.size)-p.Off {
-			continue
-		}
-		seg := make([]byte, p.Filesz)
-		if _, err := f.r.ReadAt(seg, int64(p.Off)); err != nil {
-			continue
-		}
-		if bytes.Contains(seg, goBuildInfoMagic) {
-			return true
-		}
-	}
-	return false
 }

@@ -19,9 +19,10 @@ const (
 	MethodFPHeuristic               // frame pointer found by scanning (partial registers)
 	MethodScan                      // stack scanning
 	MethodSignal                    // restored from a signal frame
+	MethodPclntab                   // Go's frame size at the PC, from the pclntab
 )
 
-var methodNames = [...]string{"regs", "cfi", "fp", "fp-heuristic", "scan", "signal"}
+var methodNames = [...]string{"regs", "cfi", "fp", "fp-heuristic", "scan", "signal", "pclntab"}
 
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
@@ -135,6 +136,21 @@ type ModuleInfo struct {
 	// unknown, so the walk stops there rather than guess by frame
 	// pointers or scanning.
 	NoModule bool
+	// Go gives the frame size of Go code where the CFI has no row (a
+	// stripped Go binary has none); nil if the module has no Go pclntab.
+	// Its addresses are file virtual addresses too.
+	Go GoFrames
+}
+
+// GoFrames gives exact frame sizes of Go code, which Go's pclntab records
+// for every instruction.
+type GoFrames interface {
+	// FrameSize returns, for the file virtual address vaddr, the entry of
+	// its function and the bytes between the stack pointer and the return
+	// address's slot (the caller's SP is SP+size+8); root: the function
+	// starts a stack (nothing called it); switches: it moves SP to another
+	// stack, so its frame size does not lead to its caller.
+	FrameSize(vaddr uint64) (entry, size uint64, root, switches, ok bool)
 }
 
 // Space describes the target's address space to the unwinder.

@@ -181,10 +181,28 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 		rs, i = mi.CFI.lookup(look - mi.Bias)
 		atEnd = rs != nil && !exact && i+1 < len(mi.CFI.addrs) && mi.CFI.addrs[i+1] == look-mi.Bias+1
 	}
+	// Go code's frame from its pclntab.
+	var goEntry, goSize uint64
+	var goRoot, goSwitch, goOK, inGoFunc bool
+	if inMap && mi.Go != nil && look >= mi.Bias {
+		goEntry, goSize, goRoot, goSwitch, goOK = mi.Go.FrameSize(look - mi.Bias)
+		// A return address inside the Go function whose call it follows
+		// is no trampoline's start: no code to read for it.
+		if goOK && !exact {
+			e, _, _, _, ok := mi.Go.FrameSize(pc - mi.Bias)
+			inGoFunc = ok && e == goEntry
+		}
+	}
 	// A trampoline without CFI of its own may follow another function's
 	// FDE: then pc-1 finds that FDE, ending exactly at pc.
-	if rs != nil && rs.Signal || (rs == nil || atEnd) && w.isTrampoline(pc, exact) {
+	if rs != nil && rs.Signal || (rs == nil || atEnd) && !inGoFunc && w.isTrampoline(pc, exact) {
 		return w.signalStep(cur)
+	}
+	// Go code by its pclntab where there is no CFI, and where its CFI
+	// cannot say the truth: a root, or a stack switch (Go's .debug_frame
+	// leads from runtime.morestack to a stale word of the g0 stack).
+	if goOK && (rs == nil || goRoot || goSwitch && !exact) {
+		return w.goStep(goEntry+mi.Bias, goSize, goRoot, goSwitch && !exact)
 	}
 	if rs != nil {
 		return w.cfiStep(rs, mi.CFI)
