@@ -18,6 +18,7 @@ import (
 	"io"
 
 	"stackshot/internal/arch"
+	"stackshot/internal/contain"
 	"stackshot/ptrace"
 )
 
@@ -82,11 +83,16 @@ func Encode(w io.Writer, f *File) error {
 // Decode reads a capture file written by Encode (or by earlier versions of
 // stackshot, which wrote the same format).
 func Decode(r io.Reader) (f *File, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			f, err = nil, fmt.Errorf("corrupt capture: %v", p)
-		}
-	}()
+	if perr := contain.Do("reading a capture", func() error {
+		f, err = decode(r)
+		return nil
+	}); perr != nil {
+		return nil, perr
+	}
+	return f, err
+}
+
+func decode(r io.Reader) (f *File, err error) {
 	zr, err := gzip.NewReader(bufio.NewReader(r))
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNotCapture, err)

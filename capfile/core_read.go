@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"stackshot/internal/arch"
+	"stackshot/internal/contain"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 )
@@ -124,11 +125,16 @@ type coreNoteRec struct {
 // stackshot also carries the capture itself (thread names, methods, kernel
 // stacks), which is used instead.
 func ReadCore(r io.ReaderAt, size int64) (c *Saved, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			c, err = nil, coreErr("%v", p)
-		}
-	}()
+	if perr := contain.Do("reading a core", func() error {
+		c, err = readCore(r, size)
+		return nil
+	}); perr != nil {
+		return nil, perr
+	}
+	return c, err
+}
+
+func readCore(r io.ReaderAt, size int64) (c *Saved, err error) {
 	var eh [64]byte
 	if n, _ := r.ReadAt(eh[:], 0); n != len(eh) {
 		return nil, coreErr("truncated ELF header")

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"stackshot/internal/contain"
 )
 
 func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
@@ -121,12 +122,15 @@ func (rt *Runtime) findAllgs(md uint64) (cands []uint64, err error) {
 // mappings: it starts at start and maps the file from offset (as
 // /proc/PID/maps shows).
 func LoadBias(exe io.ReaderAt, start, offset uint64) (bias uint64, ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	ef, err := elf.NewFile(exe)
+	contain.Do("reading the executable", func() error {
+		bias, ok = loadBias(exe, start, offset)
+		return nil
+	})
+	return bias, ok
+}
+
+func loadBias(exe io.ReaderAt, start, offset uint64) (bias uint64, ok bool) {
+	ef, err := openELF(exe)
 	if err != nil {
 		return 0, false
 	}

@@ -30,6 +30,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"stackshot/internal/contain"
+	"stackshot/internal/safeelf"
 	"strings"
 	"time"
 )
@@ -82,12 +85,40 @@ type Runtime struct {
 // Open identifies the program's Go version and runtime layout and finds
 // the runtime's goroutine list and function table.
 func Open(t Target) (rt *Runtime, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			rt, err = nil, fmt.Errorf("reading the executable: %v", p)
+	err = contain.Do("reading the executable", func() error {
+		rt, err = open(t)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// openELF parses the executable's headers once safeelf has checked them
+// against its size (the file is the target's: hostile).
+func openELF(exe io.ReaderAt) (*elf.File, error) {
+	var size int64
+	switch f := exe.(type) {
+	case interface{ Size() int64 }:
+		size = f.Size()
+	case interface{ Stat() (os.FileInfo, error) }:
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
 		}
-	}()
-	ef, err := elf.NewFile(t.Exe)
+		size = st.Size()
+	default:
+		return nil, errors.New("the executable's size is unknown")
+	}
+	if _, err := safeelf.Check(exe, size); err != nil {
+		return nil, err
+	}
+	return elf.NewFile(exe)
+}
+
+func open(t Target) (rt *Runtime, err error) {
+	ef, err := openELF(t.Exe)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package goruntime
 import (
 	"debug/dwarf"
 	"fmt"
+	"stackshot/internal/contain"
 	"strings"
 )
 
@@ -129,11 +130,16 @@ const maxDWARFEntries = 1 << 22
 // (the runtime's struct types). Statuses and wait reasons are not in
 // DWARF: the caller fills them in.
 func LayoutFromDWARF(d *dwarf.Data) (l *Layout, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			l, err = nil, fmt.Errorf("reading runtime types from DWARF: %v", p)
-		}
-	}()
+	if perr := contain.Do("reading runtime types from DWARF", func() error {
+		l, err = layoutFromDWARF(d)
+		return nil
+	}); perr != nil {
+		return nil, perr
+	}
+	return l, err
+}
+
+func layoutFromDWARF(d *dwarf.Data) (l *Layout, err error) {
 	want := map[string]*dwarf.StructType{"runtime.g": nil, "runtime.m": nil, "runtime.moduledata": nil, "runtime._func": nil}
 	found := 0
 	r := d.Reader()
