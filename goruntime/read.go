@@ -257,8 +257,14 @@ func (r *reader) block(gps []uint64, snap *Snapshot, seen map[uint64]bool) {
 			}
 		}
 	}
-	// The same g structures again: one that moved while its stack was
-	// read may mix two moments.
+	r.reread(snap, seen)
+}
+
+// reread reads the block's g structures again: one that moved while its
+// stack was read may mix two moments. The goroutines that did not move
+// go into snap.
+func (r *reader) reread(snap *Snapshot, seen map[uint64]bool) {
+	l, gs := r.rt.Layout, r.rt.Layout.GSize
 	r.bufs, r.addrs = r.bufs[:0], r.addrs[:0]
 	for i := range r.pend {
 		p := &r.pend[i]
@@ -266,8 +272,8 @@ func (r *reader) block(gps []uint64, snap *Snapshot, seen map[uint64]bool) {
 			r.bufs, r.addrs = append(r.bufs, r.g2buf[i*gs:(i+1)*gs]), append(r.addrs, p.gp)
 		}
 	}
-	ok = readRanges(r.rt.mem, r.bufs, r.addrs)
-	j = 0
+	ok := readRanges(r.rt.mem, r.bufs, r.addrs)
+	j := 0
 	for i := range r.pend {
 		p := &r.pend[i]
 		if p.kind == readOK {

@@ -21,7 +21,12 @@ import (
 // longOK are the functions allowed over maxFuncLines: table-driven parsers
 // that read better as one switch over the format's cases.
 var longOK = map[string]string{
-	"unwind/expr.go:evalExpr": "the DWARF expression machine: one case per DW_OP_ opcode",
+	"unwind/expr.go:evalExpr":           "the DWARF expression machine: one case per DW_OP_ opcode",
+	"unwind/cfi.go:execute":             "the call frame instructions: one case per DW_CFA_ opcode",
+	"unwind/cfi.go:parseSection":        "a frame section's entries: CIE or FDE, 32- or 64-bit, .eh_frame or .debug_frame",
+	"unwind/cfi.go:parseCIE":            "a CIE's fields and augmentation string, in the order the format gives them",
+	"symtab/linefiles.go:lineFileNames": "the line table header of DWARF 2 to 5: one case per entry format",
+	"symtab/dwarf.go:decode":            "one unit's DIE tree: one case per tag the symbolizer reads",
 }
 
 const (
