@@ -477,49 +477,12 @@ func Release(v string) string {
 // (CGO_ENABLED=1).
 func BuildGo(t testing.TB, tc GoToolchain, dir string, env []string, flags ...string) string {
 	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := sha256.New()
-	fmt.Fprintln(h, tc.Name, tc.Go, strings.Join(tc.Env, " "), strings.Join(env, " "), strings.Join(flags, " "))
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".go") && e.Name() != "go.mod" {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintln(h, e.Name())
-		h.Write(b)
-	}
-	sum := hex.EncodeToString(h.Sum(nil))[:16]
-	bin := filepath.Join(CacheDir(), filepath.Base(dir)+"-"+tc.Name+"-"+sum)
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	args := append(append([]string{"build"}, flags...), "-o", bin+".tmp", ".")
-	cmd := exec.Command(tc.Go, args...)
-	cmd.Dir = dir
-	cmd.Env = append(append(append(environWithout("GOROOT"), "GOWORK=off", "GOFLAGS="), tc.Env...), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", tc.Go, strings.Join(args, " "), err, out)
-	}
-	quoted := make([]string, len(args))
-	for i, a := range args {
-		quoted[i] = fmt.Sprintf("%q", a)
-	}
-	os.WriteFile(bin+".cmd", []byte(fmt.Sprintf("cd %s && %s %s %s\n", dir, strings.Join(append(append([]string{}, tc.Env...), env...), " "), tc.Go, strings.Join(quoted, " "))), 0o644)
-	if err := os.Rename(bin+".tmp", bin); err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	// In dir, without GOROOT (which would make one toolchain use
+	// another's standard library), outside any workspace.
+	step := []string{"sh", "-c", `cd "$1" && shift && exec env -u GOROOT "$@"`, "sh", "$SRC", "GOWORK=off", "GOFLAGS="}
+	step = append(append(append(step, tc.Env...), env...), tc.Go, "build")
+	step = append(append(step, flags...), "-o", "$OUT", ".")
+	return Artifact(t, filepath.Base(dir)+"-"+tc.Name, dir, step)
 }
 
 // environWithout is the environment without the variable name (GOROOT,
