@@ -95,6 +95,15 @@ type Options struct {
 	// given (a saved capture, with report --perf-map FILE); "" none.
 	// For live targets the target's own /tmp/perf-PID.map is used.
 	PerfMap string
+
+	// FetchDebug, when set, is asked for a module's separate debug file by
+	// build id when none is on disk and the binary has no DWARF of its own
+	// (debuginfod); FetchExecutable for a module's file itself when it is
+	// not on disk (a saved capture on another machine). Each returns a
+	// host path, checked like any other file. They run only while
+	// symbolizing, never during a capture's stop. nil: nothing fetched.
+	FetchDebug      func(ctx context.Context, buildID string) (path string, err error)
+	FetchExecutable func(ctx context.Context, buildID string) (path string, err error)
 }
 
 // ModuleRef says how to find the file behind a mapping of a target process.

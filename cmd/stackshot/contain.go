@@ -27,6 +27,7 @@ func (s *session) safeCapture(pid int, deadline time.Time) (p *ptrace.Process, e
 // the per-thread guard (resolve) becomes this process's error.
 func resolveProcess(res *resolve.Resolver, p *ptrace.Process, mem ptrace.MemReader, live bool) (rp *report.Process, err error) {
 	perr := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() {
+		res.PrefetchDebug(p) // (debuginfod) now that every thread runs again
 		if live {
 			rp = res.Process(p, mem)
 		} else {

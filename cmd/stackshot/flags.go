@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"stackshot/debuginfod"
 	"stackshot/ptrace"
 	"stackshot/symtab"
 	"stackshot/unwind"
@@ -41,6 +42,8 @@ type common struct {
 	started                    time.Time          // when the command began: --timeout counts from here
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
 	diag                       diagFlags          // dump: --group, --interval, --count (diagnose.go)
+	noDebuginfod               bool               // --no-debuginfod
+	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (debuginfod.go)
 }
 
 // Groups of flags, by what they are for.
@@ -51,7 +54,7 @@ const (
 	fTID                 // -t
 	fKernel              // --kernel, --no-kernel
 	fShow                // -s, -i, -v
-	fUnwind              // --max-frames, --debug-dir, --no-demangle
+	fUnwind              // --max-frames, --debug-dir, --no-demangle, --no-debuginfod
 	fCapture             // --mode, --consistent, --timeout, --stack-bytes
 	fQuiet               // -q
 	fRecord              // -F, -d, --per-thread, --idle
@@ -124,6 +127,9 @@ func (c *common) register(name string, set int, v *common) {
 			fs.StringVar(&v.perfMap, "perf-map", "", "the JIT perf map (perf-PID.map) of the captured process")
 		}
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
+		if v == c { // (new: not among the flags every command once took)
+			fs.BoolVar(&v.noDebuginfod, "no-debuginfod", false, "never fetch debug files from the servers in DEBUGINFOD_URLS")
+		}
 	}
 	if set&fCapture != 0 {
 		fs.StringVar(&v.mode, "mode", "auto", "capture: auto, stop or nostop")
@@ -281,6 +287,7 @@ func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + 
 func (c *common) newSymbolizer() *symtab.Symbolizer {
 	o := symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly(),
 		MaxDebugBytes: c.maxDebugBytes, PerfMap: c.perfMap}
+	c.addFetchers(&o)
 	if c.timeout > 0 {
 		o.Context, c.cancelSym = context.WithDeadline(context.Background(), c.started.Add(c.timeout))
 	}
@@ -289,6 +296,7 @@ func (c *common) newSymbolizer() *symtab.Symbolizer {
 
 // symbolizerNotes says on stderr what the symbolizer could not do.
 func (c *common) symbolizerNotes(sym *symtab.Symbolizer) {
+	c.debuginfodNotes()
 	if c.quiet {
 		return
 	}
