@@ -63,6 +63,11 @@ const (
 // ErrNotFound means no server has the file (or none was asked).
 var ErrNotFound = errors.New("not found on any debuginfod server")
 
+// ErrDeferred is Fetch's answer while the Client is paused (a capture is
+// in progress) and the file is not cached: ask again later. It is the
+// symbolizer's own (symtab.ErrFetchDeferred).
+var ErrDeferred = symtab.ErrFetchDeferred
+
 // ErrRejected means a server sent a file that is not what was asked for
 // (not ELF, another build id, too large): it was not kept.
 var ErrRejected = errors.New("rejected")
@@ -132,6 +137,7 @@ type Client struct {
 	problems map[string]string // by server: the first problem met (warnings)
 	down     map[string]bool   // servers not asked again
 	order    []string
+	paused   int   // Pause calls not yet resumed
 	active   int   // downloads in progress
 	done     int   // files fetched
 	bytes    int64 // bytes received
@@ -230,6 +236,10 @@ func (c *Client) Fetch(ctx context.Context, buildID string, kind Kind) (string, 
 	}
 	key := buildID + "/" + string(kind)
 	c.mu.Lock()
+	if c.paused > 0 {
+		c.mu.Unlock()
+		return "", ErrDeferred
+	}
 	if cl := c.inflight[key]; cl != nil {
 		c.mu.Unlock()
 		select {
@@ -247,6 +257,26 @@ func (c *Client) Fetch(ctx context.Context, buildID string, kind Kind) (string, 
 	// Kept in inflight: the outcome holds for the Client's life (a file
 	// that is not there now is not asked for again in the same run).
 	return cl.path, cl.err
+}
+
+// Pause makes Fetch answer only from the cache (ErrDeferred otherwise)
+// until resume is called: nothing delays a capture in progress, not even
+// by a download while no thread is stopped.
+func (c *Client) Pause() (resume func()) {
+	if c == nil {
+		return func() {}
+	}
+	c.mu.Lock()
+	c.paused++
+	c.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			c.paused--
+			c.mu.Unlock()
+		})
+	}
 }
 
 // cached looks dest up in the cache: a file (ok), elfutils' recent record

@@ -315,3 +315,25 @@ func TestFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// While paused (a capture in progress) only the cache answers.
+func TestPause(t *testing.T) {
+	sp := testutil.SplitTarget(t, "blocked", false)
+	debug, _ := os.ReadFile(sp.Debug)
+	srv, n := counting(t, func(w http.ResponseWriter, r *http.Request) { w.Write(debug) })
+	c := newClient(filepath.Join(t.TempDir(), "cache"), srv.URL)
+	resume := c.Pause()
+	if _, err := c.Debuginfo(context.Background(), sp.BuildID); !errors.Is(err, ErrDeferred) || n.Load() != 0 {
+		t.Fatalf("paused: %v, %d requests", err, n.Load())
+	}
+	resume()
+	resume() // once only
+	p, err := c.Debuginfo(context.Background(), sp.BuildID)
+	if err != nil || n.Load() != 1 {
+		t.Fatalf("resumed: %v, %d requests", err, n.Load())
+	}
+	defer c.Pause()()
+	if q, err := c.Debuginfo(context.Background(), sp.BuildID); q != p || err != nil {
+		t.Errorf("paused, cached: %q, %v", q, err)
+	}
+}

@@ -3,6 +3,7 @@ package symtab
 import (
 	"context"
 	"debug/elf"
+	"errors"
 	"io"
 	"sync"
 
@@ -13,6 +14,13 @@ import (
 // Options.FetchExecutable return host paths of files already verified by
 // the fetcher; they are checked again here like any file on disk (build
 // id, debug info) before their symbols are used.
+
+// ErrFetchDeferred is what a fetcher (Options.FetchDebug) returns to say
+// "not now": a capture is in progress and nothing may delay it. The module
+// is then loaded without a separate debug file, for the capture's own
+// needs, and is opened afresh by the next Symbolizer.Module call, which
+// asks again.
+var ErrFetchDeferred = errors.New("fetch deferred")
 
 // FileBuildID returns the hex GNU build id of the ELF file r of size bytes,
 // its headers checked first (internal/safeelf). ErrNoBuildID when it
@@ -50,6 +58,9 @@ func (m *Module) fetchDebugFile() *openFile {
 		return nil
 	}
 	p, err := m.sym.opts.FetchDebug(m.sym.fetchContext(), m.buildID)
+	if errors.Is(err, ErrFetchDeferred) && !m.deferred.Swap(true) {
+		m.sym.deferredN.Add(1)
+	}
 	if err != nil || p == "" {
 		return nil
 	}
@@ -84,6 +95,37 @@ func (s *Symbolizer) fetchModuleFile(ref ModuleRef) *openFile {
 		return nil
 	}
 	return f
+}
+
+// dropDeferred takes the modules whose debug file fetch was deferred out of
+// the cache (s.mu held): the next Module call opens them again and asks
+// again. They stay open for whoever holds them, until Close.
+func (s *Symbolizer) dropDeferred() {
+	if s.deferredN.Load() == 0 {
+		return
+	}
+	seen := map[*Module]bool{}
+	drop := func(m *Module) bool {
+		if !m.deferred.Load() {
+			return false
+		}
+		if !seen[m] {
+			seen[m] = true
+			s.retired = append(s.retired, m)
+			s.deferredN.Add(-1)
+		}
+		return true
+	}
+	for k, m := range s.byBuildID {
+		if drop(m) {
+			delete(s.byBuildID, k)
+		}
+	}
+	for k, m := range s.byInode {
+		if drop(m) {
+			delete(s.byInode, k)
+		}
+	}
 }
 
 func hasDWARF(ef *elf.File) bool {

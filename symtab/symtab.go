@@ -141,6 +141,9 @@ type Symbolizer struct {
 	byInode   map[devIno]*Module
 	mismatch  map[ModuleRef]*Module
 
+	deferredN atomic.Int32 // modules whose debug file fetch was deferred (fetch.go)
+	retired   []*Module    // such modules, dropped from the cache, closed by Close
+
 	perfMu   sync.Mutex
 	perfMaps map[string]*perfMapEntry
 	carried  map[int]*PerfMap // perf maps from saved captures, by pid
@@ -183,6 +186,10 @@ func (s *Symbolizer) Close() error {
 	for _, m := range s.mismatch {
 		closeAll(m)
 	}
+	for _, m := range s.retired {
+		closeAll(m)
+	}
+	s.retired = nil
 	s.byBuildID = make(map[string]*Module)
 	s.byInode = make(map[devIno]*Module)
 	s.mismatch = make(map[ModuleRef]*Module)
@@ -202,6 +209,7 @@ func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 	ref.BuildID = strings.ToLower(ref.BuildID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dropDeferred()
 	if ref.BuildID != "" {
 		if m := s.byBuildID[ref.BuildID]; m != nil {
 			return m, nil
@@ -263,6 +271,7 @@ func (s *Symbolizer) ModuleFromImage(image []byte, name string) (*Module, error)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dropDeferred()
 	if f.buildID != "" {
 		if m := s.byBuildID[f.buildID]; m != nil {
 			return m, nil
@@ -286,7 +295,8 @@ type Module struct {
 	root     string
 	buildID  string
 	mismatch bool
-	image    bool // from memory (vdso): debug files by build id only
+	image    bool        // from memory (vdso): debug files by build id only
+	deferred atomic.Bool // its debug file fetch was deferred: opened again (fetch.go)
 
 	file  *openFile
 	loads []loadSeg
