@@ -1,9 +1,12 @@
 package symtab
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,4 +176,22 @@ func TestPrefetchDebugParallel(t *testing.T) {
 	}
 	m, _ := s.Module(ModuleRef{Path: a.Exe, BuildID: a.BuildID})
 	wantReaderC(t, readerC(t, a, m))
+}
+
+// FileBuildID reads what a debuginfod server sent: hostile bytes.
+func FuzzFileBuildID(f *testing.F) {
+	fuzzSeedBinaries(f, func(p string) {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		id, err := FileBuildID(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return
+		}
+		if len(id) == 0 || len(id)%2 != 0 || strings.Trim(id, "0123456789abcdef") != "" {
+			t.Fatalf("build id %q", id)
+		}
+	})
 }
