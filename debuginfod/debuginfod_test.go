@@ -3,6 +3,7 @@
 package debuginfod
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -335,5 +336,25 @@ func TestPause(t *testing.T) {
 	defer c.Pause()()
 	if q, err := c.Debuginfo(context.Background(), sp.BuildID); q != p || err != nil {
 		t.Errorf("paused, cached: %q, %v", q, err)
+	}
+}
+
+// On a terminal the progress line is rewritten in place and cleared at
+// the end; nothing is left on the line.
+func TestProgressOnTerminal(t *testing.T) {
+	sp := testutil.SplitTarget(t, "blocked", false)
+	debug, _ := os.ReadFile(sp.Debug)
+	srv, _ := counting(t, func(w http.ResponseWriter, r *http.Request) { w.Write(debug) })
+	var out bytes.Buffer
+	c := New(Options{URLs: []string{srv.URL}, CacheDir: filepath.Join(t.TempDir(), "cache"), Progress: &out, Terminal: true})
+	if _, err := c.Debuginfo(context.Background(), sp.BuildID); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !strings.HasPrefix(s, "\r\033[Kstackshot: debuginfod: downloading 1 file(s), ") || !strings.HasSuffix(s, "\r\033[K") || strings.Contains(s, "\n") {
+		t.Errorf("progress output %q", s)
+	}
+	if !strings.Contains(s, "1 done") {
+		t.Errorf("progress never counted the file: %q", s)
 	}
 }
