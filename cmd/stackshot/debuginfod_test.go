@@ -165,7 +165,7 @@ func TestDebuginfodBadServers(t *testing.T) {
 		args           []string
 	}{
 		{"down", testutil.DeadURL(t), "unreachable: connection refused", nil},
-		{"silent", silent.URL, "no answer in the time --timeout leaves", []string{"--timeout", "3s"}},
+		{"silent", silent.URL, "no answer in the time --timeout leaves", []string{"--timeout", "8s"}},
 		{"garbage", serve([]byte(strings.Repeat("garbage ", 4096))), "is not an ELF file with a build id", nil},
 		{"wrong build id", serve(otherDebug), "carries build id " + other.BuildID, nil},
 	}
