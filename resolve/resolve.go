@@ -158,22 +158,7 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		return e
 	}
 	first := s.maps.FirstOfFile(m)
-	ref := symtab.ModuleRef{
-		Path:    m.Path,
-		Dev:     mkdev(m.DevMajor, m.DevMinor),
-		Inode:   m.Inode,
-		BuildID: s.p.BuildIDs[first.Start],
-	}
-	if !s.r.opts.Live && s.r.opts.Sysroot != "/" {
-		ref.Root = s.r.opts.Sysroot
-	}
-	if s.r.opts.Live {
-		ref.Root = rootPath(s.p)
-		if s.p.MemTID == 0 {
-			// (An exited main thread's map_files are gone with its mm.)
-			ref.MapFiles = procmaps.MapFilesPath(s.p.PID, m)
-		}
-	}
+	ref := s.moduleRef(m, first)
 	mod, err := s.r.sym.Module(ref)
 	if err != nil {
 		e.err = err

@@ -30,7 +30,16 @@ func (s *Symbolizer) debugDirs() []string {
 // DEBUGDIR/.build-id/xx/rest.debug, then the .gnu_debuglink name next to
 // the file, in its .debug/ directory, and under DEBUGDIR/<dir of file>.
 // Each path is tried on the host and then inside the target's root.
+// Last, Options.FetchDebug is asked (debuginfod).
 func (m *Module) findDebugFile() *openFile {
+	if f := m.findLocalDebugFile(); f != nil {
+		return f
+	}
+	return m.fetchDebugFile()
+}
+
+// findLocalDebugFile is findDebugFile on disk only.
+func (m *Module) findLocalDebugFile() *openFile {
 	roots := []string{""}
 	if m.root != "" && m.root != "/" {
 		roots = append(roots, m.root)

@@ -71,6 +71,9 @@ func (s *Symbolizer) openModuleFile(ref ModuleRef) (*openFile, error) {
 			break
 		}
 	}
+	if f := s.fetchModuleFile(ref); f != nil {
+		return f, nil // not on disk, or another build there: by build id
+	}
 	if mismatch != nil {
 		return mismatch, nil
 	}

@@ -95,6 +95,15 @@ type Options struct {
 	// given (a saved capture, with report --perf-map FILE); "" none.
 	// For live targets the target's own /tmp/perf-PID.map is used.
 	PerfMap string
+
+	// FetchDebug, when set, is asked for a module's separate debug file by
+	// build id when none is on disk and the binary has no DWARF of its own
+	// (debuginfod); FetchExecutable for a module's file itself when it is
+	// not on disk (a saved capture on another machine). Each returns a
+	// host path, checked like any other file. They run only while
+	// symbolizing, never during a capture's stop. nil: nothing fetched.
+	FetchDebug      func(ctx context.Context, buildID string) (path string, err error)
+	FetchExecutable func(ctx context.Context, buildID string) (path string, err error)
 }
 
 // ModuleRef says how to find the file behind a mapping of a target process.
@@ -131,6 +140,9 @@ type Symbolizer struct {
 	byBuildID map[string]*Module
 	byInode   map[devIno]*Module
 	mismatch  map[ModuleRef]*Module
+
+	deferredN atomic.Int32 // modules whose debug file fetch was deferred (fetch.go)
+	retired   []*Module    // such modules, dropped from the cache, closed by Close
 
 	perfMu   sync.Mutex
 	perfMaps map[string]*perfMapEntry
@@ -174,6 +186,10 @@ func (s *Symbolizer) Close() error {
 	for _, m := range s.mismatch {
 		closeAll(m)
 	}
+	for _, m := range s.retired {
+		closeAll(m)
+	}
+	s.retired = nil
 	s.byBuildID = make(map[string]*Module)
 	s.byInode = make(map[devIno]*Module)
 	s.mismatch = make(map[ModuleRef]*Module)
@@ -193,6 +209,7 @@ func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 	ref.BuildID = strings.ToLower(ref.BuildID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dropDeferred()
 	if ref.BuildID != "" {
 		if m := s.byBuildID[ref.BuildID]; m != nil {
 			return m, nil
@@ -255,6 +272,7 @@ func (s *Symbolizer) ModuleFromImage(image []byte, name string) (*Module, error)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dropDeferred()
 	if f.buildID != "" {
 		if m := s.byBuildID[f.buildID]; m != nil {
 			return m, nil
@@ -278,7 +296,8 @@ type Module struct {
 	root     string
 	buildID  string
 	mismatch bool
-	image    bool // from memory (vdso): debug files by build id only
+	image    bool        // from memory (vdso): debug files by build id only
+	deferred atomic.Bool // its debug file fetch was deferred: opened again (fetch.go)
 
 	file  *openFile
 	loads []loadSeg

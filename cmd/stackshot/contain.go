@@ -27,7 +27,10 @@ func (s *session) safeCapture(pid int, deadline time.Time) (p *ptrace.Process, e
 // resolveProcess unwinds and symbolizes one capture; a panic that escapes
 // the per-thread guard (resolve) becomes this process's error.
 func resolveProcess(res *resolve.Resolver, p *ptrace.Process, mem io.ReaderAt) (rp *report.Process, err error) {
-	perr := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() { rp = res.Process(p, mem) })
+	perr := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() {
+		res.PrefetchDebug(p) // (debuginfod) now that every thread runs again
+		rp = res.Process(p, mem)
+	})
 	if perr != nil {
 		return nil, fmt.Errorf("cannot show process %d (%v)", p.PID, perr)
 	}

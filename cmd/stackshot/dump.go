@@ -71,7 +71,9 @@ func (s *session) captureOptions(deadline time.Time) ptrace.Options {
 
 // capture takes one raw snapshot of pid, with build ids and the vdso.
 func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) {
+	resume := s.c.debuginfod.Pause() // (fetches wait for the threads to run again)
 	p, err := s.res.CaptureLive(pid, s.captureOptions(deadline))
+	resume()
 	if err != nil {
 		return nil, explainCaptureError(pid, err)
 	}

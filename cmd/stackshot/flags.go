@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"stackshot/debuginfod"
 	"stackshot/ptrace"
 	"stackshot/symtab"
 	"stackshot/unwind"
@@ -44,6 +45,8 @@ type common struct {
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
 	diag                       diagFlags          // dump: --group, --interval, --count (diagnose.go)
 	goroutines, noGoroutines   bool               // dump: goroutines of Go processes (goroutines.go)
+	noDebuginfod               bool               // --no-debuginfod
+	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (debuginfod.go)
 }
 
 // Groups of flags, by what they are for.
@@ -54,7 +57,7 @@ const (
 	fTID                 // -t
 	fKernel              // --kernel, --no-kernel
 	fShow                // -s, -i, -v
-	fUnwind              // --max-frames, --debug-dir, --no-demangle
+	fUnwind              // --max-frames, --debug-dir, --no-demangle, --no-debuginfod
 	fCapture             // --mode, --consistent, --timeout, --stack-bytes
 	fQuiet               // -q
 	fRecord              // -F, -d, --per-thread, --idle
@@ -136,6 +139,9 @@ func (c *common) register(name string, set int, v *common) {
 			fs.StringVar(&v.sysroot, "sysroot", "/", "look the capture's files up under DIR first (checked by build id)")
 		}
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
+		if v == c { // (new: not among the flags every command once took)
+			fs.BoolVar(&v.noDebuginfod, "no-debuginfod", false, "never fetch debug files from the servers in DEBUGINFOD_URLS")
+		}
 	}
 	if set&fCapture != 0 {
 		fs.StringVar(&v.mode, "mode", "auto", "capture: auto, stop or nostop")
@@ -295,6 +301,7 @@ func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + 
 func (c *common) newSymbolizer() *symtab.Symbolizer {
 	o := symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly(),
 		MaxDebugBytes: c.maxDebugBytes, PerfMap: c.perfMap}
+	c.addFetchers(&o)
 	if c.timeout > 0 {
 		o.Context, c.cancelSym = context.WithDeadline(context.Background(), c.started.Add(c.timeout))
 	}
@@ -303,6 +310,7 @@ func (c *common) newSymbolizer() *symtab.Symbolizer {
 
 // symbolizerNotes says on stderr what the symbolizer could not do.
 func (c *common) symbolizerNotes(sym *symtab.Symbolizer) {
+	c.debuginfodNotes()
 	if c.quiet {
 		return
 	}

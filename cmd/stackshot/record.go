@@ -61,6 +61,7 @@ func cmdRecord(args []string) error {
 		if err != nil {
 			return err // the message explains; exit 1
 		}
+		s.res.PrefetchDebug(p) // (debuginfod) before the ticks, not during them
 		if err := smp.Add(p); err != nil {
 			return explainCaptureError(pid, err)
 		}

@@ -45,12 +45,18 @@ const (
 	// Private is for captures, cores and anything holding the target's raw
 	// memory (keys, passwords): 0600, whatever the umask.
 	Private
+	// ReadOnly is for files never rewritten in place, such as the
+	// debuginfod cache shared with gdb and elfutils: 0400, as they make it.
+	ReadOnly
 )
 
 // Perm returns the permission bits a file of mode m is given.
 func (m Mode) Perm() os.FileMode {
-	if m == Private {
+	switch m {
+	case Private:
 		return 0o600
+	case ReadOnly:
+		return 0o400
 	}
 	return 0o644 &^ umask()
 }
