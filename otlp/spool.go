@@ -30,7 +30,7 @@ import (
 // file by renaming it to a name of its own before reading it; rename is
 // atomic, so of two runs flushing at once exactly one gets each file, and
 // the file is removed only once the collector took it (or said it was
-// bad). A claim left by a run that died is given back after StaleClaim.
+// bad). A claim left by a run that died is given back after ten minutes.
 // The spool is bounded in files and bytes: when a new profile would pass
 // either bound, the oldest go first, each with a warning.
 type Spool struct {
@@ -44,8 +44,12 @@ const (
 	spoolExt   = ".otlp.gz"
 	claimMark  = ".sending-"
 	tmpPrefix  = "." // safefile's temporary files are hidden
-	StaleClaim = 10 * time.Minute
+	defaultStaleClaim = 10 * time.Minute
 )
+
+// staleClaim is how long a claim may go untouched before it is taken
+// for the claim of a run that died.
+var staleClaim = defaultStaleClaim
 
 // Default bounds of a spool.
 const (
@@ -195,7 +199,7 @@ func (s *Spool) unclaim(claim string) {
 }
 
 // recoverClaims gives back the claims of runs that died while sending
-// (untouched for StaleClaim: renaming a file sets its change time).
+// (untouched for staleClaim: renaming a file sets its change time).
 func (s *Spool) recoverClaims() {
 	ents, err := os.ReadDir(s.Dir)
 	if err != nil {
@@ -209,7 +213,7 @@ func (s *Spool) recoverClaims() {
 		if unix.Lstat(filepath.Join(s.Dir, e.Name()), &st) != nil {
 			continue
 		}
-		if time.Since(time.Unix(st.Ctim.Unix())) > StaleClaim {
+		if time.Since(time.Unix(st.Ctim.Unix())) > staleClaim {
 			s.unclaim(e.Name())
 		}
 	}
