@@ -41,9 +41,9 @@ type Spool struct {
 }
 
 const (
-	spoolExt   = ".otlp.gz"
-	claimMark  = ".sending-"
-	tmpPrefix  = "." // safefile's temporary files are hidden
+	spoolExt          = ".otlp.gz"
+	claimMark         = ".sending-"
+	tmpPrefix         = "." // safefile's temporary files are hidden
 	defaultStaleClaim = 10 * time.Minute
 )
 

@@ -27,9 +27,9 @@ func TestSpoolRefuses(t *testing.T) {
 	os.Mkdir(shared, 0o700)
 	os.Chmod(shared, 0o777)
 	cases := map[string]string{
-		link:   "is a symbolic link",
-		file:   "is not a directory",
-		shared: "writable by other users",
+		link:                              "is a symbolic link",
+		file:                              "is not a directory",
+		shared:                            "writable by other users",
 		filepath.Join(base, "no", "such"): "cannot create the spool directory",
 	}
 	if os.Geteuid() == 0 {
