@@ -115,7 +115,11 @@ func (h *pauseHist) quantile(q float64) float64 {
 
 func cmdRecord(args []string) error {
 	c := newCommon("record")
+	ox := addOTLPFlags(c.fs)
 	if err := c.parse(args, true); err != nil {
+		return err
+	}
+	if err := ox.prepare(c.quiet); err != nil {
 		return err
 	}
 	if c.freq <= 0 || c.freq > 10000 {
@@ -296,18 +300,20 @@ loop:
 	for _, t := range targets {
 		prof.Processes = append(prof.Processes, output.ProfileProcess{PID: t.pid, Comm: t.comm, Exe: t.exe})
 	}
-	var buf bytes.Buffer
-	if err := output.WriteProfile(&buf, prof, format, 20); err != nil {
-		return err
-	}
 	path := expandOutput(c.output, c.pids, start)
-	if err := writeOutput(path, buf.Bytes()); err != nil {
-		return err
+	if !ox.enabled() || c.output != "" { // --otlp alone writes no stdout
+		var buf bytes.Buffer
+		if err := output.WriteProfile(&buf, prof, format, 20); err != nil {
+			return err
+		}
+		if err := writeOutput(path, buf.Bytes()); err != nil {
+			return err
+		}
 	}
 	if !c.quiet {
-		printRecordSummary(prof, interrupted, path)
+		printRecordSummary(prof, interrupted, ox.where(path))
 	}
-	return nil
+	return ox.deliver(prof, c.timeout, c.quiet)
 }
 
 func clearLine(progress bool) string {
