@@ -2,6 +2,7 @@ package output
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -253,8 +254,7 @@ func (b *otlpBuilder) attr(key string, v any) int32 {
 func (b *otlpBuilder) stack(locs []*profile.Location, locIdx map[uint64]int32) int32 {
 	k := b.key[:0]
 	for _, l := range locs {
-		k = strconv.AppendInt(k, int64(locIdx[l.ID]), 36)
-		k = append(k, ',')
+		k = binary.LittleEndian.AppendUint32(k, uint32(locIdx[l.ID]))
 	}
 	b.key = k
 	if i, ok := b.stacks[string(k)]; ok {

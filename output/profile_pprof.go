@@ -1,12 +1,12 @@
 package output
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"stackshot/report"
-	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -83,6 +83,7 @@ type pprofBuilder struct {
 	mappings  map[mappingKey]*pprofMapping
 	mapOrder  []*pprofMapping
 	functions map[functionKey]*profile.Function
+	named     map[functionKey]*profile.Function // by the frame's raw name and file
 	locations map[string]*profile.Location
 	key       []byte // reused location key
 }
@@ -123,6 +124,7 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 		out:       out,
 		mappings:  map[mappingKey]*pprofMapping{},
 		functions: map[functionKey]*profile.Function{},
+		named:     map[functionKey]*profile.Function{},
 		locations: map[string]*profile.Location{},
 	}
 	exes := map[string]bool{}
@@ -220,17 +222,14 @@ func (b *pprofBuilder) location(pid int, group []report.Frame, exes map[string]b
 	var fns [8]*profile.Function
 	fnl := fns[:0]
 	k := b.key[:0]
-	k = strconv.AppendUint(k, pm.m.ID, 10)
-	k = append(k, ':')
-	k = strconv.AppendUint(k, outer.PC, 16)
+	k = binary.LittleEndian.AppendUint64(k, pm.m.ID)
+	k = binary.LittleEndian.AppendUint64(k, outer.PC)
 	for gi := range group {
 		f := &group[gi]
 		fn := b.function(f, pm)
 		fnl = append(fnl, fn)
-		k = append(k, ';')
-		k = strconv.AppendUint(k, fn.ID, 10)
-		k = append(k, ':')
-		k = strconv.AppendInt(k, int64(f.Line), 10)
+		k = binary.LittleEndian.AppendUint64(k, fn.ID)
+		k = binary.LittleEndian.AppendUint64(k, uint64(f.Line))
 	}
 	b.key = k
 	if l, ok := b.locations[string(k)]; ok {
@@ -294,6 +293,19 @@ func (b *pprofBuilder) mapping(pid int, f *report.Frame, exes map[string]bool) *
 }
 
 func (b *pprofBuilder) function(f *report.Frame, pm *pprofMapping) *profile.Function {
+	if f.Function != "" && !f.SignalFrame {
+		// Seen before under these very names: no cleaning again (most
+		// frames of a profile are).
+		if fn, ok := b.named[functionKey{name: f.Function, file: f.File}]; ok {
+			if f.File != "" {
+				pm.m.HasFilenames = true
+			}
+			if f.Line > 0 {
+				pm.m.HasLineNumbers = true
+			}
+			return fn
+		}
+	}
 	var name string
 	known := f.Function != "" || f.SignalFrame
 	if known {
@@ -320,12 +332,15 @@ func (b *pprofBuilder) function(f *report.Frame, pm *pprofMapping) *profile.Func
 		file = cleanText(f.File, false)
 	}
 	k := functionKey{name: name, file: file}
-	if fn, ok := b.functions[k]; ok {
-		return fn
+	fn, ok := b.functions[k]
+	if !ok {
+		fn = &profile.Function{ID: uint64(len(b.out.Function) + 1), Name: name, SystemName: name, Filename: file}
+		b.out.Function = append(b.out.Function, fn)
+		b.functions[k] = fn
 	}
-	fn := &profile.Function{ID: uint64(len(b.out.Function) + 1), Name: name, SystemName: name, Filename: file}
-	b.out.Function = append(b.out.Function, fn)
-	b.functions[k] = fn
+	if f.Function != "" && !f.SignalFrame {
+		b.named[functionKey{name: f.Function, file: f.File}] = fn
+	}
 	return fn
 }
 

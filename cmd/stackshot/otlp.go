@@ -89,10 +89,12 @@ func (o *otlpFlags) where(path string) string {
 
 // deliver sends prof within timeout, or spools it. The error (exit 1) is
 // for a profile neither sent nor spooled.
-func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet bool) error {
+// With verbose, it says how long that took.
+func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet, verbose bool) error {
 	if !o.enabled() {
 		return nil
 	}
+	began := time.Now()
 	host, _ := os.Hostname()
 	pd, err := output.ToOTLP(prof, output.OTLPOptions{Host: host, Service: o.service, Version: version})
 	if err != nil {
@@ -110,6 +112,9 @@ func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet b
 	}
 	if quiet {
 		return nil
+	}
+	if verbose && out.Sent {
+		printErr("stackshot: profile sent to %s in %.1f ms (%d bytes)", o.sender.URL, float64(time.Since(began).Microseconds())/1000, len(body))
 	}
 	if out.Flushed > 0 {
 		printErr("stackshot: sent %d spooled profiles to %s", out.Flushed, o.sender.URL)

@@ -313,7 +313,7 @@ loop:
 	if !c.quiet {
 		printRecordSummary(prof, interrupted, ox.where(path))
 	}
-	return ox.deliver(prof, c.timeout, c.quiet)
+	return ox.deliver(prof, c.timeout, c.quiet, c.verbose)
 }
 
 func clearLine(progress bool) string {
