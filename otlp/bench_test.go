@@ -57,7 +57,7 @@ func BenchmarkSend64Threads(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := NewSender(set, "bench", nil)
+	s := mustSender(b, set, "bench", nil)
 	p := profile64()
 	var size int
 	b.ResetTimer()

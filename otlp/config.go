@@ -25,6 +25,9 @@ const (
 	EnvProfilesHeaders  = "OTEL_EXPORTER_OTLP_PROFILES_HEADERS"
 	EnvTimeout          = "OTEL_EXPORTER_OTLP_TIMEOUT"
 	EnvProfilesTimeout  = "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT"
+	EnvCertificate      = "OTEL_EXPORTER_OTLP_CERTIFICATE"
+	EnvClientCert       = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"
+	EnvClientKey        = "OTEL_EXPORTER_OTLP_CLIENT_KEY"
 )
 
 // Settings is where and how to send.
@@ -34,6 +37,10 @@ type Settings struct {
 	// RequestTimeout bounds one request (the environment's timeout);
 	// zero means only the overall deadline does.
 	RequestTimeout time.Duration
+	// CAFile is a PEM file of the certificates that may sign an https
+	// collector's (instead of the system's); ClientCert and ClientKey a
+	// client certificate for mutual TLS.
+	CAFile, ClientCert, ClientKey string
 }
 
 // Resolve turns the command line and the environment into Settings.
@@ -45,7 +52,9 @@ type Settings struct {
 // Headers come from OTEL_EXPORTER_OTLP_HEADERS, then
 // OTEL_EXPORTER_OTLP_PROFILES_HEADERS, then flagHeaders ("K=V" each), a
 // later one replacing an earlier one of the same name. The timeout is
-// OTEL_EXPORTER_OTLP_(PROFILES_)TIMEOUT, in milliseconds.
+// OTEL_EXPORTER_OTLP_(PROFILES_)TIMEOUT, in milliseconds; TLS files come
+// from OTEL_EXPORTER_OTLP_(PROFILES_)CERTIFICATE, _CLIENT_CERTIFICATE and
+// _CLIENT_KEY.
 func Resolve(endpoint string, flagHeaders []string, getenv func(string) string) (Settings, error) {
 	var s Settings
 	raw, base := endpoint, true
@@ -89,6 +98,16 @@ func Resolve(endpoint string, flagHeaders []string, getenv func(string) string) 
 			}
 			s.RequestTimeout = time.Duration(ms) * time.Millisecond
 		}
+	}
+	prof := func(env string) string {
+		if v := getenv(strings.Replace(env, "OTLP_", "OTLP_PROFILES_", 1)); v != "" {
+			return v
+		}
+		return getenv(env)
+	}
+	s.CAFile, s.ClientCert, s.ClientKey = prof(EnvCertificate), prof(EnvClientCert), prof(EnvClientKey)
+	if (s.ClientCert == "") != (s.ClientKey == "") {
+		return s, fmt.Errorf("%s and %s go together (give both or neither)", EnvClientCert, EnvClientKey)
 	}
 	return s, nil
 }

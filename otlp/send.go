@@ -3,12 +3,15 @@ package otlp
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -49,10 +52,32 @@ type Sender struct {
 	Warn func(msg string)
 }
 
-// NewSender returns a Sender for s.
-func NewSender(s Settings, userAgent string, warn func(string)) *Sender {
-	return &Sender{Settings: s, UserAgent: userAgent, Warn: warn,
-		Client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
+// NewSender returns a Sender for s (the environment's proxy settings
+// apply, as for any HTTP client).
+func NewSender(s Settings, userAgent string, warn func(string)) (*Sender, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if s.CAFile != "" || s.ClientCert != "" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if s.CAFile != "" {
+			pem, err := os.ReadFile(s.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("cannot read the collector's CA certificates (%v)", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%s holds no PEM certificate", s.CAFile)
+			}
+		}
+		if s.ClientCert != "" {
+			cert, err := tls.LoadX509KeyPair(s.ClientCert, s.ClientKey)
+			if err != nil {
+				return nil, fmt.Errorf("cannot load the client certificate (%v)", err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		tr.TLSClientConfig = cfg
+	}
+	return &Sender{Settings: s, UserAgent: userAgent, Warn: warn, Client: &http.Client{Transport: tr}}, nil
 }
 
 // Backoff between attempts: from backoffMin, doubling, to backoffMax, each

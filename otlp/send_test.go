@@ -6,11 +6,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +40,7 @@ func body(t testing.TB, n int64) []byte {
 // gets as a collector does and answers as answer says.
 type collector struct {
 	srv    *httptest.Server
+	t      testing.TB
 	mu     sync.Mutex
 	got    []int64 // the n of each profile received
 	reqs   int
@@ -46,8 +50,14 @@ type collector struct {
 }
 
 func newCollector(t *testing.T, answer func(n int) (int, map[string]string, []byte)) *collector {
-	c := &collector{answer: answer}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := &collector{answer: answer, t: t}
+	c.srv = httptest.NewServer(c.handler())
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *collector) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		c.reqs++
 		n := c.reqs
@@ -81,13 +91,20 @@ func newCollector(t *testing.T, answer func(n int) (int, map[string]string, []by
 		}
 		w.WriteHeader(status)
 		w.Write(ans)
-	}))
-	t.Cleanup(c.srv.Close)
-	return c
+	})
 }
 
 func (c *collector) sender(warn func(string)) *Sender {
-	return NewSender(Settings{URL: c.srv.URL + ProfilesPath, Headers: map[string]string{"X-Scope-OrgID": "team-a"}}, "stackshot-test", warn)
+	return mustSender(c.t, Settings{URL: c.srv.URL + ProfilesPath, Headers: map[string]string{"X-Scope-OrgID": "team-a"}}, "stackshot-test", warn)
+}
+
+func mustSender(t testing.TB, set Settings, ua string, warn func(string)) *Sender {
+	t.Helper()
+	s, err := NewSender(set, ua, warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func (c *collector) received() []int64 {
@@ -216,7 +233,7 @@ func deadPort(t *testing.T) string {
 }
 
 func TestSendRefusedRetries(t *testing.T) {
-	s := NewSender(Settings{URL: "http://" + deadPort(t) + ProfilesPath}, "", nil)
+	s := mustSender(t, Settings{URL: "http://" + deadPort(t) + ProfilesPath}, "", nil)
 	err := s.Send(deadline(t, 1500*time.Millisecond), body(t, 1))
 	var e *Error
 	if !errors.As(err, &e) || e.Kind != Retry || !strings.Contains(e.Msg, "connection refused") {
@@ -235,7 +252,7 @@ func TestDeliverOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Refused: spooled.
-	dead := NewSender(Settings{URL: "http://" + deadPort(t) + ProfilesPath}, "", nil)
+	dead := mustSender(t, Settings{URL: "http://" + deadPort(t) + ProfilesPath}, "", nil)
 	out, err := Deliver(deadline(t, 500*time.Millisecond), dead, sp, body(t, 1))
 	if err != nil || out.Sent || out.Spooled == "" || out.Reason == nil {
 		t.Fatalf("refused: %+v %v", out, err)
@@ -299,5 +316,40 @@ func TestAnswerParse(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(clip(strings.Repeat("é", 400))), []byte("...")) {
 		t.Error("long message not clipped")
+	}
+}
+
+// TestSendTLS: an https collector whose certificate is signed by the CA
+// OTEL_EXPORTER_OTLP_CERTIFICATE names; without it the system's CAs
+// refuse it.
+func TestSendTLS(t *testing.T) {
+	c := &collector{t: t}
+	c.srv = httptest.NewTLSServer(c.handler())
+	defer c.srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.srv.Certificate().Raw})
+	if err := os.WriteFile(ca, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Resolve(c.srv.URL, nil, env(map[string]string{EnvCertificate: ca}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mustSender(t, set, "", nil).Send(deadline(t, 5*time.Second), body(t, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.received(); len(got) != 1 || got[0] != 9 {
+		t.Fatalf("received %v", got)
+	}
+	set.CAFile = ""
+	err = mustSender(t, set, "", nil).Once(deadline(t, 5*time.Second), body(t, 10))
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("an unknown CA: %v", err)
+	}
+	if _, err := NewSender(Settings{URL: c.srv.URL, CAFile: filepath.Join(t.TempDir(), "none.pem")}, "", nil); err == nil {
+		t.Error("a missing CA file was accepted")
+	}
+	if _, err := Resolve(c.srv.URL, nil, env(map[string]string{EnvClientCert: ca})); err == nil {
+		t.Error("a client certificate without its key was accepted")
 	}
 }

@@ -66,7 +66,9 @@ func (o *otlpFlags) prepare(quiet bool) error {
 			printErr("stackshot: warning: %s", msg)
 		}
 	}
-	o.sender = otlp.NewSender(set, "stackshot/"+version, warn)
+	if o.sender, err = otlp.NewSender(set, "stackshot/"+version, warn); err != nil {
+		return usageError{err.Error()}
+	}
 	if o.spool != "" {
 		if o.spoolFiles <= 0 || o.spoolMB <= 0 {
 			return usageError{"--spool-max-files and --spool-max-mb must be positive"}
