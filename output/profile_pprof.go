@@ -1,12 +1,12 @@
 package output
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"stackshot/report"
-	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -86,6 +86,9 @@ type pprofBuilder struct {
 	mappings  map[mappingKey]*pprofMapping
 	mapOrder  []*pprofMapping
 	functions map[functionKey]*profile.Function
+	named     map[functionKey]*profile.Function // by the frame's raw name and file
+	byBias    map[uint64]*pprofMapping          // the last mapping of each load bias
+	locCache  map[locSite]locCached
 	locations map[string]*profile.Location
 	key       []byte // reused location key
 }
@@ -93,6 +96,7 @@ type pprofBuilder struct {
 // pprofMapping is a mapping being assembled, with what its frames showed.
 type pprofMapping struct {
 	m      *profile.Mapping
+	key    mappingKey
 	havePC bool
 	minPC  uint64
 	maxPC  uint64
@@ -130,6 +134,9 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 		out:       out,
 		mappings:  map[mappingKey]*pprofMapping{},
 		functions: map[functionKey]*profile.Function{},
+		named:     map[functionKey]*profile.Function{},
+		byBias:    map[uint64]*pprofMapping{},
+		locCache:  map[locSite]locCached{},
 		locations: map[string]*profile.Location{},
 	}
 	exes := map[string]bool{}
@@ -222,25 +229,29 @@ func sameSite(a, b *report.Frame) bool {
 func (b *pprofBuilder) location(pid int, group []report.Frame, exes map[string]bool) *profile.Location {
 	outer := &group[len(group)-1]
 	pm := b.mapping(pid, outer, exes)
+	// A site seen before with the same names is the same location: no
+	// key to build (most frames of a profile are such repeats).
+	site := locSite{pm: pm, pc: outer.PC, n: len(group)}
+	if c, ok := b.locCache[site]; ok && sameNames(c.group, group) {
+		return c.loc
+	}
 	// The key: mapping, PC, and the functions and lines of the group, so
 	// frames at one address that were named differently stay apart.
 	var fns [8]*profile.Function
 	fnl := fns[:0]
 	k := b.key[:0]
-	k = strconv.AppendUint(k, pm.m.ID, 10)
-	k = append(k, ':')
-	k = strconv.AppendUint(k, outer.PC, 16)
+	k = binary.LittleEndian.AppendUint64(k, pm.m.ID)
+	k = binary.LittleEndian.AppendUint64(k, outer.PC)
 	for gi := range group {
 		f := &group[gi]
 		fn := b.function(f, pm)
 		fnl = append(fnl, fn)
-		k = append(k, ';')
-		k = strconv.AppendUint(k, fn.ID, 10)
-		k = append(k, ':')
-		k = strconv.AppendInt(k, int64(f.Line), 10)
+		k = binary.LittleEndian.AppendUint64(k, fn.ID)
+		k = binary.LittleEndian.AppendUint64(k, uint64(f.Line))
 	}
 	b.key = k
 	if l, ok := b.locations[string(k)]; ok {
+		b.locCache[site] = locCached{loc: l, group: group}
 		return l
 	}
 	lines := make([]profile.Line, len(group))
@@ -253,7 +264,37 @@ func (b *pprofBuilder) location(pid int, group []report.Frame, exes map[string]b
 	l := &profile.Location{ID: uint64(len(b.out.Location) + 1), Mapping: pm.m, Address: outer.PC, Line: lines}
 	b.out.Location = append(b.out.Location, l)
 	b.locations[string(k)] = l
+	b.locCache[site] = locCached{loc: l, group: group}
 	return l
+}
+
+// locSite is where a location is: mapping, PC, and how many frames
+// (inlined ones and theirs) it has.
+type locSite struct {
+	pm *pprofMapping
+	pc uint64
+	n  int
+}
+
+// locCached is the last location made at a site, with the frames it was
+// made of (read only).
+type locCached struct {
+	loc   *profile.Location
+	group []report.Frame
+}
+
+// sameNames tells whether two groups of frames at one site name the same
+// functions, files and lines (strings shared by the symbolizer compare by
+// pointer).
+func sameNames(a, b []report.Frame) bool {
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Function != y.Function || x.File != y.File || x.Line != y.Line ||
+			x.SignalFrame != y.SignalFrame || x.Inlined != y.Inlined || x.Kind != y.Kind {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *pprofBuilder) mapping(pid int, f *report.Frame, exes map[string]bool) *pprofMapping {
@@ -268,15 +309,24 @@ func (b *pprofBuilder) mapping(pid int, f *report.Frame, exes map[string]bool) *
 	default:
 		key = mappingKey{file: unknownMapping, pid: pid}
 	}
-	pm := b.mappings[key]
+	// Most frames are in a module loaded before: found by its load bias
+	// (a number) before hashing its names.
+	pm := b.byBias[key.bias]
+	if pm == nil || key.bias == 0 || pm.key != key {
+		pm = b.mappings[key]
+	}
 	if pm == nil {
 		pm = &pprofMapping{
 			m: &profile.Mapping{ID: uint64(len(b.mapOrder) + 1),
 				File: cleanText(key.file, false), BuildID: cleanText(key.buildID, false)},
 			main: f.Kind != "kernel" && exes[f.Module],
+			key:  key,
 		}
 		b.mappings[key] = pm
 		b.mapOrder = append(b.mapOrder, pm)
+		if key.bias != 0 {
+			b.byBias[key.bias] = pm
+		}
 	}
 	if f.PC != 0 && (!pm.havePC || f.PC < pm.minPC) {
 		pm.minPC = f.PC
@@ -301,6 +351,19 @@ func (b *pprofBuilder) mapping(pid int, f *report.Frame, exes map[string]bool) *
 }
 
 func (b *pprofBuilder) function(f *report.Frame, pm *pprofMapping) *profile.Function {
+	if f.Function != "" && !f.SignalFrame {
+		// Seen before under these very names: no cleaning again (most
+		// frames of a profile are).
+		if fn, ok := b.named[functionKey{name: f.Function, file: f.File}]; ok {
+			if f.File != "" {
+				pm.m.HasFilenames = true
+			}
+			if f.Line > 0 {
+				pm.m.HasLineNumbers = true
+			}
+			return fn
+		}
+	}
 	var name string
 	known := f.Function != "" || f.SignalFrame
 	if known {
@@ -327,12 +390,15 @@ func (b *pprofBuilder) function(f *report.Frame, pm *pprofMapping) *profile.Func
 		file = cleanText(f.File, false)
 	}
 	k := functionKey{name: name, file: file}
-	if fn, ok := b.functions[k]; ok {
-		return fn
+	fn, ok := b.functions[k]
+	if !ok {
+		fn = &profile.Function{ID: uint64(len(b.out.Function) + 1), Name: name, SystemName: name, Filename: file}
+		b.out.Function = append(b.out.Function, fn)
+		b.functions[k] = fn
 	}
-	fn := &profile.Function{ID: uint64(len(b.out.Function) + 1), Name: name, SystemName: name, Filename: file}
-	b.out.Function = append(b.out.Function, fn)
-	b.functions[k] = fn
+	if f.Function != "" && !f.SignalFrame {
+		b.named[functionKey{name: f.Function, file: f.File}] = fn
+	}
 	return fn
 }
 

@@ -45,6 +45,7 @@ type common struct {
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
 	diag                       diagFlags          // dump: --group, --interval, --count (diagnose.go)
 	goroutines, noGoroutines   bool               // dump: goroutines of Go processes (goroutines.go)
+	otlp                       *otlpFlags         // record: sending to a collector (otlp.go)
 	noDebuginfod               bool               // --no-debuginfod
 	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (debuginfod.go)
 }
@@ -83,6 +84,9 @@ func newCommon(name string) *common {
 	if name == "dump" {
 		c.addDiagFlags()
 		goroutineFlags(c)
+	}
+	if name == "record" {
+		c.otlp = addOTLPFlags(c.fs)
 	}
 	// The old ones this command ignored stay accepted, hidden, with a
 	// warning (the contract's deprecation path); their values go nowhere.

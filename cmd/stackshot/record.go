@@ -20,6 +20,9 @@ func cmdRecord(args []string) error {
 	if err := c.parse(args, true); err != nil {
 		return err
 	}
+	if err := c.otlp.prepare(c.quiet); err != nil {
+		return err
+	}
 	if c.freq <= 0 || c.freq > sampler.MaxFreq {
 		return usageErr(fmt.Sprintf("--freq %d", c.freq), fmt.Sprintf("want 1 to %d samples per second", sampler.MaxFreq), "")
 	}
@@ -72,21 +75,23 @@ func cmdRecord(args []string) error {
 	}
 	prof := smp.Profile()
 	prof.PerThread = c.perThread
-	var buf bytes.Buffer
-	if err := output.WriteProfile(&buf, prof, format, 20); err != nil {
-		return err
+	if !c.otlp.enabled() || c.output != "" { // --otlp alone writes no stdout
+		var buf bytes.Buffer
+		if err := output.WriteProfile(&buf, prof, format, 20); err != nil {
+			return err
+		}
+		if err := writeOutput(path, buf.Bytes()); err != nil {
+			return err
+		}
 	}
-	if err := writeOutput(path, buf.Bytes()); err != nil {
-		return err
-	}
-	if where := path; !c.quiet {
+	if where := c.otlp.where(path); !c.quiet {
 		if where == "" || where == "-" {
 			where = "stdout"
 		}
 		output.WriteSummary(os.Stderr, prof, end.String(), where)
 	}
 	c.symbolizerNotes(s.sym)
-	return nil
+	return c.otlp.deliver(prof, max(time.Until(deadline), time.Second), c.quiet, c.verbose)
 }
 
 func showProgress(on bool) func(sampler.Progress) {
