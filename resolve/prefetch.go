@@ -15,8 +15,8 @@ func (s *Space) moduleRef(m, first *procmaps.Mapping) symtab.ModuleRef {
 		Inode:   m.Inode,
 		BuildID: s.p.BuildIDs[first.Start],
 	}
-	if !s.r.opts.Live && s.r.opts.Sysroot != "/" {
-		ref.Root = s.r.opts.Sysroot
+	if !s.r.opts.Live && s.r.opts.Sysroot != "" && s.r.opts.Sysroot != "/" {
+		ref.Root, ref.ThenHost = s.r.opts.Sysroot, true
 	}
 	if s.r.opts.Live {
 		ref.Root = rootPath(s.p)

@@ -19,8 +19,9 @@ func joinRoot(root, p string) string {
 //
 // Candidates: ref.MapFiles (the exact inode mapped), then ref.Path inside
 // ref.Root (resolved there with openat2, see openIn), or on the host when
-// no root is given (a saved capture). A target with a root is never looked
-// up on the host: its paths mean nothing there.
+// no root is given (a saved capture), or after the sysroot an operator gave
+// (ThenHost). A live target's root is never left for the host: its paths
+// mean nothing there.
 func (s *Symbolizer) openModuleFile(ref ModuleRef) (*openFile, error) {
 	type cand struct {
 		root, path string
@@ -32,6 +33,9 @@ func (s *Symbolizer) openModuleFile(ref ModuleRef) (*openFile, error) {
 	}
 	if ref.Path != "" && strings.HasPrefix(ref.Path, "/") {
 		cands = append(cands, cand{ref.Root, ref.Path, false})
+		if ref.ThenHost && ref.Root != "" {
+			cands = append(cands, cand{"", ref.Path, false})
+		}
 	}
 	if len(cands) == 0 {
 		return nil, fmt.Errorf("module %q: %w", ref.Path, ErrNotFound)

@@ -111,6 +111,9 @@ type ModuleRef struct {
 	Path     string // path as the target sees it, " (deleted)" trimmed
 	MapFiles string // "/proc/PID/map_files/START-END", or "" (saved capture / not available)
 	Root     string // "/proc/PID/root", or "" for the host's root
+	// ThenHost: Root is a sysroot an operator gave for a saved capture;
+	// the host's own path is a candidate after it (checked by build id).
+	ThenHost bool
 	Dev      uint64 // device of the mapped file (unix.Mkdev(major, minor)); 0 unknown
 	Inode    uint64 // inode of the mapped file; 0 unknown
 	BuildID  string // hex build id read from the target's memory; "" unknown
