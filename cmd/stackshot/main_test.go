@@ -120,6 +120,13 @@ func hasChain(funcs, chain []string) bool {
 
 func threadByName(t testing.TB, p jProc, name string) jThread {
 	t.Helper()
+	// A spawned thread first: the main thread carries the binary's name,
+	// which may be the same (the target coro names a thread "coro").
+	for _, th := range p.Threads {
+		if th.Name == name && th.TID != p.PID {
+			return th
+		}
+	}
 	for _, th := range p.Threads {
 		if th.Name == name {
 			return th

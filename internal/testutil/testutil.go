@@ -234,6 +234,9 @@ func WaitSettled(pid int, d time.Duration) bool {
 		}
 		for _, e := range ents {
 			tid, _ := strconv.Atoi(e.Name())
+			if st := taskState(pid, tid); st == "Z" || st == "X" || st == "" {
+				continue // exited (a leader that left its threads behind)
+			}
 			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
 			if err != nil {
 				continue // exited
@@ -257,6 +260,20 @@ func WaitSettled(pid int, d time.Duration) bool {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// taskState is a thread's state letter from its stat file ("" when gone).
+func taskState(pid, tid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
 }
 
 // cpuNS is the CPU time a thread has used (schedstat's first field).
@@ -355,34 +372,16 @@ func (tg *Target) Stop() {
 }
 
 // State returns the process state letter from /proc/PID/stat.
-func State(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return ""
-	}
-	return s[i+2 : i+3]
-}
+func State(pid int) string { return taskState(pid, pid) }
 
 // ThreadStates returns each thread's state letter.
 func ThreadStates(pid int) map[int]string {
 	out := map[int]string{}
 	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	for _, e := range ents {
-		var tid int
-		fmt.Sscan(e.Name(), &tid)
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i >= 0 && i+2 < len(s) {
-			out[tid] = s[i+2 : i+3]
+		tid, _ := strconv.Atoi(e.Name())
+		if st := taskState(pid, tid); st != "" {
+			out[tid] = st
 		}
 	}
 	return out
