@@ -19,8 +19,9 @@ import (
 	"stackshot/procmaps"
 )
 
-// ErrNoProcess means the process does not exist.
-var ErrNoProcess = errors.New("no such process")
+// ErrNoProcess means the process does not exist: procmaps.ErrNoProcess,
+// so callers may test for either name.
+var ErrNoProcess = procmaps.ErrNoProcess
 
 // ErrPermission means stackshot may not trace the process.
 var ErrPermission = errors.New("permission denied")

@@ -128,7 +128,7 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 	first := s.maps.FirstOfFile(m)
 	ref := symtab.ModuleRef{
 		Path:    m.Path,
-		Dev:     mkdev(m.DevMajor, m.DevMinor),
+		Dev:     m.Dev(),
 		Inode:   m.Inode,
 		BuildID: s.p.BuildIDs[first.Start],
 	}
@@ -174,15 +174,6 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		})
 	}
 	return e
-}
-
-func mkdev(major, minor uint32) uint64 {
-	// Same encoding as unix.Mkdev.
-	dev := (uint64(major) & 0x00000fff) << 8
-	dev |= (uint64(major) & 0xfffff000) << 32
-	dev |= (uint64(minor) & 0x000000ff) << 0
-	dev |= (uint64(minor) & 0xffffff00) << 12
-	return dev
 }
 
 func (r *Resolver) table(key string, load func() (*unwind.Table, error)) *unwind.Table {
