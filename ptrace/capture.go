@@ -43,9 +43,12 @@ type Thread struct {
 	State       string                 `json:"state"` // one letter, as /proc showed it before the capture
 	Syscall     *procmaps.Syscall      `json:"syscall,omitempty"`
 	KernelStack []procmaps.KernelFrame `json:"kernel_stack,omitempty"`
-	KernelErr   string                 `json:"kernel_err,omitempty"`
-	Method      string                 `json:"method"`
-	PauseNS     int64                  `json:"pause_ns"`
+	// KernelOutcome says how reading the kernel stack went; KernelErr is
+	// its error text.
+	KernelOutcome KernelOutcome `json:"kernel_outcome,omitempty"`
+	KernelErr     string        `json:"kernel_err,omitempty"`
+	Method        string        `json:"method"`
+	PauseNS       int64         `json:"pause_ns"`
 	// Regs is the amd64 user_regs_struct (27 words) for a stopped thread;
 	// nil when the thread was not stopped.
 	Regs      []uint64 `json:"regs,omitempty"`
@@ -55,9 +58,12 @@ type Thread struct {
 	StackLo uint64 `json:"stack_lo"`
 	StackHi uint64 `json:"stack_hi"`
 	// Torn means a no-stop copy may be inconsistent (the thread ran).
-	Torn   bool   `json:"torn,omitempty"`
-	Kernel bool   `json:"kernel_thread,omitempty"`
-	Err    string `json:"error,omitempty"`
+	Torn   bool `json:"torn,omitempty"`
+	Kernel bool `json:"kernel_thread,omitempty"`
+	// Outcome says why the thread was captured as Method says (callers
+	// switch on it); Err is the sentence a report shows for it.
+	Outcome Outcome `json:"outcome,omitempty"`
+	Err     string  `json:"error,omitempty"`
 	// Signal is a signal that arrived while the thread was stopped and was
 	// handed back to it at detach.
 	Signal int `json:"signal,omitempty"`

@@ -4,6 +4,7 @@ package ptrace
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 )
 
@@ -82,4 +83,26 @@ func (t *tracer) close() {
 		close(t.jobs)
 	}
 	<-t.done
+}
+
+// tracers keeps one tracer thread across captures (a sampler takes
+// thousands): between captures it traces nothing. mu makes captures run
+// one at a time, since they share it.
+var tracers struct {
+	mu sync.Mutex
+	t  *tracer // nil, or the last live one
+}
+
+// tracer returns the capture's tracer thread: the shared one, or a new one
+// once it has been abandoned. Only called with tracers.mu held.
+func (c *capturer) tracer() *tracer {
+	if c.t == nil || c.t.abandoned.Load() {
+		if t := tracers.t; t != nil && !t.abandoned.Load() {
+			c.t = t
+		} else {
+			c.t = newTracer()
+			tracers.t = c.t
+		}
+	}
+	return c.t
 }

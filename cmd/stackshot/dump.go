@@ -103,10 +103,10 @@ func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) 
 func (s *session) noteProcess(p *ptrace.Process) {
 	denied := 0
 	for _, th := range p.Threads {
-		if s.c.kernel && th.KernelErr != "" && strings.Contains(th.KernelErr, "permission denied") {
+		if s.c.kernel && th.KernelOutcome == ptrace.KernelDenied {
 			s.warn("kernel stacks are not readable (need root or CAP_SYS_ADMIN); showing user frames only")
 		}
-		if strings.HasPrefix(th.Err, "ptrace not permitted") {
+		if th.Outcome == ptrace.OutcomeNotPermitted {
 			denied++
 		}
 	}
