@@ -31,7 +31,7 @@ func (c *capturer) runConsistent() {
 	t := c.tracer()
 	var hs []*held
 	t.do(func() {
-		hs = c.seizeAll()
+		hs = c.seizeAll(t)
 		c.waitAll(t, hs, c.stopWait())
 		for _, h := range hs {
 			if h.inStop {
@@ -69,7 +69,7 @@ func (c *capturer) runConsistent() {
 // is stable: a thread born before its creator stopped is picked up on the
 // next round. A thread that could not be seized or interrupted carries
 // why as its outcome.
-func (c *capturer) seizeAll() []*held {
+func (c *capturer) seizeAll(t *tracer) []*held {
 	var hs []*held
 	for round := 0; round < maxRounds; round++ {
 		fresh, ok := c.freshTasks()
@@ -89,6 +89,9 @@ func (c *capturer) seizeAll() []*held {
 			var o Outcome
 			var err error
 			h.t0, o, err = seizeInterrupt(tid)
+			if o == OutcomeInterruptFailed {
+				t.abandoned.Store(true) // its exit detaches the thread
+			}
 			switch {
 			case errors.Is(err, unix.ESRCH):
 				h.gone = true

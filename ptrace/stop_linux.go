@@ -149,6 +149,9 @@ func (c *capturer) stopJob(t *tracer, tid int, wait time.Duration, done chan<- s
 	var r stopResult
 	r.t0, r.outcome, r.err = seizeInterrupt(tid)
 	if r.err != nil {
+		if r.outcome == OutcomeInterruptFailed {
+			t.abandoned.Store(true)
+		}
 		r.gone = errors.Is(r.err, unix.ESRCH)
 		if state.CompareAndSwap(0, 1) {
 			done <- r
@@ -202,9 +205,10 @@ func (c *capturer) copyStopped(t *tracer, tid int, r *stopResult) {
 var interruptHook func(tid int) error
 
 // seizeInterrupt seizes tid and asks it to stop, returning when the
-// interrupt was sent. On failure the thread is left untraced: a seized
-// thread whose interrupt failed is detached at once, since the tracer
-// thread lives on across captures and would otherwise keep it traced.
+// interrupt was sent. When the interrupt fails the thread stays seized, and
+// PTRACE_DETACH only works on a stopped thread: the caller must abandon
+// tracer t, whose thread's exit detaches it (the tracer otherwise lives on
+// across captures, keeping the target traced).
 func seizeInterrupt(tid int) (t0 time.Time, o Outcome, err error) {
 	if err := unix.PtraceSeize(tid); err != nil {
 		if errors.Is(err, unix.EPERM) {
@@ -218,7 +222,6 @@ func seizeInterrupt(tid int) (t0 time.Time, o Outcome, err error) {
 		interrupt = interruptHook
 	}
 	if err := interrupt(tid); err != nil {
-		detach(tid, 0)
 		return t0, OutcomeInterruptFailed, fmt.Errorf("PTRACE_INTERRUPT: %w", err)
 	}
 	return t0, OutcomeCaptured, nil

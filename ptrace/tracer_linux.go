@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // tracer owns one OS thread: every ptrace call for the tracees it seized
@@ -40,12 +42,32 @@ func (t *tracer) scratchFor(n int) []byte {
 
 func newTracer() *tracer {
 	t := &tracer{jobs: make(chan func()), done: make(chan struct{})}
-	go t.loop()
+	started := make(chan struct{})
+	go t.start(started)
+	<-started
 	return t
 }
 
-func (t *tracer) loop() {
+// start locks the goroutine to its OS thread and serves jobs there. The
+// process's main thread never serves: the runtime cannot end it (it parks
+// it instead), so an abandoned tracer there would keep its tracees traced.
+// A goroutine that lands on it starts another, which lands elsewhere while
+// this one holds the main thread, and leaves.
+func (t *tracer) start(started chan<- struct{}) {
 	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		next := make(chan struct{})
+		go t.start(next)
+		<-next
+		runtime.UnlockOSThread()
+		close(started)
+		return
+	}
+	close(started)
+	t.loop()
+}
+
+func (t *tracer) loop() {
 	// Never unlocked: when this goroutine returns the thread exits, which
 	// detaches whatever it still traces.
 	defer close(t.done)

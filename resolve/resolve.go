@@ -262,9 +262,24 @@ func (s *Space) input(th *ptrace.Thread) (unwind.Input, bool) {
 	in.Stack = unwind.Stack{Addr: th.StackAddr, Data: th.Stack}
 	in.StackLo, in.StackHi = th.StackLo, th.StackHi
 	if s.mem != nil {
-		in.Mem = s
+		in.Mem = stackFence{mem: s, lo: th.StackLo, hi: th.StackHi}
 	}
 	return in, true
+}
+
+// stackFence keeps the unwinder's live reads out of the thread's stack
+// mapping [lo, hi): the stack is read only through its copy, which
+// --stack-bytes bounds (the walker serves reads inside the copy itself).
+type stackFence struct {
+	mem    unwind.Memory
+	lo, hi uint64
+}
+
+func (f stackFence) ReadMemory(p []byte, addr uint64) (int, error) {
+	if end := addr + uint64(len(p)); addr < f.hi && end > f.lo {
+		return 0, fmt.Errorf("%#x lies in the thread's stack beyond its copy", addr)
+	}
+	return f.mem.ReadMemory(p, addr)
 }
 
 // Unwind walks one thread's captured stack.
