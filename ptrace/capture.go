@@ -102,12 +102,16 @@ type Process struct {
 // Options control a capture.
 type Options struct {
 	Mode       Mode
-	Consistent bool          // stop every thread first, resume together
-	StackBytes int           // most stack bytes per thread (0: DefaultStackBytes)
-	Kernel     bool          // read kernel stacks
-	TIDs       []int         // only these threads (empty: all)
-	Deadline   time.Time     // bound on the whole capture (zero: none)
-	StopWait   time.Duration // how long to wait for one thread to stop (0: DefaultStopWait)
+	Consistent bool  // stop every thread first, resume together
+	StackBytes int   // most stack bytes copied per thread (0: DefaultStackBytes)
+	Kernel     bool  // read kernel stacks
+	TIDs       []int // only these threads (empty: all)
+	// Deadline bounds the capture (zero: none): no stop starts after it,
+	// and the threads not reached are listed from /proc. A stop started
+	// before it may outlast it by up to 100ms, so that a healthy thread is
+	// never given up on for lack of time.
+	Deadline time.Time
+	StopWait time.Duration // how long to wait for one thread to stop (0: DefaultStopWait)
 	// Cancel, when closed, ends the capture early (every thread detached).
 	Cancel <-chan struct{}
 	// Reuse is the previous capture of the same process (a sampler's last

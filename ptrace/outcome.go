@@ -47,12 +47,7 @@ var outcomeNames = [...]string{
 	OutcomeUnknown:           "unknown",
 }
 
-func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return "unknown"
-}
+func (o Outcome) String() string { return nameOf(outcomeNames[:], o, "unknown") }
 
 // MarshalText writes the outcome's name (the capture file's form).
 func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
@@ -60,14 +55,25 @@ func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil 
 // UnmarshalText reads an outcome's name; a name from a newer stackshot
 // reads as OutcomeUnknown.
 func (o *Outcome) UnmarshalText(b []byte) error {
-	*o = OutcomeUnknown
-	for i, n := range outcomeNames {
-		if n == string(b) {
-			*o = Outcome(i)
-			break
+	*o = parseName(outcomeNames[:], string(b), OutcomeUnknown)
+	return nil
+}
+
+// nameOf and parseName map an enum to and from its names.
+func nameOf[T ~uint8](names []string, v T, fallback string) string {
+	if int(v) < len(names) {
+		return names[v]
+	}
+	return fallback
+}
+
+func parseName[T ~uint8](names []string, s string, fallback T) T {
+	for i, n := range names {
+		if n == s {
+			return T(i)
 		}
 	}
-	return nil
+	return fallback
 }
 
 // KernelOutcome says how reading a thread's kernel stack went.
@@ -81,25 +87,14 @@ const (
 
 var kernelOutcomeNames = [...]string{"read", "denied", "unreadable"}
 
-func (k KernelOutcome) String() string {
-	if int(k) < len(kernelOutcomeNames) {
-		return kernelOutcomeNames[k]
-	}
-	return "unreadable"
-}
+func (k KernelOutcome) String() string { return nameOf(kernelOutcomeNames[:], k, "unreadable") }
 
 // MarshalText writes the outcome's name.
 func (k KernelOutcome) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
 // UnmarshalText reads an outcome's name (unknown names: KernelUnreadable).
 func (k *KernelOutcome) UnmarshalText(b []byte) error {
-	*k = KernelUnreadable
-	for i, n := range kernelOutcomeNames {
-		if n == string(b) {
-			*k = KernelOutcome(i)
-			break
-		}
-	}
+	*k = parseName(kernelOutcomeNames[:], string(b), KernelUnreadable)
 	return nil
 }
 
