@@ -280,6 +280,11 @@ const maxRounds = 16
 // need a stop — running ones, torn copies, and those whose no-stop capture
 // the check rejects — are then stopped one at a time on the tracer thread.
 func (c *capturer) run() {
+	if c.opt.Mode != ModeNoStop && !c.noTrace {
+		// Start the tracer thread now, if it is not running yet: not
+		// between a thread's /proc reads and its stop.
+		c.tracer()
+	}
 	if c.opt.Consistent && c.opt.Mode != ModeNoStop && !c.noTrace && !c.p.Kernel {
 		c.runConsistent()
 		return

@@ -170,8 +170,10 @@ func (c *capturer) stopJob(t *tracer, tid int, wait time.Duration, done chan<- s
 	case gone:
 		r.gone = true
 	case !ok:
+		// Not known to be stopped, so maybe not detachable: the tracer's
+		// exit lets go of it.
 		r.outcome, r.err = OutcomeWaitFailed, errors.New("unexpected wait status")
-		detach(tid, 0)
+		t.abandoned.Store(true)
 	default:
 		r.sig = sig
 		c.copyStopped(t, tid, &r)
