@@ -58,10 +58,48 @@ func ToOTLP(p *Profile, o OTLPOptions) (pprofile.Profiles, error) {
 	b := &otlpBuilder{dict: pd.Dictionary(), strs: map[string]int32{}, attrs: map[string]int32{},
 		stacks: map[string]int32{}}
 	b.init()
+	locIdx, exeBuildID := b.dictionary(pp)
+	// One resource per process, in the recording's order; a sample of a
+	// process the recording does not list gets a resource of its own.
+	rs := &otlpResources{pd: pd, b: b, pp: pp, o: o, exeBuildID: exeBuildID, byPID: map[int64][]pprofile.Profile{}}
+	for i := range p.Processes {
+		pr := &p.Processes[i]
+		if rs.byPID[int64(pr.PID)] == nil {
+			rs.add(int64(pr.PID), pr)
+		}
+	}
+	var attrs []int32
+	for _, s := range pp.Sample {
+		var pid int64
+		if v := s.NumLabel[otlpLabelPID]; len(v) == 1 {
+			pid = v[0]
+		}
+		profiles := rs.byPID[pid]
+		if profiles == nil {
+			profiles = rs.add(pid, nil)
+		}
+		stack := b.stack(s.Location, locIdx)
+		attrs = b.sampleAttrs(attrs[:0], s)
+		for k, op := range profiles {
+			if k >= len(s.Value) || s.Value[k] == 0 {
+				continue
+			}
+			sm := op.Samples().AppendEmpty()
+			sm.SetStackIndex(stack)
+			sm.Values().Append(s.Value[k])
+			sm.AttributeIndices().Append(attrs...)
+		}
+	}
+	return pd, nil
+}
 
+// dictionary fills the profiles' shared tables (mappings, functions,
+// locations) from the pprof form, and returns the locations' indexes by
+// pprof ID and the build id of each mapped file.
+func (b *otlpBuilder) dictionary(pp *profile.Profile) (locIdx map[uint64]int32, exeBuildID map[string]string) {
 	// The dictionary: mappings, functions, locations (indexes by pprof ID).
 	mapIdx := make(map[uint64]int32, len(pp.Mapping))
-	exeBuildID := map[string]string{}
+	exeBuildID = map[string]string{}
 	for _, m := range pp.Mapping {
 		om := b.dict.MappingTable().AppendEmpty()
 		om.SetMemoryStart(m.Start)
@@ -83,7 +121,7 @@ func ToOTLP(p *Profile, o OTLPOptions) (pprofile.Profiles, error) {
 		of.SetStartLine(f.StartLine)
 		fnIdx[f.ID] = int32(b.dict.FunctionTable().Len() - 1)
 	}
-	locIdx := make(map[uint64]int32, len(pp.Location))
+	locIdx = make(map[uint64]int32, len(pp.Location))
 	for _, l := range pp.Location {
 		ol := b.dict.LocationTable().AppendEmpty()
 		if l.Mapping != nil {
@@ -100,95 +138,74 @@ func ToOTLP(p *Profile, o OTLPOptions) (pprofile.Profiles, error) {
 		}
 		locIdx[l.ID] = int32(b.dict.LocationTable().Len() - 1)
 	}
+	return locIdx, exeBuildID
+}
 
-	// One resource per process, in the recording's order; a sample of a
-	// process the recording does not list gets a resource of its own.
-	type resource struct {
-		profiles []pprofile.Profile // one per sample type
+// otlpResources holds one resource (and its profiles, one per sample
+// type) per process.
+type otlpResources struct {
+	pd         pprofile.Profiles
+	b          *otlpBuilder
+	pp         *profile.Profile
+	o          OTLPOptions
+	exeBuildID map[string]string
+	byPID      map[int64][]pprofile.Profile
+}
+
+// add makes the resource of process pid (pr, when the recording lists it)
+// and its profiles.
+func (rs *otlpResources) add(pid int64, pr *ProfileProcess) []pprofile.Profile {
+	b, pp, o := rs.b, rs.pp, rs.o
+	rp := rs.pd.ResourceProfiles().AppendEmpty()
+	at := rp.Resource().Attributes()
+	if o.Host != "" {
+		at.PutStr(attrHost, cleanText(o.Host, false))
 	}
-	byPID := map[int64]*resource{}
-	newResource := func(pid int64, pr *ProfileProcess) *resource {
-		rp := pd.ResourceProfiles().AppendEmpty()
-		at := rp.Resource().Attributes()
-		if o.Host != "" {
-			at.PutStr(attrHost, cleanText(o.Host, false))
-		}
-		at.PutInt(attrPID, pid)
-		service := o.Service
-		if pr != nil {
-			exe := cleanText(pr.Exe, false)
-			if service == "" {
-				service = pr.Comm
-			}
-			name := pr.Comm
-			if exe != "" {
-				name = filepath.Base(exe)
-				at.PutStr(attrExePath, exe)
-				if id := exeBuildID[exe]; id != "" {
-					at.PutStr(attrExeBuildID, id)
-				}
-			}
-			if name != "" {
-				at.PutStr(attrExeName, cleanText(name, false))
-			}
-		}
+	at.PutInt(attrPID, pid)
+	service := o.Service
+	if pr != nil {
+		exe := cleanText(pr.Exe, false)
 		if service == "" {
-			service = "unknown_service:stackshot"
+			service = pr.Comm
 		}
-		at.PutStr(attrService, cleanText(service, false))
-		sp := rp.ScopeProfiles().AppendEmpty()
-		sp.Scope().SetName(otlpScopeName)
-		sp.Scope().SetVersion(o.Version)
-		r := &resource{}
-		for _, st := range pp.SampleType {
-			op := sp.Profiles().AppendEmpty()
-			var id pprofile.ProfileID
-			rand.Read(id[:])
-			op.SetProfileID(id)
-			op.SampleType().SetTypeStrindex(b.str(st.Type))
-			op.SampleType().SetUnitStrindex(b.str(st.Unit))
-			if pp.PeriodType != nil {
-				op.PeriodType().SetTypeStrindex(b.str(pp.PeriodType.Type))
-				op.PeriodType().SetUnitStrindex(b.str(pp.PeriodType.Unit))
+		name := pr.Comm
+		if exe != "" {
+			name = filepath.Base(exe)
+			at.PutStr(attrExePath, exe)
+			if id := rs.exeBuildID[exe]; id != "" {
+				at.PutStr(attrExeBuildID, id)
 			}
-			op.SetPeriod(pp.Period)
-			op.SetTime(pcommon.Timestamp(pp.TimeNanos))
-			op.SetDurationNano(uint64(pp.DurationNanos))
-			r.profiles = append(r.profiles, op)
 		}
-		byPID[pid] = r
-		return r
-	}
-	for i := range p.Processes {
-		pr := &p.Processes[i]
-		if byPID[int64(pr.PID)] == nil {
-			newResource(int64(pr.PID), pr)
+		if name != "" {
+			at.PutStr(attrExeName, cleanText(name, false))
 		}
 	}
-
-	var attrs []int32
-	for _, s := range pp.Sample {
-		var pid int64
-		if v := s.NumLabel[otlpLabelPID]; len(v) == 1 {
-			pid = v[0]
-		}
-		r := byPID[pid]
-		if r == nil {
-			r = newResource(pid, nil)
-		}
-		stack := b.stack(s.Location, locIdx)
-		attrs = b.sampleAttrs(attrs[:0], s)
-		for k, op := range r.profiles {
-			if k >= len(s.Value) || s.Value[k] == 0 {
-				continue
-			}
-			sm := op.Samples().AppendEmpty()
-			sm.SetStackIndex(stack)
-			sm.Values().Append(s.Value[k])
-			sm.AttributeIndices().Append(attrs...)
-		}
+	if service == "" {
+		service = "unknown_service:stackshot"
 	}
-	return pd, nil
+	at.PutStr(attrService, cleanText(service, false))
+	sp := rp.ScopeProfiles().AppendEmpty()
+	sp.Scope().SetName(otlpScopeName)
+	sp.Scope().SetVersion(o.Version)
+	var profiles []pprofile.Profile
+	for _, st := range pp.SampleType {
+		op := sp.Profiles().AppendEmpty()
+		var id pprofile.ProfileID
+		rand.Read(id[:])
+		op.SetProfileID(id)
+		op.SampleType().SetTypeStrindex(b.str(st.Type))
+		op.SampleType().SetUnitStrindex(b.str(st.Unit))
+		if pp.PeriodType != nil {
+			op.PeriodType().SetTypeStrindex(b.str(pp.PeriodType.Type))
+			op.PeriodType().SetUnitStrindex(b.str(pp.PeriodType.Unit))
+		}
+		op.SetPeriod(pp.Period)
+		op.SetTime(pcommon.Timestamp(pp.TimeNanos))
+		op.SetDurationNano(uint64(pp.DurationNanos))
+		profiles = append(profiles, op)
+	}
+	rs.byPID[pid] = profiles
+	return profiles
 }
 
 // otlpBuilder fills an OTLP dictionary, each table indexed by a map (the

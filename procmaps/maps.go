@@ -54,16 +54,24 @@ type Mapping struct {
 	Kind       Kind
 }
 
-// Readable, Writable, Executable and Private decode Perms.
+// Readable, Writable and Executable decode Perms.
 func (m *Mapping) Readable() bool   { return len(m.Perms) > 0 && m.Perms[0] == 'r' }
 func (m *Mapping) Writable() bool   { return len(m.Perms) > 1 && m.Perms[1] == 'w' }
 func (m *Mapping) Executable() bool { return len(m.Perms) > 2 && m.Perms[2] == 'x' }
 
+// Dev is the mapped file's device number in Linux's encoding (glibc's
+// makedev, unix.Mkdev on Linux), whatever the host: a saved capture is
+// read on any OS.
+func (m *Mapping) Dev() uint64 {
+	dev := (uint64(m.DevMajor) & 0x00000fff) << 8
+	dev |= (uint64(m.DevMajor) & 0xfffff000) << 32
+	dev |= (uint64(m.DevMinor) & 0x000000ff) << 0
+	dev |= (uint64(m.DevMinor) & 0xffffff00) << 12
+	return dev
+}
+
 // Contains reports whether addr lies in the mapping.
 func (m *Mapping) Contains(addr uint64) bool { return addr >= m.Start && addr < m.End }
-
-// IsFile reports whether the mapping is backed by a file on a filesystem.
-func (m *Mapping) IsFile() bool { return m.Kind == KindFile }
 
 // MaxMapsLine bounds a single maps line (PATH_MAX plus the fixed fields).
 const MaxMapsLine = 4096 + 256

@@ -295,15 +295,6 @@ func ReadIdentity(pid int) (Identity, error) {
 	return Identity{PID: pid, StartTime: st.StartTime}, nil
 }
 
-// ReadComm reads a thread's name from /proc/PID/task/TID/comm.
-func ReadComm(pid, tid int) (string, error) {
-	b, err := readSmall(taskPath(pid, tid, "comm"))
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimRight(string(b), "\n"), nil
-}
-
 // SchedStat is /proc/PID/task/TID/schedstat: time on CPU, time waiting and
 // the number of times the thread was scheduled. Any change between two
 // reads means the thread ran.
@@ -389,15 +380,6 @@ func ReadStatus(pid int) (Status, error) {
 	return ParseStatus(b), nil
 }
 
-// ReadTaskStatus reads /proc/PID/task/TID/status.
-func ReadTaskStatus(pid, tid int) (Status, error) {
-	b, err := readSmall(taskPath(pid, tid, "status"))
-	if err != nil {
-		return Status{}, err
-	}
-	return ParseStatus(b), nil
-}
-
 // Exe returns the target's executable path as /proc shows it.
 func Exe(pid int) string {
 	p, err := os.Readlink(pidPath(pid, "exe"))
@@ -415,7 +397,8 @@ func MapFilesPath(pid int, m *Mapping) string {
 // RootPath is the target's view of the filesystem root.
 func RootPath(pid int) string { return pidPath(pid, "root") }
 
-// ErrNoProcess means the process does not exist (or is gone).
+// ErrNoProcess means the process does not exist (or is gone). It is the
+// project's one such sentinel: ptrace returns it too.
 var ErrNoProcess = errors.New("no such process")
 
 // MaxAuxv bounds /proc/PID/auxv (the kernel's own is under 1 KiB).

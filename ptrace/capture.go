@@ -44,9 +44,12 @@ type Thread struct {
 	State       string                 `json:"state"` // one letter, as /proc showed it before the capture
 	Syscall     *procmaps.Syscall      `json:"syscall,omitempty"`
 	KernelStack []procmaps.KernelFrame `json:"kernel_stack,omitempty"`
-	KernelErr   string                 `json:"kernel_err,omitempty"`
-	Method      string                 `json:"method"`
-	PauseNS     int64                  `json:"pause_ns"`
+	// KernelOutcome says how reading the kernel stack went; KernelErr is
+	// its error text.
+	KernelOutcome KernelOutcome `json:"kernel_outcome,omitempty"`
+	KernelErr     string        `json:"kernel_err,omitempty"`
+	Method        string        `json:"method"`
+	PauseNS       int64         `json:"pause_ns"`
 	// Regs is the amd64 user_regs_struct (27 words) for a stopped thread;
 	// nil when the thread was not stopped.
 	Regs      []uint64 `json:"regs,omitempty"`
@@ -56,9 +59,12 @@ type Thread struct {
 	StackLo uint64 `json:"stack_lo"`
 	StackHi uint64 `json:"stack_hi"`
 	// Torn means a no-stop copy may be inconsistent (the thread ran).
-	Torn   bool   `json:"torn,omitempty"`
-	Kernel bool   `json:"kernel_thread,omitempty"`
-	Err    string `json:"error,omitempty"`
+	Torn   bool `json:"torn,omitempty"`
+	Kernel bool `json:"kernel_thread,omitempty"`
+	// Outcome says why the thread was captured as Method says (callers
+	// switch on it); Err is the sentence a report shows for it.
+	Outcome Outcome `json:"outcome,omitempty"`
+	Err     string  `json:"error,omitempty"`
 	// Signal is a signal that arrived while the thread was stopped and was
 	// handed back to it at detach.
 	Signal int `json:"signal,omitempty"`
@@ -97,36 +103,6 @@ type Process struct {
 	WallNS int64 `json:"wall_ns"`
 }
 
-// Options control a capture.
-type Options struct {
-	Mode       Mode
-	Consistent bool          // stop every thread first, resume together
-	StackBytes int           // most stack bytes per thread (0: DefaultStackBytes)
-	Kernel     bool          // read kernel stacks
-	TIDs       []int         // only these threads (empty: all)
-	Deadline   time.Time     // bound on the whole capture (zero: none)
-	StopWait   time.Duration // how long to wait for one thread to stop (0: DefaultStopWait)
-	// Cancel, when closed, ends the capture early (every thread detached).
-	Cancel <-chan struct{}
-	// Reuse is the previous capture of the same process (a sampler's last
-	// tick): its identity, maps, build ids and vdso are kept, unless
-	// RefreshMaps asks to read the maps again.
-	Reuse       *Process
-	RefreshMaps bool
-	// Cache keeps the threads' /proc files open across captures (nil:
-	// open them each time).
-	Cache *procmaps.TaskCache
-}
-
-// DefaultStackBytes caps the stack copy of one thread.
-const DefaultStackBytes = 4 << 20
-
-// DefaultStopWait bounds the wait for one thread to reach its stop (on a
-// loaded machine a woken thread can wait long for a CPU). After two threads
-// of a capture have timed out, the rest get a tenth of it: a hung process
-// with many threads that will not stop must not take minutes.
-const DefaultStopWait = 500 * time.Millisecond
-
 // MemPID is the id through which the process's memory is read: the pid,
 // or a live thread when the main thread has exited.
 func (p *Process) MemPID() int {
@@ -135,3 +111,6 @@ func (p *Process) MemPID() int {
 	}
 	return p.PID
 }
+
+// DefaultStackBytes caps the stack copy of one thread.
+const DefaultStackBytes = 4 << 20

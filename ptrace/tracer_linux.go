@@ -4,7 +4,10 @@ package ptrace
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // tracer owns one OS thread: every ptrace call for the tracees it seized
@@ -39,12 +42,32 @@ func (t *tracer) scratchFor(n int) []byte {
 
 func newTracer() *tracer {
 	t := &tracer{jobs: make(chan func()), done: make(chan struct{})}
-	go t.loop()
+	started := make(chan struct{})
+	go t.start(started)
+	<-started
 	return t
 }
 
-func (t *tracer) loop() {
+// start locks the goroutine to its OS thread and serves jobs there. The
+// process's main thread never serves: the runtime cannot end it (it parks
+// it instead), so an abandoned tracer there would keep its tracees traced.
+// A goroutine that lands on it starts another, which lands elsewhere while
+// this one holds the main thread, and leaves.
+func (t *tracer) start(started chan<- struct{}) {
 	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		next := make(chan struct{})
+		go t.start(next)
+		<-next
+		runtime.UnlockOSThread()
+		close(started)
+		return
+	}
+	close(started)
+	t.loop()
+}
+
+func (t *tracer) loop() {
 	// Never unlocked: when this goroutine returns the thread exits, which
 	// detaches whatever it still traces.
 	defer close(t.done)
@@ -82,4 +105,26 @@ func (t *tracer) close() {
 		close(t.jobs)
 	}
 	<-t.done
+}
+
+// tracers keeps one tracer thread across captures (a sampler takes
+// thousands): between captures it traces nothing. mu makes captures run
+// one at a time, since they share it.
+var tracers struct {
+	mu sync.Mutex
+	t  *tracer // nil, or the last live one
+}
+
+// tracer returns the capture's tracer thread: the shared one, or a new one
+// once it has been abandoned. Only called with tracers.mu held.
+func (c *capturer) tracer() *tracer {
+	if c.t == nil || c.t.abandoned.Load() {
+		if t := tracers.t; t != nil && !t.abandoned.Load() {
+			c.t = t
+		} else {
+			c.t = newTracer()
+			tracers.t = c.t
+		}
+	}
+	return c.t
 }

@@ -320,7 +320,9 @@ func endsAtRoot(frames []report.Frame) bool {
 }
 
 func convSyscall(s *ptrace.Thread) *report.Syscall {
-	if s.Syscall == nil {
+	if s.Syscall == nil || s.Kernel {
+		// A kernel thread makes no system calls (captures older than
+		// this check carry its syscall file's zeroes, which read as read(0)).
 		return nil
 	}
 	sc := s.Syscall

@@ -11,7 +11,7 @@ import (
 func (s *Space) moduleRef(m, first *procmaps.Mapping) symtab.ModuleRef {
 	ref := symtab.ModuleRef{
 		Path:    m.Path,
-		Dev:     mkdev(m.DevMajor, m.DevMinor),
+		Dev:     m.Dev(),
 		Inode:   m.Inode,
 		BuildID: s.p.BuildIDs[first.Start],
 	}

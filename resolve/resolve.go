@@ -210,15 +210,6 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 	return e
 }
 
-func mkdev(major, minor uint32) uint64 {
-	// Same encoding as unix.Mkdev.
-	dev := (uint64(major) & 0x00000fff) << 8
-	dev |= (uint64(major) & 0xfffff000) << 32
-	dev |= (uint64(minor) & 0x000000ff) << 0
-	dev |= (uint64(minor) & 0xffffff00) << 12
-	return dev
-}
-
 func (r *Resolver) table(key string, load func() (*unwind.Table, error)) *unwind.Table {
 	r.mu.Lock()
 	e, ok := r.tables[key]
@@ -315,9 +306,24 @@ func (s *Space) input(th *ptrace.Thread) (unwind.Input, bool) {
 	in.Stack = unwind.Stack{Addr: th.StackAddr, Data: th.Stack}
 	in.StackLo, in.StackHi = th.StackLo, th.StackHi
 	if s.mem != nil {
-		in.Mem = s
+		in.Mem = stackFence{mem: s, lo: th.StackLo, hi: th.StackHi}
 	}
 	return in, true
+}
+
+// stackFence keeps the unwinder's live reads out of the thread's stack
+// mapping [lo, hi): the stack is read only through its copy, which
+// --stack-bytes bounds (the walker serves reads inside the copy itself).
+type stackFence struct {
+	mem    unwind.Memory
+	lo, hi uint64
+}
+
+func (f stackFence) ReadMemory(p []byte, addr uint64) (int, error) {
+	if end := addr + uint64(len(p)); addr < f.hi && end > f.lo {
+		return 0, fmt.Errorf("%#x lies in the thread's stack beyond its copy", addr)
+	}
+	return f.mem.ReadMemory(p, addr)
 }
 
 // Unwind walks one thread's captured stack.

@@ -137,11 +137,11 @@ func (s *session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 func (s *session) noteProcess(p *ptrace.Process) {
 	denied := 0
 	for _, th := range p.Threads {
-		if s.c.kernel && th.KernelErr != "" && strings.Contains(th.KernelErr, "permission denied") {
+		if s.c.kernel && th.KernelOutcome == ptrace.KernelDenied {
 			s.warn("kernel stacks are not readable (%s; showing user frames only)", map[bool]string{
 				false: "they need root or CAP_SYS_ADMIN", true: "refused although stackshot runs as root: a container or a security module hides them"}[os.Geteuid() == 0])
 		}
-		if strings.HasPrefix(th.Err, "ptrace not permitted") {
+		if th.Outcome == ptrace.OutcomeNotPermitted {
 			denied++
 		}
 	}
