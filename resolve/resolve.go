@@ -305,8 +305,11 @@ func (s *Space) input(th *ptrace.Thread) (unwind.Input, bool) {
 	}
 	in.Stack = unwind.Stack{Addr: th.StackAddr, Data: th.Stack}
 	in.StackLo, in.StackHi = th.StackLo, th.StackHi
-	if s.mem != nil {
+	switch {
+	case s.mem != nil && s.r.opts.Live:
 		in.Mem = stackFence{mem: s, lo: th.StackLo, hi: th.StackHi}
+	case s.mem != nil:
+		in.Mem = s // a core's memory: what it saved is all there is
 	}
 	return in, true
 }
