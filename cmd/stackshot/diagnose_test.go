@@ -5,9 +5,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"stackshot/internal/testutil"
 )
@@ -168,6 +170,12 @@ func TestDeadlockPI(t *testing.T) {
 	v := readyVals(t, tg.Ready)
 	a, b := tidOf(t, v, "locker-a"), tidOf(t, v, "locker-b")
 	m0, m1 := addrOf(t, v, "mx0"), addrOf(t, v, "mx1")
+	// The state settles only once the kernel has refused one of them and
+	// glibc has parked it: one thread in FUTEX_LOCK_PI, the other in a
+	// FUTEX_WAIT_BITSET on its own stack.
+	if !waitPISettled(tg.PID, a, b, 10*time.Second) {
+		t.Fatalf("the PI deadlock did not settle (one thread in FUTEX_LOCK_PI, one parked)")
+	}
 	p := diagJSON(t, strconv.Itoa(tg.PID))
 	ta, tb := threadByTID(t, p, a), threadByTID(t, p, b)
 	if ta.WaitingFor == nil || tb.WaitingFor == nil {
@@ -433,4 +441,26 @@ func TestDiagnoseFlagsBadUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want usage error (2)", args, code, errOut)
 		}
 	}
+}
+
+// waitPISettled waits until one of the two threads waits in FUTEX_LOCK_PI
+// and the other in FUTEX_WAIT_BITSET (glibc's park after EDEADLK).
+func waitPISettled(pid, a, b int, d time.Duration) bool {
+	op := func(tid int) int64 {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
+		f := strings.Fields(string(raw))
+		if err != nil || len(f) < 3 || f[0] != "202" {
+			return -1
+		}
+		v, _ := strconv.ParseInt(strings.TrimPrefix(f[2], "0x"), 16, 64)
+		return v & 0x7f // without FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME
+	}
+	const lockPI, waitBitset = 6, 9
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		oa, ob := op(a), op(b)
+		if (oa == lockPI && ob == waitBitset) || (oa == waitBitset && ob == lockPI) {
+			return true
+		}
+	}
+	return false
 }
