@@ -228,9 +228,20 @@ func TestRealAge(t *testing.T) {
 		stdin.Close()
 		cmd.Wait()
 	})
-	// age reads its input in the main goroutine: wait until it blocks.
-	if !testutil.WaitInSyscall(pid, pid, 10*time.Second) {
-		t.Fatalf("age (pid %d) did not block reading its input", pid)
+	// age reads its input in the main goroutine, on whichever thread
+	// runs it: wait until one of them blocks in read.
+	reading := func() bool {
+		for tid := range testutil.ThreadStates(pid) {
+			if testutil.WaitInSyscallNr(pid, tid, 0, 0) {
+				return true
+			}
+		}
+		return false
+	}
+	for end := time.Now().Add(10 * time.Second); !reading(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("age (pid %d) did not block reading its input", pid)
+		}
 	}
 	for _, mode := range []string{"nostop", "stop"} {
 		p := dumpJSON(t, "--mode", mode, strconv.Itoa(pid))
