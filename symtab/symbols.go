@@ -1,9 +1,9 @@
 package symtab
 
 import (
+	"cmp"
 	"debug/elf"
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 )
@@ -23,7 +23,7 @@ type rawSym struct {
 	addr, size uint64
 	secEnd     uint64 // end of the containing section (bound for size 0)
 	name       string
-	rank       int // lower is better: source order, then binding
+	rank       int32 // lower is better: source order, then binding
 }
 
 // symSource ranks, best first.
@@ -34,53 +34,101 @@ const (
 	rankDynsym
 )
 
-// collectSyms appends the function symbols of one table of f.
+// collectSyms appends the function symbols of one table of f. It reads the
+// table itself rather than through debug/elf's Symbols, which builds a
+// Symbol and a name string per entry: names here are substrings of one
+// copy of the string table, so a symbol costs no allocation of its own.
 func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSym, error) {
 	ef := f.ef
-	cost, err := symtabCost(f, dynamic)
+	if _, err := symtabCost(f, dynamic); err != nil {
+		return out, err
+	}
+	typ := elf.SHT_SYMTAB
+	if dynamic {
+		typ = elf.SHT_DYNSYM
+	}
+	var symSec *elf.Section
+	for _, s := range ef.Sections {
+		if s.Type == typ {
+			symSec = s
+			break
+		}
+	}
+	if symSec == nil {
+		return out, ErrNoSymbols
+	}
+	if symSec.Link == 0 || int(symSec.Link) >= len(ef.Sections) {
+		return out, &FormatError{Section: symSec.Name, Offset: symSec.Offset, Msg: "symbol table without a string table"}
+	}
+	// f.data charges the budget for what it reads; both are given back
+	// once the symbols are collected (their names are kept in one string
+	// copy, as debug/elf's strings were before).
+	data, err := f.data(symSec)
 	if err != nil {
 		return out, err
 	}
 	if f.sym != nil {
-		// debug/elf reads the table and its strings whole and builds a
-		// Symbol per entry: charged before, given back after.
-		if err := f.sym.budget.Take(cost); err != nil {
-			f.sym.noteLimit(err)
-			return out, err
-		}
-		defer f.sym.budget.Give(cost)
+		defer f.sym.budget.Give(int64(len(data)))
 	}
-	var syms []elf.Symbol
-	err = safely("symbols", func() error {
-		var err error
-		if dynamic {
-			syms, err = ef.DynamicSymbols()
-		} else {
-			syms, err = ef.Symbols()
-		}
-		return err
-	})
+	strData, err := f.data(ef.Sections[symSec.Link])
 	if err != nil {
 		return out, err
 	}
-	if len(syms) > maxSymbols {
-		syms = syms[:maxSymbols]
+	if f.sym != nil {
+		defer f.sym.budget.Give(int64(len(strData)))
 	}
-	for _, s := range syms {
-		typ := elf.ST_TYPE(s.Info)
-		if s.Name == "" || s.Section == elf.SHN_UNDEF || s.Section >= elf.SHN_LORESERVE {
+	strs := string(strData)
+	entSize := 24
+	if ef.Class == elf.ELFCLASS32 {
+		entSize = 16
+	}
+	n := len(data) / entSize
+	if n > maxSymbols {
+		n = maxSymbols
+	}
+	order := ef.ByteOrder
+	out = slices.Grow(out, min(n, 1<<16))
+	for k := 1; k < n; k++ { // entry 0 is the null symbol
+		e := data[k*entSize : (k+1)*entSize]
+		var nameOff uint32
+		var info uint8
+		var shndx uint16
+		var value, size uint64
+		if entSize == 24 {
+			nameOff = order.Uint32(e[0:4])
+			info = e[4]
+			shndx = order.Uint16(e[6:8])
+			value = order.Uint64(e[8:16])
+			size = order.Uint64(e[16:24])
+		} else {
+			nameOff = order.Uint32(e[0:4])
+			value = uint64(order.Uint32(e[4:8]))
+			size = uint64(order.Uint32(e[8:12]))
+			info = e[12]
+			shndx = order.Uint16(e[14:16])
+		}
+		section := elf.SectionIndex(shndx)
+		if section == elf.SHN_UNDEF || section >= elf.SHN_LORESERVE || int(section) >= len(ef.Sections) {
 			continue
 		}
-		if int(s.Section) >= len(ef.Sections) {
+		if int64(nameOff) >= int64(len(strs)) {
 			continue
 		}
-		sec := ef.Sections[s.Section]
-		switch typ {
+		name := strs[nameOff:]
+		if i := strings.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if name == "" {
+			continue
+		}
+		styp := elf.ST_TYPE(info)
+		sec := ef.Sections[section]
+		switch styp {
 		case elf.STT_FUNC, elf.STT_GNU_IFUNC:
 		case elf.STT_NOTYPE:
 			// Assembly labels: only in executable sections, and not
 			// local labels or mapping symbols.
-			if sec.Flags&elf.SHF_EXECINSTR == 0 || s.Name[0] == '$' || (len(s.Name) > 1 && s.Name[:2] == ".L") {
+			if sec.Flags&elf.SHF_EXECINSTR == 0 || name[0] == '$' || strings.HasPrefix(name, ".L") {
 				continue
 			}
 		default:
@@ -89,8 +137,7 @@ func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSy
 		if sec.Flags&elf.SHF_ALLOC == 0 {
 			continue
 		}
-		rank := baseRank
-		name := s.Name
+		rank := int32(baseRank)
 		if !dynamic {
 			// A versioned definition ("fdopen@@GLIBC_2.2.5") in .symtab:
 			// show the plain name, prefer an unversioned alias.
@@ -99,14 +146,14 @@ func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSy
 				rank += 2
 			}
 		}
-		switch elf.ST_BIND(s.Info) {
+		switch elf.ST_BIND(info) {
 		case elf.STB_GLOBAL:
 		case elf.STB_WEAK:
 			rank++
 		default:
 			rank += 2
 		}
-		if typ == elf.STT_NOTYPE {
+		if styp == elf.STT_NOTYPE {
 			rank += 3
 		}
 		// Go's assembly functions carry their ABI in ELF symbol names
@@ -123,7 +170,7 @@ func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSy
 		if secEnd < sec.Addr {
 			secEnd = ^uint64(0)
 		}
-		out = append(out, rawSym{addr: s.Value, size: s.Size, secEnd: secEnd, name: name, rank: rank})
+		out = append(out, rawSym{addr: value, size: size, secEnd: secEnd, name: name, rank: rank})
 	}
 	return out, nil
 }
@@ -134,29 +181,52 @@ func buildSymTable(raw []rawSym) *symTable {
 	if len(raw) == 0 {
 		return nil
 	}
-	// Stable: of equally ranked aliases the first in table order wins.
-	sort.SliceStable(raw, func(i, j int) bool {
-		if raw[i].addr != raw[j].addr {
-			return raw[i].addr < raw[j].addr
+	// Sorted by address, then rank; of equally ranked aliases the first
+	// collected wins: seq (the index in raw) makes the order total, so an
+	// unstable sort gives the stable sort's answer. The keys are small so
+	// the sort moves 16 bytes per swap, typed, without reflection.
+	type key struct {
+		addr      uint64
+		rank, seq int32
+	}
+	keys := make([]key, len(raw))
+	for i := range raw {
+		keys[i] = key{raw[i].addr, raw[i].rank, int32(i)}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmp.Compare(a.addr, b.addr); c != 0 {
+			return c
 		}
-		return raw[i].rank < raw[j].rank
+		if c := cmp.Compare(a.rank, b.rank); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
 	})
-	t := &symTable{}
-	var secEnds []uint64
-	var sizes []uint64
-	for i := 0; i < len(raw); {
+	distinct := 0
+	for i := range keys {
+		if i == 0 || keys[i].addr != keys[i-1].addr {
+			distinct++
+		}
+	}
+	t := &symTable{
+		addr: make([]uint64, 0, distinct),
+		name: make([]string, 0, distinct),
+	}
+	secEnds := make([]uint64, 0, distinct)
+	sizes := make([]uint64, 0, distinct)
+	for i := 0; i < len(keys); {
 		j := i
 		size := uint64(0)
-		secEnd := raw[i].secEnd
-		for ; j < len(raw) && raw[j].addr == raw[i].addr; j++ {
-			if raw[j].size > size {
-				size = raw[j].size
+		first := &raw[keys[i].seq]
+		for ; j < len(keys) && keys[j].addr == keys[i].addr; j++ {
+			if sz := raw[keys[j].seq].size; sz > size {
+				size = sz
 			}
 		}
-		t.addr = append(t.addr, raw[i].addr)
-		t.name = append(t.name, raw[i].name)
+		t.addr = append(t.addr, first.addr)
+		t.name = append(t.name, first.name)
 		sizes = append(sizes, size)
-		secEnds = append(secEnds, secEnd)
+		secEnds = append(secEnds, first.secEnd)
 		i = j
 	}
 	n := len(t.addr)
