@@ -23,6 +23,11 @@ type Options struct {
 	// KernelAddrs fills in kernel frames' addresses hidden by the stack
 	// file, from /proc/kallsyms (one read of it: about 0.1 s).
 	KernelAddrs bool
+	// Sampler: the resolver unwinds many samples of the same modules, so
+	// each module's CFI is compiled whole once (a lookup is then a binary
+	// search). Otherwise (a one-off dump) only the FDEs of the PCs met are
+	// compiled, found through .eh_frame_hdr (unwind.LoadTableLazy).
+	Sampler bool
 }
 
 // Resolver unwinds and symbolizes captures. It caches modules and compiled
@@ -115,7 +120,7 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		}
 		e.mod = mod
 		e.table = s.r.table("vdso:"+mod.BuildID()+":"+strconv.Itoa(len(s.p.VDSO)), func() (*unwind.Table, error) {
-			return unwind.LoadTableLimited(s.r.sym.Context(), bytes.NewReader(s.p.VDSO), nil, s.r.sym.Budget())
+			return s.r.loadTable(bytes.NewReader(s.p.VDSO))
 		})
 		if b, ok := mod.MappingBias(m.Start, m.End, m.Offset); ok {
 			e.bias, e.ok = b, true
@@ -164,7 +169,7 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 			// .eh_frame (or .debug_frame in the binary) first: opening the
 			// separate debug file costs far more, and is needed only when
 			// the binary carries no CFI at all.
-			t, err := unwind.LoadTableLimited(s.r.sym.Context(), bin, nil, s.r.sym.Budget())
+			t, err := s.r.loadTable(bin)
 			if err == nil && t.Len() > 0 {
 				return t, nil
 			}
@@ -184,6 +189,15 @@ func mkdev(major, minor uint32) uint64 {
 	dev |= (uint64(minor) & 0x000000ff) << 0
 	dev |= (uint64(minor) & 0xffffff00) << 12
 	return dev
+}
+
+// loadTable loads the CFI of a module's binary: compiled whole for a
+// sampler, looked up per FDE otherwise.
+func (r *Resolver) loadTable(bin io.ReaderAt) (*unwind.Table, error) {
+	if r.opts.Sampler {
+		return unwind.LoadTableLimited(r.sym.Context(), bin, nil, r.sym.Budget())
+	}
+	return unwind.LoadTableLazy(r.sym.Context(), bin, r.sym.Budget())
 }
 
 func (r *Resolver) table(key string, load func() (*unwind.Table, error)) *unwind.Table {
