@@ -64,8 +64,9 @@ type Space struct {
 	r    *Resolver
 	p    *ptrace.Process
 	maps procmaps.Maps
-	mods map[uint64]*modEntry // by mapping start
-	mem  io.ReaderAt          // live memory, or nil
+	mods map[uint64]*modEntry           // by mapping start
+	mem  io.ReaderAt                    // live memory, or nil
+	code map[uint64]*[codePageSize]byte // pages of live code read (see ReadCode)
 	vdso *symtab.Module
 }
 
@@ -88,6 +89,7 @@ func (r *Resolver) Space(p *ptrace.Process, mem io.ReaderAt) *Space {
 func (s *Space) Update(p *ptrace.Process) {
 	same := len(p.Maps) == len(s.p.Maps) && (len(p.Maps) == 0 || &p.Maps[0] == &s.p.Maps[0])
 	s.p = p
+	clear(s.code) // code may have changed since (JIT, a library reloaded)
 	if !same {
 		s.maps = procmaps.Maps(p.Maps)
 		s.mods = map[uint64]*modEntry{}
@@ -240,9 +242,13 @@ func (s *Space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
 }
 
 // ReadCode implements unwind.Space: from live memory, else the module file.
+// Live code is read a page at a time and kept until the space is updated:
+// the unwinder checks the instruction before every return address it
+// considers, and a deep stack repeats the same few return addresses (a
+// 1,000-frame recursion cost 2,000 process_vm_readv calls).
 func (s *Space) ReadCode(p []byte, addr uint64) (int, error) {
 	if s.mem != nil {
-		return s.mem.ReadAt(p, int64(addr))
+		return s.readLiveCode(p, addr)
 	}
 	m, ok := s.maps.Find(addr)
 	if !ok {
@@ -348,4 +354,40 @@ func rootPath(p *ptrace.Process) string {
 		return procmaps.TaskRootPath(p.PID, p.MemTID)
 	}
 	return procmaps.RootPath(p.PID)
+}
+
+const (
+	codePageSize = 4096
+	maxCodePages = 256 // 1 MiB of code kept per space
+)
+
+// readLiveCode reads live memory through the space's page cache. A page
+// that cannot be read whole (the end of a mapping) is not cached: the read
+// goes to memory directly.
+func (s *Space) readLiveCode(p []byte, addr uint64) (int, error) {
+	n := 0
+	for n < len(p) {
+		a := addr + uint64(n)
+		if a < addr {
+			break // wrapped
+		}
+		page := a &^ (codePageSize - 1)
+		buf, ok := s.code[page]
+		if !ok {
+			if len(s.code) >= maxCodePages {
+				clear(s.code)
+			}
+			if s.code == nil {
+				s.code = map[uint64]*[codePageSize]byte{}
+			}
+			buf = new([codePageSize]byte)
+			if m, err := s.mem.ReadAt(buf[:], int64(page)); m != codePageSize || err != nil {
+				m, err := s.mem.ReadAt(p[n:], int64(a))
+				return n + m, err
+			}
+			s.code[page] = buf
+		}
+		n += copy(p[n:], buf[a-page:])
+	}
+	return n, nil
 }
