@@ -181,30 +181,10 @@ func buildSymTable(raw []rawSym) *symTable {
 	if len(raw) == 0 {
 		return nil
 	}
-	// Sorted by address, then rank; of equally ranked aliases the first
-	// collected wins: seq (the index in raw) makes the order total, so an
-	// unstable sort gives the stable sort's answer. The keys are small so
-	// the sort moves 16 bytes per swap, typed, without reflection.
-	type key struct {
-		addr      uint64
-		rank, seq int32
-	}
-	keys := make([]key, len(raw))
-	for i := range raw {
-		keys[i] = key{raw[i].addr, raw[i].rank, int32(i)}
-	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if c := cmp.Compare(a.addr, b.addr); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.rank, b.rank); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
+	order := sortByAddr(raw)
 	distinct := 0
-	for i := range keys {
-		if i == 0 || keys[i].addr != keys[i-1].addr {
+	for k, i := range order {
+		if k == 0 || raw[i].addr != raw[order[k-1]].addr {
 			distinct++
 		}
 	}
@@ -214,20 +194,24 @@ func buildSymTable(raw []rawSym) *symTable {
 	}
 	secEnds := make([]uint64, 0, distinct)
 	sizes := make([]uint64, 0, distinct)
-	for i := 0; i < len(keys); {
-		j := i
+	for k := 0; k < len(order); {
+		// The aliases at one address, in collection order: the best
+		// ranked names it (of equals, the first collected); the largest
+		// size any of them gives is its size.
+		addr := raw[order[k]].addr
+		best := &raw[order[k]]
 		size := uint64(0)
-		first := &raw[keys[i].seq]
-		for ; j < len(keys) && keys[j].addr == keys[i].addr; j++ {
-			if sz := raw[keys[j].seq].size; sz > size {
-				size = sz
+		for ; k < len(order) && raw[order[k]].addr == addr; k++ {
+			r := &raw[order[k]]
+			if r.rank < best.rank {
+				best = r
 			}
+			size = max(size, r.size)
 		}
-		t.addr = append(t.addr, first.addr)
-		t.name = append(t.name, first.name)
+		t.addr = append(t.addr, addr)
+		t.name = append(t.name, best.name)
 		sizes = append(sizes, size)
-		secEnds = append(secEnds, first.secEnd)
-		i = j
+		secEnds = append(secEnds, best.secEnd)
 	}
 	n := len(t.addr)
 	t.end = make([]uint64, n)
@@ -252,6 +236,43 @@ func buildSymTable(raw []rawSym) *symTable {
 	t.dem = make([]atomic.Pointer[string], n)
 	t.count = n
 	return t
+}
+
+// sortByAddr returns the indexes of raw sorted by address, then index (so
+// the aliases at one address stay in collection order). Typed, without
+// reflection; when addresses fit 40 bits and indexes 24 (every table met in
+// practice) each key is one uint64 and the sort calls no function.
+func sortByAddr(raw []rawSym) []int32 {
+	const seqBits = 24
+	packed := len(raw) < 1<<seqBits
+	for i := range raw {
+		if raw[i].addr >= 1<<(64-seqBits) {
+			packed = false
+			break
+		}
+	}
+	order := make([]int32, len(raw))
+	if packed {
+		keys := make([]uint64, len(raw))
+		for i := range raw {
+			keys[i] = raw[i].addr<<seqBits | uint64(i)
+		}
+		slices.Sort(keys)
+		for k, key := range keys {
+			order[k] = int32(key & (1<<seqBits - 1))
+		}
+		return order
+	}
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := cmp.Compare(raw[a].addr, raw[b].addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return order
 }
 
 // lookup finds the symbol containing pc.
