@@ -95,23 +95,30 @@ func BenchmarkDump(b *testing.B) {
 	}
 }
 
-// BenchmarkDumpVsEuStack times the plain text dump (`stackshot PID`, the
-// pstack use: a fresh process each time, nothing cached) beside
-// `eu-stack -n 0 -p PID` (elfutils) on the same target in the same run, the two
-// alternating so both see the same machine load: one thread, 16 and 512
-// threads blocked in pthread_cond_wait (testdata/targets/many.c), and one
-// thread 1,000 frames deep (testdata/realworld/deep.c). ns/op is
-// stackshot's wall time; the custom metrics are the medians of each tool's
-// wall time and of its CPU time (user+system, which a loaded machine
-// disturbs less), in ms. eu-stack's are absent where it is not installed.
-// STACKSHOT_BASELINE=BIN adds another stackshot build (an older commit's)
-// to the rotation, reported as baseline-ms and baseline-cpu-ms: before and
-// after measured in one run.
+// BenchmarkDumpVsEuStack times the text dump (a fresh process each time,
+// nothing cached: the pstack use) beside elfutils' eu-stack on the same
+// target in the same run, the tools alternating so all see the same
+// machine load. Targets: one thread, 16 and 512 threads blocked in
+// pthread_cond_wait (testdata/targets/many.c), and one thread 1,000
+// frames deep (testdata/realworld/deep.c). Variants: "plain" (`stackshot
+// PID` against `eu-stack -n 0 -p PID`, and `eu-stack -q`, which prints no
+// names at all) and "lines" (`stackshot -s -i` against `eu-stack -s -i`:
+// file:line and inlined frames). ns/op is stackshot's wall time; the
+// custom metrics are each tool's median wall time (TOOL-ms) and CPU time
+// (user+system, which a loaded machine disturbs less: TOOL-cpu-ms).
+// eu-stack's are absent where it is not installed. STACKSHOT_BASELINE=BIN
+// adds another stackshot build (an older commit's) to the rotation as
+// "baseline": before and after measured in one run.
 func BenchmarkDumpVsEuStack(b *testing.B) {
-	baseline := os.Getenv("STACKSHOT_BASELINE")
 	many := testutil.Build(b, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
 	deep := testutil.Build(b, "gcc", []string{testutil.Testdata("realworld", "deep.c")}, "-O0", "-g")
 	eu, euErr := exec.LookPath("eu-stack")
+	baseline := os.Getenv("STACKSHOT_BASELINE")
+	type tool struct {
+		name string
+		bin  string
+		args []string
+	}
 	for _, c := range []struct {
 		name string
 		bin  string
@@ -125,43 +132,47 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			tg := testutil.Start(b, c.bin, c.arg)
 			pid := fmt.Sprint(tg.PID)
-			var ssWall, ssCPU, euWall, euCPU, baseWall, baseCPU []float64
-			run := func(name string, args ...string) (wall, cpu float64) {
-				cmd := exec.Command(name, args...)
-				start := time.Now()
-				if err := cmd.Run(); err != nil {
-					b.Fatalf("%s %v: %v", name, args, err)
-				}
-				wall = float64(time.Since(start).Microseconds()) / 1000
-				ps := cmd.ProcessState
-				cpu = float64((ps.UserTime() + ps.SystemTime()).Microseconds()) / 1000
-				return wall, cpu
-			}
-			for i := 0; i < b.N; i++ {
-				w, c := run(stackshotBin, pid)
-				ssWall, ssCPU = append(ssWall, w), append(ssCPU, c)
-				if euErr == nil {
-					b.StopTimer()
-					w, c := run(eu, "-n", "0", "-p", pid) // all frames, as stackshot shows (up to 1024)
-					euWall, euCPU = append(euWall, w), append(euCPU, c)
-					b.StartTimer()
-				}
-				if baseline != "" {
-					b.StopTimer()
-					w, c := run(baseline, pid)
-					baseWall, baseCPU = append(baseWall, w), append(baseCPU, c)
-					b.StartTimer()
-				}
-			}
-			b.ReportMetric(median(ssWall), "stackshot-ms")
-			b.ReportMetric(median(ssCPU), "stackshot-cpu-ms")
-			if euErr == nil {
-				b.ReportMetric(median(euWall), "eu-stack-ms")
-				b.ReportMetric(median(euCPU), "eu-stack-cpu-ms")
-			}
-			if baseline != "" {
-				b.ReportMetric(median(baseWall), "baseline-ms")
-				b.ReportMetric(median(baseCPU), "baseline-cpu-ms")
+			for _, v := range []struct {
+				name  string
+				flags []string // stackshot's and eu-stack's alike
+			}{{"plain", nil}, {"lines", []string{"-s", "-i"}}} {
+				b.Run(v.name, func(b *testing.B) {
+					// eu-stack -n 0: all frames, as stackshot shows (up to 1024).
+					tools := []tool{{"stackshot", stackshotBin, append(append([]string{}, v.flags...), pid)}}
+					if euErr == nil {
+						tools = append(tools, tool{"eu-stack", eu, append(append([]string{"-n", "0"}, v.flags...), "-p", pid)})
+						if v.flags == nil {
+							tools = append(tools, tool{"eu-stack-q", eu, []string{"-q", "-n", "0", "-p", pid}})
+						}
+					}
+					if baseline != "" {
+						tools = append(tools, tool{"baseline", baseline, append(append([]string{}, v.flags...), pid)})
+					}
+					wall := make([][]float64, len(tools))
+					cpu := make([][]float64, len(tools))
+					for i := 0; i < b.N; i++ {
+						for k, tl := range tools {
+							if k > 0 {
+								b.StopTimer()
+							}
+							cmd := exec.Command(tl.bin, tl.args...)
+							start := time.Now()
+							if err := cmd.Run(); err != nil {
+								b.Fatalf("%s %v: %v", tl.bin, tl.args, err)
+							}
+							wall[k] = append(wall[k], float64(time.Since(start).Microseconds())/1000)
+							ps := cmd.ProcessState
+							cpu[k] = append(cpu[k], float64((ps.UserTime()+ps.SystemTime()).Microseconds())/1000)
+							if k > 0 {
+								b.StartTimer()
+							}
+						}
+					}
+					for k, tl := range tools {
+						b.ReportMetric(median(wall[k]), tl.name+"-ms")
+						b.ReportMetric(median(cpu[k]), tl.name+"-cpu-ms")
+					}
+				})
 			}
 		})
 	}
