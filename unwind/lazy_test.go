@@ -126,3 +126,44 @@ func TestLazyMatchesCompiled(t *testing.T) {
 		compareLazy(t, buildTarget(t, "g++", "throw.cc", "-O2", "-fomit-frame-pointer", "-g"), true)
 	})
 }
+
+// TestLazyConcurrent: a lazy table compiles FDEs on first use behind a
+// lock; lookups from several goroutines (run with -race) agree with the
+// compiled table.
+func TestLazyConcurrent(t *testing.T) {
+	needLinuxAmd64(t)
+	f, err := os.Open(libcPath)
+	skipUnless(t, err == nil, libcPath+" is missing")
+	defer f.Close()
+	full, err := LoadTable(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy, err := LoadTableLazy(nil, f, nil)
+	if err != nil || !lazy.Lazy() {
+		t.Fatalf("lazy table: %v %v", err, lazy.Lazy())
+	}
+	var pcs []uint64
+	full.Rows(func(r Row) bool {
+		pcs = append(pcs, r.Addr)
+		return len(pcs) < 4000
+	})
+	done := make(chan int)
+	for g := range 4 {
+		go func() {
+			bad := 0
+			for i := g; i < len(pcs); i += 3 {
+				want, _ := full.Find(pcs[i])
+				if got, ok := lazy.Find(pcs[i]); !ok || !sameRules(want, got) {
+					bad++
+				}
+			}
+			done <- bad
+		}()
+	}
+	for range 4 {
+		if bad := <-done; bad > 0 {
+			t.Errorf("%d lookups differ from the compiled table", bad)
+		}
+	}
+}
