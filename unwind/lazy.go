@@ -157,7 +157,10 @@ func (t *Table) Lazy() bool { return t != nil && t.lazy != nil }
 // used (and the file has no .debug_frame, which the compiled table would
 // merge in), the table it returns compiles only the FDEs looked up, each
 // on first use. Otherwise it compiles the whole table. Either way Find
-// answers the same rules for every address.
+// answers the same rules for every address of a well-formed file
+// (TestLazyMatchesCompiled); where FDEs overlap or the section is cut
+// short, which the compiled table resolves by order, the lazy table takes
+// the FDE the search table names.
 func LoadTableLazy(ctx context.Context, binR io.ReaderAt, b *safeelf.Budget) (t *Table, err error) {
 	err = contain.Do("unwind", func() error {
 		t, err = loadLazy(ctx, binR, b)
