@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,7 +106,8 @@ func BenchmarkDump(b *testing.B) {
 // names at all) and "lines" (`stackshot -s -i` against `eu-stack -s -i`:
 // file:line and inlined frames). ns/op is stackshot's wall time; the
 // custom metrics are each tool's median wall time (TOOL-ms) and CPU time
-// (user+system, which a loaded machine disturbs less: TOOL-cpu-ms).
+// (user+system, which a loaded machine disturbs less: TOOL-cpu-ms), and
+// stackshot's median peak RSS (stackshot-maxrss-MiB).
 // eu-stack's are absent where it is not installed. STACKSHOT_BASELINE=BIN
 // adds another stackshot build (an older commit's) to the rotation as
 // "baseline": before and after measured in one run.
@@ -150,6 +152,7 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 					}
 					wall := make([][]float64, len(tools))
 					cpu := make([][]float64, len(tools))
+					rss := make([][]float64, len(tools))
 					for i := 0; i < b.N; i++ {
 						for k, tl := range tools {
 							if k > 0 {
@@ -163,6 +166,9 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 							wall[k] = append(wall[k], float64(time.Since(start).Microseconds())/1000)
 							ps := cmd.ProcessState
 							cpu[k] = append(cpu[k], float64((ps.UserTime()+ps.SystemTime()).Microseconds())/1000)
+							if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+								rss[k] = append(rss[k], float64(ru.Maxrss)/1024) // KiB -> MiB
+							}
 							if k > 0 {
 								b.StartTimer()
 							}
@@ -171,6 +177,9 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 					for k, tl := range tools {
 						b.ReportMetric(median(wall[k]), tl.name+"-ms")
 						b.ReportMetric(median(cpu[k]), tl.name+"-cpu-ms")
+						if k == 0 {
+							b.ReportMetric(median(rss[k]), tl.name+"-maxrss-MiB")
+						}
 					}
 				})
 			}
