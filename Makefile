@@ -11,8 +11,11 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 all: build
 
+# CGO_ENABLED=0: nothing in stackshot needs cgo (only pflag's import of net
+# would link it), and a static binary starts faster: about 2 ms less CPU
+# per one-off dump of a small process (perf stat, 100 runs each).
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/stackshot
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/stackshot
 
 # The tests build their C/C++/Rust/Go targets from testdata/ themselves and
 # attach to them for real: run as root (or with CAP_SYS_PTRACE). Packages

@@ -27,6 +27,11 @@ type Options struct {
 	// Sysroot is where a saved capture's files are looked up first ("" or
 	// "/": the host's root).
 	Sysroot string
+	// Sampler: the resolver unwinds many samples of the same modules, so
+	// each module's CFI is compiled whole once (a lookup is then a binary
+	// search). Otherwise (a one-off dump) only the FDEs of the PCs met are
+	// compiled, found through .eh_frame_hdr (unwind.LoadTableLazy).
+	Sampler bool
 }
 
 // Resolver unwinds and symbolizes captures. It caches modules and compiled
@@ -63,8 +68,9 @@ type Space struct {
 	r    *Resolver
 	p    *ptrace.Process
 	maps procmaps.Maps
-	mods map[uint64]*modEntry // by mapping start
-	mem  io.ReaderAt          // live memory, or nil
+	mods map[uint64]*modEntry           // by mapping start
+	mem  io.ReaderAt                    // live memory, or nil
+	code map[uint64]*[codePageSize]byte // pages of live code read (see ReadCode)
 	vdso *symtab.Module
 	// missing and warnings: modules not found, said once each.
 	missing  map[string]bool
@@ -93,6 +99,7 @@ func (r *Resolver) Space(p *ptrace.Process, mem io.ReaderAt) *Space {
 func (s *Space) Update(p *ptrace.Process) {
 	same := len(p.Maps) == len(s.p.Maps) && (len(p.Maps) == 0 || &p.Maps[0] == &s.p.Maps[0])
 	s.p = p
+	clear(s.code) // code may have changed since (JIT, a library reloaded)
 	if !same {
 		s.maps = procmaps.Maps(p.Maps)
 		s.mods = map[uint64]*modEntry{}
@@ -146,7 +153,7 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		}
 		e.mod = mod
 		e.table = s.r.table("vdso:"+mod.BuildID()+":"+strconv.Itoa(len(s.p.VDSO)), func() (*unwind.Table, error) {
-			return unwind.LoadTableLimited(s.r.sym.Context(), bytes.NewReader(s.p.VDSO), nil, s.r.sym.Budget())
+			return s.r.loadTable(bytes.NewReader(s.p.VDSO))
 		})
 		if b, ok := mod.MappingBias(m.Start, m.End, m.Offset); ok {
 			e.bias, e.ok = b, true
@@ -197,7 +204,7 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 			// .eh_frame (or .debug_frame in the binary) first: opening the
 			// separate debug file costs far more, and is needed only when
 			// the binary carries no CFI at all.
-			t, err := unwind.LoadTableLimited(s.r.sym.Context(), bin, nil, s.r.sym.Budget())
+			t, err := s.r.loadTable(bin)
 			if err == nil && t.Len() > 0 {
 				return t, nil
 			}
@@ -208,6 +215,15 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		})
 	}
 	return e
+}
+
+// loadTable loads the CFI of a module's binary: compiled whole for a
+// sampler, looked up per FDE otherwise.
+func (r *Resolver) loadTable(bin io.ReaderAt) (*unwind.Table, error) {
+	if r.opts.Sampler {
+		return unwind.LoadTableLimited(r.sym.Context(), bin, nil, r.sym.Budget())
+	}
+	return unwind.LoadTableLazy(r.sym.Context(), bin, r.sym.Budget())
 }
 
 func (r *Resolver) table(key string, load func() (*unwind.Table, error)) *unwind.Table {
@@ -257,11 +273,17 @@ func (s *Space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
 }
 
 // ReadCode implements unwind.Space: from the target's memory (live, or a
-// core's when it holds the code), else the module file.
+// core's when it holds the code), else the module file. Live code is read
+// a page at a time and kept until the space is updated: the unwinder checks
+// the instruction before every return address it considers, and a deep
+// stack repeats the same few return addresses (a 1,000-frame recursion cost
+// 2,000 process_vm_readv calls).
 func (s *Space) ReadCode(p []byte, addr uint64) (int, error) {
+	if s.mem != nil && s.r.opts.Live {
+		return s.readLiveCode(p, addr)
+	}
 	if s.mem != nil {
-		n, err := s.mem.ReadAt(p, int64(addr))
-		if n == len(p) || s.r.opts.Live {
+		if n, err := s.mem.ReadAt(p, int64(addr)); n == len(p) {
 			return n, err
 		}
 	}
@@ -387,4 +409,40 @@ func rootPath(p *ptrace.Process) string {
 		return procmaps.TaskRootPath(p.PID, p.MemTID)
 	}
 	return procmaps.RootPath(p.PID)
+}
+
+const (
+	codePageSize = 4096
+	maxCodePages = 256 // 1 MiB of code kept per space
+)
+
+// readLiveCode reads live memory through the space's page cache. A page
+// that cannot be read whole (the end of a mapping) is not cached: the read
+// goes to memory directly.
+func (s *Space) readLiveCode(p []byte, addr uint64) (int, error) {
+	n := 0
+	for n < len(p) {
+		a := addr + uint64(n)
+		if a < addr {
+			break // wrapped
+		}
+		page := a &^ (codePageSize - 1)
+		buf, ok := s.code[page]
+		if !ok {
+			if len(s.code) >= maxCodePages {
+				clear(s.code)
+			}
+			if s.code == nil {
+				s.code = map[uint64]*[codePageSize]byte{}
+			}
+			buf = new([codePageSize]byte)
+			if m, err := s.mem.ReadAt(buf[:], int64(page)); m != codePageSize || err != nil {
+				m, err := s.mem.ReadAt(p[n:], int64(a))
+				return n + m, err
+			}
+			s.code[page] = buf
+		}
+		n += copy(p[n:], buf[a-page:])
+	}
+	return n, nil
 }

@@ -129,3 +129,41 @@ func BenchmarkSymbolize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLibcFirstLookup is what a one-off dump pays for libc: a new
+// Symbolizer, the module opened, its symbol sources loaded (the separate
+// debug file's .symtab and .dynsym; DWARF too unless names-only), and one
+// lookup. Skipped without the system's libc.
+func BenchmarkLibcFirstLookup(b *testing.B) {
+	const libc = "/lib/x86_64-linux-gnu/libc.so.6"
+	if _, err := os.Stat(libc); err != nil {
+		b.Skipf("no %s on this machine", libc)
+	}
+	pc := uint64(0)
+	for _, s := range runNM(b, libc, false, "-D") {
+		if isFuncType(s.typ) && s.size > 0 {
+			pc = s.addr + s.size/2
+			break
+		}
+	}
+	for _, namesOnly := range []bool{true, false} {
+		name := "names-only"
+		if !namesOnly {
+			name = "dwarf"
+		}
+		b.Run(name, func(b *testing.B) {
+			buf := make([]Sym, 0, 16)
+			for b.Loop() {
+				s := New(Options{NamesOnly: namesOnly})
+				m, err := s.Module(ModuleRef{Path: libc})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if buf = m.Lookup(pc, buf[:0]); len(buf) == 0 || buf[0].Function == "" {
+					b.Fatalf("%#x: no name", pc)
+				}
+				s.Close()
+			}
+		})
+	}
+}

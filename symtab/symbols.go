@@ -1,9 +1,9 @@
 package symtab
 
 import (
+	"cmp"
 	"debug/elf"
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 )
@@ -23,7 +23,7 @@ type rawSym struct {
 	addr, size uint64
 	secEnd     uint64 // end of the containing section (bound for size 0)
 	name       string
-	rank       int // lower is better: source order, then binding
+	rank       int32 // lower is better: source order, then binding
 }
 
 // symSource ranks, best first.
@@ -34,53 +34,101 @@ const (
 	rankDynsym
 )
 
-// collectSyms appends the function symbols of one table of f.
+// collectSyms appends the function symbols of one table of f. It reads the
+// table itself rather than through debug/elf's Symbols, which builds a
+// Symbol and a name string per entry: names here are substrings of one
+// copy of the string table, so a symbol costs no allocation of its own.
 func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSym, error) {
 	ef := f.ef
-	cost, err := symtabCost(f, dynamic)
+	if _, err := symtabCost(f, dynamic); err != nil {
+		return out, err
+	}
+	typ := elf.SHT_SYMTAB
+	if dynamic {
+		typ = elf.SHT_DYNSYM
+	}
+	var symSec *elf.Section
+	for _, s := range ef.Sections {
+		if s.Type == typ {
+			symSec = s
+			break
+		}
+	}
+	if symSec == nil {
+		return out, ErrNoSymbols
+	}
+	if symSec.Link == 0 || int(symSec.Link) >= len(ef.Sections) {
+		return out, &FormatError{Section: symSec.Name, Offset: symSec.Offset, Msg: "symbol table without a string table"}
+	}
+	// f.data charges the budget for what it reads; both are given back
+	// once the symbols are collected (their names are kept in one string
+	// copy, as debug/elf's strings were before).
+	data, err := f.data(symSec)
 	if err != nil {
 		return out, err
 	}
 	if f.sym != nil {
-		// debug/elf reads the table and its strings whole and builds a
-		// Symbol per entry: charged before, given back after.
-		if err := f.sym.budget.Take(cost); err != nil {
-			f.sym.noteLimit(err)
-			return out, err
-		}
-		defer f.sym.budget.Give(cost)
+		defer f.sym.budget.Give(int64(len(data)))
 	}
-	var syms []elf.Symbol
-	err = safely("symbols", func() error {
-		var err error
-		if dynamic {
-			syms, err = ef.DynamicSymbols()
-		} else {
-			syms, err = ef.Symbols()
-		}
-		return err
-	})
+	strData, err := f.data(ef.Sections[symSec.Link])
 	if err != nil {
 		return out, err
 	}
-	if len(syms) > maxSymbols {
-		syms = syms[:maxSymbols]
+	if f.sym != nil {
+		defer f.sym.budget.Give(int64(len(strData)))
 	}
-	for _, s := range syms {
-		typ := elf.ST_TYPE(s.Info)
-		if s.Name == "" || s.Section == elf.SHN_UNDEF || s.Section >= elf.SHN_LORESERVE {
+	strs := string(strData)
+	entSize := 24
+	if ef.Class == elf.ELFCLASS32 {
+		entSize = 16
+	}
+	n := len(data) / entSize
+	if n > maxSymbols {
+		n = maxSymbols
+	}
+	order := ef.ByteOrder
+	out = slices.Grow(out, min(n, 1<<16))
+	for k := 1; k < n; k++ { // entry 0 is the null symbol
+		e := data[k*entSize : (k+1)*entSize]
+		var nameOff uint32
+		var info uint8
+		var shndx uint16
+		var value, size uint64
+		if entSize == 24 {
+			nameOff = order.Uint32(e[0:4])
+			info = e[4]
+			shndx = order.Uint16(e[6:8])
+			value = order.Uint64(e[8:16])
+			size = order.Uint64(e[16:24])
+		} else {
+			nameOff = order.Uint32(e[0:4])
+			value = uint64(order.Uint32(e[4:8]))
+			size = uint64(order.Uint32(e[8:12]))
+			info = e[12]
+			shndx = order.Uint16(e[14:16])
+		}
+		section := elf.SectionIndex(shndx)
+		if section == elf.SHN_UNDEF || section >= elf.SHN_LORESERVE || int(section) >= len(ef.Sections) {
 			continue
 		}
-		if int(s.Section) >= len(ef.Sections) {
+		if int64(nameOff) >= int64(len(strs)) {
 			continue
 		}
-		sec := ef.Sections[s.Section]
-		switch typ {
+		name := strs[nameOff:]
+		if i := strings.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if name == "" {
+			continue
+		}
+		styp := elf.ST_TYPE(info)
+		sec := ef.Sections[section]
+		switch styp {
 		case elf.STT_FUNC, elf.STT_GNU_IFUNC:
 		case elf.STT_NOTYPE:
 			// Assembly labels: only in executable sections, and not
 			// local labels or mapping symbols.
-			if sec.Flags&elf.SHF_EXECINSTR == 0 || s.Name[0] == '$' || (len(s.Name) > 1 && s.Name[:2] == ".L") {
+			if sec.Flags&elf.SHF_EXECINSTR == 0 || name[0] == '$' || strings.HasPrefix(name, ".L") {
 				continue
 			}
 		default:
@@ -89,8 +137,7 @@ func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSy
 		if sec.Flags&elf.SHF_ALLOC == 0 {
 			continue
 		}
-		rank := baseRank
-		name := s.Name
+		rank := int32(baseRank)
 		if !dynamic {
 			// A versioned definition ("fdopen@@GLIBC_2.2.5") in .symtab:
 			// show the plain name, prefer an unversioned alias.
@@ -99,14 +146,14 @@ func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSy
 				rank += 2
 			}
 		}
-		switch elf.ST_BIND(s.Info) {
+		switch elf.ST_BIND(info) {
 		case elf.STB_GLOBAL:
 		case elf.STB_WEAK:
 			rank++
 		default:
 			rank += 2
 		}
-		if typ == elf.STT_NOTYPE {
+		if styp == elf.STT_NOTYPE {
 			rank += 3
 		}
 		// Go's assembly functions carry their ABI in ELF symbol names
@@ -123,7 +170,7 @@ func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSy
 		if secEnd < sec.Addr {
 			secEnd = ^uint64(0)
 		}
-		out = append(out, rawSym{addr: s.Value, size: s.Size, secEnd: secEnd, name: name, rank: rank})
+		out = append(out, rawSym{addr: value, size: size, secEnd: secEnd, name: name, rank: rank})
 	}
 	return out, nil
 }
@@ -134,30 +181,37 @@ func buildSymTable(raw []rawSym) *symTable {
 	if len(raw) == 0 {
 		return nil
 	}
-	// Stable: of equally ranked aliases the first in table order wins.
-	sort.SliceStable(raw, func(i, j int) bool {
-		if raw[i].addr != raw[j].addr {
-			return raw[i].addr < raw[j].addr
+	order := sortByAddr(raw)
+	distinct := 0
+	for k, i := range order {
+		if k == 0 || raw[i].addr != raw[order[k-1]].addr {
+			distinct++
 		}
-		return raw[i].rank < raw[j].rank
-	})
-	t := &symTable{}
-	var secEnds []uint64
-	var sizes []uint64
-	for i := 0; i < len(raw); {
-		j := i
+	}
+	t := &symTable{
+		addr: make([]uint64, 0, distinct),
+		name: make([]string, 0, distinct),
+	}
+	secEnds := make([]uint64, 0, distinct)
+	sizes := make([]uint64, 0, distinct)
+	for k := 0; k < len(order); {
+		// The aliases at one address, in collection order: the best
+		// ranked names it (of equals, the first collected); the largest
+		// size any of them gives is its size.
+		addr := raw[order[k]].addr
+		best := &raw[order[k]]
 		size := uint64(0)
-		secEnd := raw[i].secEnd
-		for ; j < len(raw) && raw[j].addr == raw[i].addr; j++ {
-			if raw[j].size > size {
-				size = raw[j].size
+		for ; k < len(order) && raw[order[k]].addr == addr; k++ {
+			r := &raw[order[k]]
+			if r.rank < best.rank {
+				best = r
 			}
+			size = max(size, r.size)
 		}
-		t.addr = append(t.addr, raw[i].addr)
-		t.name = append(t.name, raw[i].name)
+		t.addr = append(t.addr, addr)
+		t.name = append(t.name, best.name)
 		sizes = append(sizes, size)
-		secEnds = append(secEnds, secEnd)
-		i = j
+		secEnds = append(secEnds, best.secEnd)
 	}
 	n := len(t.addr)
 	t.end = make([]uint64, n)
@@ -182,6 +236,43 @@ func buildSymTable(raw []rawSym) *symTable {
 	t.dem = make([]atomic.Pointer[string], n)
 	t.count = n
 	return t
+}
+
+// sortByAddr returns the indexes of raw sorted by address, then index (so
+// the aliases at one address stay in collection order). Typed, without
+// reflection; when addresses fit 40 bits and indexes 24 (every table met in
+// practice) each key is one uint64 and the sort calls no function.
+func sortByAddr(raw []rawSym) []int32 {
+	const seqBits = 24
+	packed := len(raw) < 1<<seqBits
+	for i := range raw {
+		if raw[i].addr >= 1<<(64-seqBits) {
+			packed = false
+			break
+		}
+	}
+	order := make([]int32, len(raw))
+	if packed {
+		keys := make([]uint64, len(raw))
+		for i := range raw {
+			keys[i] = raw[i].addr<<seqBits | uint64(i)
+		}
+		slices.Sort(keys)
+		for k, key := range keys {
+			order[k] = int32(key & (1<<seqBits - 1))
+		}
+		return order
+	}
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := cmp.Compare(raw[a].addr, raw[b].addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return order
 }
 
 // lookup finds the symbol containing pc.

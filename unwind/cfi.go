@@ -111,107 +111,121 @@ func (b *builder) parseSection(s *frameSection, prio int) error {
 	cies := make(map[int]*cie)
 	off := 0
 	for off < len(s.data) {
-		r := newReader(s.data, off)
-		start := off
-		length := uint64(r.U32())
-		is64 := false
-		if length == 0xffffffff {
-			length = r.U64()
-			is64 = true
+		next, f, ok := b.entry(s, off, cies, note)
+		if ok {
+			if len(b.fdes) >= maxFDEs {
+				note(off, "too many fdes")
+				break
+			}
+			f.prio, f.seq = prio, len(b.fdes)
+			b.fdes = append(b.fdes, f)
 		}
-		if r.Err() != nil {
-			note(start, "truncated length")
+		if next < 0 {
 			break
 		}
-		if length == 0 {
-			if s.isEH {
-				break // terminator
-			}
-			off = r.Off
-			continue
-		}
-		if length > uint64(r.Left()) {
-			note(start, "entry length beyond section")
-			break
-		}
-		bodyStart := r.Off
-		end := r.Off + int(length)
-		off = end
-		er := newReader(s.data[:end], bodyStart)
-		var id uint64
-		if is64 {
-			id = er.U64()
-		} else {
-			id = uint64(er.U32())
-		}
-		if er.Err() != nil {
-			note(start, "truncated id")
-			continue
-		}
-		isCIE := false
-		var cieOff int
-		if s.isEH {
-			isCIE = id == 0
-			if !isCIE {
-				if id > uint64(bodyStart) {
-					note(start, "cie pointer before section")
-					continue
-				}
-				cieOff = bodyStart - int(id)
-			}
-		} else {
-			isCIE = (!is64 && id == 0xffffffff) || (is64 && id == ^uint64(0))
-			if !isCIE {
-				if id >= uint64(len(s.data)) {
-					note(start, "cie pointer beyond section")
-					continue
-				}
-				cieOff = int(id)
-			}
-		}
-		if isCIE {
-			if _, ok := cies[start]; !ok {
-				c := b.parseCIE(s, &er, start)
-				cies[start] = c
-				if c.err != nil {
-					note(start, c.err.Error())
-				}
-			}
-			continue
-		}
-		c, ok := cies[cieOff]
-		if !ok {
-			c = b.parseCIEAt(s, cieOff)
-			cies[cieOff] = c
-			if c.err != nil {
-				note(cieOff, c.err.Error())
-			}
-		}
-		if c.err != nil {
-			continue
-		}
-		if len(b.fdes) >= maxFDEs {
-			note(start, "too many fdes")
-			break
-		}
-		pb := s.bases
-		begin := er.encoded(c.fdeEnc, &pb, true)
-		rng := er.encoded(c.fdeEnc&0x0f, &pb, false)
-		if c.hasZ {
-			n := er.ULEB()
-			er.Bytes(uint64(min(n, uint64(er.Left()+1))))
-		}
-		if er.Err() != nil {
-			note(start, "truncated fde header")
-			continue
-		}
-		if rng == 0 || begin+rng < begin {
-			continue
-		}
-		b.fdes = append(b.fdes, fde{begin: begin, end: begin + rng, code: s.data[er.Off:end],
-			cie: c, sec: s, off: er.Off, prio: prio, seq: len(b.fdes)})
+		off = next
 	}
 	return firstErr
+}
+
+// entry parses the CIE or FDE whose entry starts at off, noting problems
+// through note. It returns the offset of the next entry (-1: stop, the
+// section cannot be followed further) and the FDE when the entry is a
+// usable one. CIEs are parsed once per offset, kept in cies.
+func (b *builder) entry(s *frameSection, off int, cies map[int]*cie, note func(int, string)) (next int, f fde, ok bool) {
+	r := newReader(s.data, off)
+	start := off
+	length := uint64(r.U32())
+	is64 := false
+	if length == 0xffffffff {
+		length = r.U64()
+		is64 = true
+	}
+	if r.Err() != nil {
+		note(start, "truncated length")
+		return -1, f, false
+	}
+	if length == 0 {
+		if s.isEH {
+			return -1, f, false // terminator
+		}
+		return r.Off, f, false
+	}
+	if length > uint64(r.Left()) {
+		note(start, "entry length beyond section")
+		return -1, f, false
+	}
+	bodyStart := r.Off
+	end := r.Off + int(length)
+	next = end
+	er := newReader(s.data[:end], bodyStart)
+	var id uint64
+	if is64 {
+		id = er.U64()
+	} else {
+		id = uint64(er.U32())
+	}
+	if er.Err() != nil {
+		note(start, "truncated id")
+		return next, f, false
+	}
+	isCIE := false
+	var cieOff int
+	if s.isEH {
+		isCIE = id == 0
+		if !isCIE {
+			if id > uint64(bodyStart) {
+				note(start, "cie pointer before section")
+				return next, f, false
+			}
+			cieOff = bodyStart - int(id)
+		}
+	} else {
+		isCIE = (!is64 && id == 0xffffffff) || (is64 && id == ^uint64(0))
+		if !isCIE {
+			if id >= uint64(len(s.data)) {
+				note(start, "cie pointer beyond section")
+				return next, f, false
+			}
+			cieOff = int(id)
+		}
+	}
+	if isCIE {
+		if _, ok := cies[start]; !ok {
+			c := b.parseCIE(s, &er, start)
+			cies[start] = c
+			if c.err != nil {
+				note(start, c.err.Error())
+			}
+		}
+		return next, f, false
+	}
+	c, ok := cies[cieOff]
+	if !ok {
+		c = b.parseCIEAt(s, cieOff)
+		cies[cieOff] = c
+		if c.err != nil {
+			note(cieOff, c.err.Error())
+		}
+	}
+	if c.err != nil {
+		return next, f, false
+	}
+	pb := s.bases
+	begin := er.encoded(c.fdeEnc, &pb, true)
+	rng := er.encoded(c.fdeEnc&0x0f, &pb, false)
+	if c.hasZ {
+		n := er.ULEB()
+		er.Bytes(uint64(min(n, uint64(er.Left()+1))))
+	}
+	if er.Err() != nil {
+		note(start, "truncated fde header")
+		return next, f, false
+	}
+	if rng == 0 || begin+rng < begin {
+		return next, f, false
+	}
+	return next, fde{begin: begin, end: begin + rng, code: s.data[er.Off:end], cie: c, sec: s, off: er.Off}, true
 }
 
 // parseCIEAt parses the CIE whose entry starts at off (a forward reference).

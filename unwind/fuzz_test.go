@@ -6,8 +6,8 @@ import (
 )
 
 // FuzzCFI feeds arbitrary bytes to the CIE/FDE parser and the compiler, as
-// an .eh_frame and as a .debug_frame, then to LoadTable as an ELF image,
-// and walks the resulting rows. Nothing may panic or run unbounded.
+// an .eh_frame and as a .debug_frame, then to LoadTable and LoadTableLazy
+// as an ELF image, and walks the resulting rows. Nothing may panic or run unbounded.
 func FuzzCFI(f *testing.F) {
 	f.Add(ehFrame(stdCIE, 0x2000, 0x10, []byte{DW_CFA_advance_loc | 1, DW_CFA_def_cfa_offset, 16, DW_CFA_offset | 6, 2}))
 	f.Add(ehFrame(stdCIE, 0x2000, 0x40, []byte{DW_CFA_remember_state, DW_CFA_advance_loc | 4, DW_CFA_restore_state,
@@ -26,6 +26,17 @@ func FuzzCFI(f *testing.F) {
 		}
 		if tab, err := LoadTable(bytes.NewReader(data), nil); err == nil {
 			checkTable(t, tab)
+		}
+		// The lazy table: every FDE its (hostile) search table lists,
+		// at its start and just after.
+		if tab, err := LoadTableLazy(nil, bytes.NewReader(data), nil); err == nil && tab.Lazy() {
+			for i := 0; i < tab.lazy.count && i < 256; i++ {
+				loc, _ := tab.lazy.entry(i)
+				if r, ok := tab.Find(loc); ok {
+					_ = r.String()
+				}
+				tab.Find(loc + 1)
+			}
 		}
 	})
 }

@@ -6,18 +6,23 @@ import "unsafe"
 // address, each pointing at a deduplicated rule set, found by binary search.
 // Addresses are the ELF file's virtual addresses; add ModuleInfo.Bias to get
 // runtime addresses. A Table is immutable once built and safe for concurrent
-// use.
+// use. A lazy table (LoadTableLazy) compiles each FDE on first use instead.
 type Table struct {
 	addrs []uint64  // row start addresses, strictly increasing
 	sets  []uint32  // rule set index per row, noRow for a gap between FDEs
 	rules []ruleSet // deduplicated rule sets
 	exprs [][]byte  // DWARF expressions referenced by expression rules
+	lazy  *lazyCFI  // non-nil: a lazy table (the fields above are empty)
 }
 
-// Len returns the number of rows, counting the gaps between FDEs.
+// Len returns the number of rows, counting the gaps between FDEs; for a
+// lazy table, the number of FDEs its search table lists.
 func (t *Table) Len() int {
 	if t == nil {
 		return 0
+	}
+	if t.lazy != nil {
+		return t.lazy.count
 	}
 	return len(t.addrs)
 }
@@ -46,22 +51,20 @@ func (t *Table) Find(vaddr uint64) (Row, bool) {
 	if t == nil {
 		return Row{}, false
 	}
-	s, i := t.lookup(vaddr)
+	s, start, end, src := t.rowAt(vaddr)
 	if s == nil {
 		return Row{}, false
 	}
-	row := Row{Addr: t.addrs[i], CFA: s.CFA, Regs: s.Regs, Signal: s.Signal, table: t}
-	if i+1 < len(t.addrs) {
-		row.End = t.addrs[i+1]
-	} else {
-		row.End = ^uint64(0)
-	}
-	return row, true
+	return Row{Addr: start, End: end, CFA: s.CFA, Regs: s.Regs, Signal: s.Signal, table: src}, true
 }
 
 // Rows calls fn for every row (gaps excluded) in address order until fn
-// returns false.
+// returns false. A lazy table compiles itself whole for it.
 func (t *Table) Rows(fn func(Row) bool) {
+	if t == nil {
+		return
+	}
+	t = t.compiled()
 	for i := range t.Len() {
 		if t.sets[i] == noRow {
 			continue
@@ -93,6 +96,14 @@ func (t *Table) Size() int {
 	n := len(t.addrs)*8 + len(t.sets)*4 + len(t.rules)*int(unsafe.Sizeof(ruleSet{}))
 	for _, e := range t.exprs {
 		n += len(e) + 24
+	}
+	if l := t.lazy; l != nil {
+		n += len(l.sec.data) + len(l.table)
+		l.mu.Lock()
+		for _, ft := range l.fdes {
+			n += ft.Size()
+		}
+		l.mu.Unlock()
 	}
 	return n
 }

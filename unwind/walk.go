@@ -175,11 +175,12 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 	}
 	mi, inMap := w.lookup(look)
 	var rs *ruleSet
+	var src *Table // the table rs's expressions are in
 	atEnd := false // the row ends right at the return address
 	if inMap && mi.CFI != nil && look >= mi.Bias {
-		var i int
-		rs, i = mi.CFI.lookup(look - mi.Bias)
-		atEnd = rs != nil && !exact && i+1 < len(mi.CFI.addrs) && mi.CFI.addrs[i+1] == look-mi.Bias+1
+		var end uint64
+		rs, _, end, src = mi.CFI.rowAt(look - mi.Bias)
+		atEnd = rs != nil && !exact && end != ^uint64(0) && end == look-mi.Bias+1
 	}
 	// Go code's frame from its pclntab.
 	var goEntry, goSize uint64
@@ -205,7 +206,7 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 		return w.goStep(goEntry+mi.Bias, goSize, goRoot, goSwitch && !exact)
 	}
 	if rs != nil {
-		return w.cfiStep(rs, mi.CFI)
+		return w.cfiStep(rs, src)
 	}
 	wild := !inMap || !mi.Exec
 	if wild && !frame0 {

@@ -5,9 +5,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"sort"
+	"syscall"
 	"testing"
+	"time"
 
 	"stackshot/internal/testutil"
 )
@@ -91,4 +94,104 @@ func BenchmarkDump(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkDumpVsEuStack times the text dump (a fresh process each time,
+// nothing cached: the pstack use) beside elfutils' eu-stack on the same
+// target in the same run, the tools alternating so all see the same
+// machine load. Targets: one thread, 16 and 512 threads blocked in
+// pthread_cond_wait (testdata/targets/many.c), and one thread 1,000
+// frames deep (testdata/realworld/deep.c). Variants: "plain" (`stackshot
+// PID` against `eu-stack -n 0 -p PID`, and `eu-stack -q`, which prints no
+// names at all) and "lines" (`stackshot -s -i` against `eu-stack -s -i`:
+// file:line and inlined frames). ns/op is stackshot's wall time; the
+// custom metrics are each tool's median wall time (TOOL-ms) and CPU time
+// (user+system, which a loaded machine disturbs less: TOOL-cpu-ms), and
+// stackshot's median peak RSS (stackshot-maxrss-MiB).
+// eu-stack's are absent where it is not installed. STACKSHOT_BASELINE=BIN
+// adds another stackshot build (an older commit's) to the rotation as
+// "baseline": before and after measured in one run.
+func BenchmarkDumpVsEuStack(b *testing.B) {
+	many := testutil.Build(b, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	deep := testutil.Build(b, "gcc", []string{testutil.Testdata("realworld", "deep.c")}, "-O0", "-g")
+	eu, euErr := exec.LookPath("eu-stack")
+	baseline := os.Getenv("STACKSHOT_BASELINE")
+	type tool struct {
+		name string
+		bin  string
+		args []string
+	}
+	for _, c := range []struct {
+		name string
+		bin  string
+		arg  string
+	}{
+		{"threads-1", many, "1"},
+		{"threads-16", many, "16"},
+		{"threads-512", many, "512"},
+		{"deep-1000", deep, "1000"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			tg := testutil.Start(b, c.bin, c.arg)
+			pid := fmt.Sprint(tg.PID)
+			for _, v := range []struct {
+				name  string
+				flags []string // stackshot's and eu-stack's alike
+			}{{"plain", nil}, {"lines", []string{"-s", "-i"}}} {
+				b.Run(v.name, func(b *testing.B) {
+					// eu-stack -n 0: all frames, as stackshot shows (up to 1024).
+					tools := []tool{{"stackshot", stackshotBin, append(append([]string{}, v.flags...), pid)}}
+					if euErr == nil {
+						tools = append(tools, tool{"eu-stack", eu, append(append([]string{"-n", "0"}, v.flags...), "-p", pid)})
+						if v.flags == nil {
+							tools = append(tools, tool{"eu-stack-q", eu, []string{"-q", "-n", "0", "-p", pid}})
+						}
+					}
+					if baseline != "" {
+						tools = append(tools, tool{"baseline", baseline, append(append([]string{}, v.flags...), pid)})
+					}
+					wall := make([][]float64, len(tools))
+					cpu := make([][]float64, len(tools))
+					rss := make([][]float64, len(tools))
+					for i := 0; i < b.N; i++ {
+						for k, tl := range tools {
+							if k > 0 {
+								b.StopTimer()
+							}
+							cmd := exec.Command(tl.bin, tl.args...)
+							start := time.Now()
+							if err := cmd.Run(); err != nil {
+								b.Fatalf("%s %v: %v", tl.bin, tl.args, err)
+							}
+							wall[k] = append(wall[k], float64(time.Since(start).Microseconds())/1000)
+							ps := cmd.ProcessState
+							cpu[k] = append(cpu[k], float64((ps.UserTime()+ps.SystemTime()).Microseconds())/1000)
+							if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+								rss[k] = append(rss[k], float64(ru.Maxrss)/1024) // KiB -> MiB
+							}
+							if k > 0 {
+								b.StartTimer()
+							}
+						}
+					}
+					for k, tl := range tools {
+						b.ReportMetric(median(wall[k]), tl.name+"-ms")
+						b.ReportMetric(median(cpu[k]), tl.name+"-cpu-ms")
+						if k == 0 {
+							b.ReportMetric(median(rss[k]), tl.name+"-maxrss-MiB")
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// median returns the median of v (sorting it), 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
 }

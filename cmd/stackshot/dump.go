@@ -32,11 +32,17 @@ type session struct {
 	warned map[string]bool
 }
 
-func newSession(c *common) *session {
+func newSession(c *common) *session { return newSessionFor(c, false) }
+
+// newSamplingSession is newSession for record: its resolver compiles each
+// module's CFI whole, which pays off over many samples.
+func newSamplingSession(c *common) *session { return newSessionFor(c, true) }
+
+func newSessionFor(c *common, sampling bool) *session {
 	sym := c.newSymbolizer()
 	return &session{c: c, sym: sym, warned: map[string]bool{}, cancel: make(chan struct{}),
 		res: resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true,
-			KernelAddrs: c.format == "json"})}
+			KernelAddrs: c.format == "json", Sampler: sampling})}
 }
 
 // catchSignals makes SIGINT/SIGTERM end the command cleanly: captures in

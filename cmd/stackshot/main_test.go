@@ -28,7 +28,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	stackshotBin = filepath.Join(dir, "stackshot")
-	out, err := exec.Command("go", "build", "-o", stackshotBin, ".").CombinedOutput()
+	build := exec.Command("go", "build", "-o", stackshotBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
+	out, err := build.CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building stackshot: %v\n%s", err, out)
 		os.Exit(1)

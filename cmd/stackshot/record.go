@@ -47,7 +47,7 @@ func cmdRecord(args []string) error {
 	if c.timeout == 0 {
 		deadline = start.Add(c.duration + 10*time.Second)
 	}
-	s := newSession(c)
+	s := newSamplingSession(c)
 	stop := s.catchSignals()
 	defer stop()
 	progress := !c.quiet && isTerminal(2)
