@@ -33,7 +33,7 @@ func TestReadLiveCodeMatchesMemory(t *testing.T) {
 			exec = append(exec, span{a, b})
 		}
 	}
-	s := &Space{mem: mem}
+	s := &Space{r: &Resolver{opts: Options{Live: true}}, mem: mem}
 	checked, short := 0, 0
 	for _, m := range exec {
 		for _, c := range []struct {
