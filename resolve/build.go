@@ -72,7 +72,7 @@ func (r *Resolver) kernelAddrs(p *report.Process) {
 		}
 	}
 	if len(want) > 0 {
-		got, _ := symtab.KallsymsAddrs("/proc/kallsyms", want)
+		got, _ := r.sym.KallsymsAddrs(want)
 		if r.kaddr == nil {
 			r.kaddr = map[string]uint64{}
 		}
@@ -156,7 +156,7 @@ func (r *Resolver) kernelFrames(th *ptrace.Thread, out []report.Frame) []report.
 func (r *Resolver) kallsyms() *symtab.Kallsyms {
 	if !r.kallOK {
 		r.kallOK = true
-		r.kall, _ = symtab.LoadKallsyms("/proc/kallsyms")
+		r.kall, _ = r.sym.Kallsyms()
 	}
 	return r.kall
 }

@@ -95,6 +95,9 @@ type Options struct {
 	// given (a saved capture, with report --perf-map FILE); "" none.
 	// For live targets the target's own /tmp/perf-PID.map is used.
 	PerfMap string
+
+	// Opener opens every file the Symbolizer reads (nil: SystemOpener).
+	Opener Opener
 }
 
 // ModuleRef says how to find the file behind a mapping of a target process.
