@@ -1,0 +1,218 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"stackshot/internal/contain"
+	"stackshot/resolve"
+	"stackshot/symtab"
+)
+
+// ChildCommand is the hidden subcommand that runs the child: stackshot
+// re-executes itself with it, the socket as descriptor 3.
+const ChildCommand = "__resolve"
+
+// childSock is the child's end of the socket.
+const childSock = 3
+
+// Main runs the sandboxed child and returns its exit code. Run by hand
+// (without the parent's socket as descriptor 3) it refuses.
+func Main() int {
+	if d, err := unix.GetsockoptInt(childSock, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || d != unix.AF_UNIX {
+		fmt.Fprintf(os.Stderr, "stackshot: %s is not a command (it is stackshot's own sandboxed parser, started by stackshot itself; run 'stackshot help')\n", ChildCommand)
+		return 2
+	}
+	m, fd, err := recvDown(childSock)
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	if err != nil || m.Kind != kSetup || m.Setup == nil {
+		return 1
+	}
+	cfg := m.Setup
+	if err := lockdown(cfg); err != nil {
+		sendUp(childSock, &upMsg{Kind: kSetup, Err: err.Error()})
+		return 1
+	}
+	if err := sendUp(childSock, &upMsg{Kind: kSetup}); err != nil {
+		return 1
+	}
+	c := &client{sock: childSock}
+	so := symtab.Options{DebugDirs: cfg.DebugDirs, NoDemangle: cfg.NoDemangle, NamesOnly: cfg.NamesOnly,
+		MaxDebugBytes: cfg.MaxDebugBytes, MaxSectionBytes: cfg.MaxSectionBytes, PerfMap: cfg.PerfMap,
+		Opener: c}
+	if !cfg.Deadline.IsZero() {
+		ctx, cancel := context.WithDeadline(context.Background(), cfg.Deadline)
+		defer cancel()
+		so.Context = ctx
+	}
+	sym := symtab.New(so)
+	res := resolve.NewResolver(sym, resolve.Options{MaxFrames: cfg.MaxFrames, Kernel: cfg.Kernel,
+		Live: cfg.Live, KernelAddrs: cfg.KernelAddrs})
+	var mem io.ReaderAt
+	if cfg.Live {
+		mem = memClient{c}
+	}
+	var space *resolve.Space
+	for {
+		m, fd, err := recvDown(childSock)
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return 0 // the parent is done (or gone)
+		}
+		var up upMsg
+		switch m.Kind {
+		case kResolve:
+			if m.Proc == nil {
+				return 1
+			}
+			hookBeforeResolve(cfg.Hook)
+			up.Kind = kResolve
+			if err := contain.Call("resolving a process", func() { up.Result = res.Process(m.Proc, mem) }); err != nil {
+				up.Err = err.Error()
+			}
+			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
+		case kSpace:
+			if m.Proc == nil {
+				return 1
+			}
+			space = res.Space(m.Proc, mem)
+			continue
+		case kCheck:
+			up.Kind = kCheck
+			if space != nil && m.Thread != nil {
+				up.Complete = space.CheckNoStop(m.Thread)
+			}
+		case kHook:
+			up.Kind, up.Text = kHook, runHook(m.Hook)
+		default:
+			return 1
+		}
+		if err := sendUp(childSock, &up); err != nil {
+			return 1
+		}
+	}
+}
+
+// lockdown takes from the child what a parser never needs, before it reads
+// anything the target wrote: it cannot be ptraced (not dumpable) nor gain
+// privileges (no_new_privs), is bounded in memory and CPU time, and cannot
+// open files, execute programs, use sockets or touch other processes'
+// memory (seccomp, every thread).
+func lockdown(cfg *setup) error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if cfg.MemoryLimit > 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_AS, &unix.Rlimit{Cur: cfg.MemoryLimit, Max: cfg.MemoryLimit}); err != nil {
+			return fmt.Errorf("setrlimit(RLIMIT_AS): %w", err)
+		}
+		// The collector works harder well before the address space ends.
+		debug.SetMemoryLimit(int64(cfg.MemoryLimit / 2))
+	}
+	if cfg.CPUSeconds > 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: cfg.CPUSeconds, Max: cfg.CPUSeconds}); err != nil {
+			return fmt.Errorf("setrlimit(RLIMIT_CPU): %w", err)
+		}
+	}
+	// The local time zone is read lazily from /etc/localtime: now, while
+	// files can still be opened.
+	time.Now().Zone()
+	return loadFilter()
+}
+
+// client is the child's side of the calls it makes to its parent: one at
+// a time (the socket carries one conversation).
+type client struct {
+	mu   sync.Mutex
+	sock int
+}
+
+func (c *client) call(m *upMsg) (*downMsg, int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := sendUp(c.sock, m); err != nil {
+		return nil, -1, err
+	}
+	r, fd, err := recvDown(c.sock)
+	if err != nil {
+		return nil, -1, err
+	}
+	if r.Kind != kReply {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return nil, -1, fmt.Errorf("unexpected %q from the parent", r.Kind)
+	}
+	if r.Err != "" {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return nil, -1, errors.New(r.Err)
+	}
+	return r, fd, nil
+}
+
+func (c *client) openFile(m *upMsg, name string) (*os.File, error) {
+	_, fd, err := c.call(m)
+	if err != nil {
+		return nil, err
+	}
+	if fd < 0 {
+		return nil, fmt.Errorf("open %s: no descriptor from the parent", name)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// Open implements symtab.Opener: the parent opens the file, with its
+// checks, and hands over the descriptor.
+func (c *client) Open(root, p string, follow bool) (*os.File, error) {
+	return c.openFile(&upMsg{Kind: kOpen, Root: root, Path: p, Follow: follow}, p)
+}
+
+// OpenPerfMap implements symtab.Opener.
+func (c *client) OpenPerfMap(pid int, root string) (*os.File, error) {
+	return c.openFile(&upMsg{Kind: kPerfMap, PID: pid, Root: root}, fmt.Sprintf("/tmp/perf-%d.map", pid))
+}
+
+// memClient reads the live target's memory through the parent, in
+// requests of at most maxMemRead bytes.
+type memClient struct{ c *client }
+
+// ReadAt implements io.ReaderAt as ptrace.MemReader does: an error for a
+// short read.
+func (m memClient) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		want := min(len(p)-n, maxMemRead)
+		r, fd, err := m.c.call(&upMsg{Kind: kMem, Addr: uint64(off) + uint64(n), Len: want})
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return n, err
+		}
+		got := copy(p[n:n+want], r.Data)
+		n += got
+		if got < want {
+			return n, fmt.Errorf("reading %#x: short read (%d of %d)", off, n, len(p))
+		}
+	}
+	return n, nil
+}
