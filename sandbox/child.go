@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"stackshot/internal/contain"
+	"stackshot/report"
 	"stackshot/resolve"
 	"stackshot/symtab"
 )
@@ -33,7 +34,8 @@ func Main() int {
 		fmt.Fprintf(os.Stderr, "stackshot: %s is not a command (it is stackshot's own sandboxed parser, started by stackshot itself; run 'stackshot help')\n", ChildCommand)
 		return 2
 	}
-	m, fd, err := recvDown(childSock)
+	down := newDownReader()
+	m, fd, err := down.recv(childSock)
 	if fd >= 0 {
 		unix.Close(fd)
 	}
@@ -48,7 +50,7 @@ func Main() int {
 	if err := sendUp(childSock, &upMsg{Kind: kSetup}); err != nil {
 		return 1
 	}
-	c := &client{sock: childSock}
+	c := &client{sock: childSock, down: down}
 	so := symtab.Options{DebugDirs: cfg.DebugDirs, NoDemangle: cfg.NoDemangle, NamesOnly: cfg.NamesOnly,
 		MaxDebugBytes: cfg.MaxDebugBytes, MaxSectionBytes: cfg.MaxSectionBytes, PerfMap: cfg.PerfMap,
 		Opener: c}
@@ -66,7 +68,7 @@ func Main() int {
 	}
 	var space *resolve.Space
 	for {
-		m, fd, err := recvDown(childSock)
+		m, fd, err := down.recv(childSock)
 		if fd >= 0 {
 			unix.Close(fd)
 		}
@@ -96,6 +98,19 @@ func Main() int {
 			if space != nil && m.Thread != nil {
 				up.Complete = space.CheckNoStop(m.Thread)
 			}
+		case kNames:
+			up.Kind = kNames
+			if space == nil || len(m.Addrs) > maxAddrs {
+				return 1
+			}
+			for _, a := range m.Addrs {
+				var fr []report.Frame
+				if err := contain.Call("naming an address", func() { fr = res.Symbolize(space, a, true) }); err != nil {
+					fr = []report.Frame{{PC: a, Kind: "user"}}
+				}
+				up.Frames = append(up.Frames, fr)
+			}
+			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
 		case kHook:
 			up.Kind, up.Text = kHook, runHook(m.Hook)
 		default:
@@ -142,6 +157,7 @@ func lockdown(cfg *setup) error {
 type client struct {
 	mu   sync.Mutex
 	sock int
+	down *downReader // shared with the main loop, which waits meanwhile
 }
 
 func (c *client) call(m *upMsg) (*downMsg, int, error) {
@@ -150,7 +166,7 @@ func (c *client) call(m *upMsg) (*downMsg, int, error) {
 	if err := sendUp(c.sock, m); err != nil {
 		return nil, -1, err
 	}
-	r, fd, err := recvDown(c.sock)
+	r, fd, err := c.down.recv(c.sock)
 	if err != nil {
 		return nil, -1, err
 	}

@@ -156,6 +156,7 @@ type Child struct {
 	budget  bool
 	space   *ptrace.Process
 	calls   map[string]int // calls served, by kind
+	down    *downWriter
 }
 
 // Start starts a child for target t. An error means no child runs (no
@@ -185,7 +186,7 @@ func Start(cfg Config, t Target) (*Child, error) {
 	}
 	childEnd := os.NewFile(uintptr(fds[1]), "sandbox")
 	defer childEnd.Close()
-	c := &Child{sock: fds[0], cfg: cfg, t: t, stderr: &boundedBuffer{max: 4096}, done: make(chan struct{})}
+	c := &Child{sock: fds[0], cfg: cfg, t: t, stderr: &boundedBuffer{max: 4096}, done: make(chan struct{}), down: newDownWriter()}
 	if t.PID != 0 {
 		c.roots = []string{procmaps.RootPath(t.PID)}
 	}
@@ -336,6 +337,45 @@ func (c *Child) Check(mem io.ReaderAt) ptrace.CheckFunc {
 	}
 }
 
+// Symbolize names addresses of the live process p (its maps and build
+// ids read by the parent, without threads), as resolve.Resolver.Symbolize
+// does: each address's logical frames, innermost first. When the child
+// fails, the addresses come back unnamed and err says why.
+func (c *Child) Symbolize(p *ptrace.Process, addrs []uint64) ([][]report.Frame, error) {
+	if c.space != p {
+		head := *p
+		head.Threads = nil
+		if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
+			return unnamed(addrs), err
+		}
+		c.space = p
+	}
+	var out [][]report.Frame
+	for len(addrs) > 0 {
+		n := min(len(addrs), maxAddrs)
+		up, err := c.roundTrip(&downMsg{Kind: kNames, Addrs: addrs[:n]}, c.killAt())
+		if err == nil && (up.Kind != kNames || len(up.Frames) != n) {
+			err = fmt.Errorf("%d names for %d addresses", len(up.Frames), n)
+		}
+		if err != nil {
+			return append(out, unnamed(addrs)...), fmt.Errorf("names lost: the sandboxed parser failed (%v)", err)
+		}
+		c.expired = c.expired || up.Expired
+		c.budget = c.budget || up.Budget
+		out = append(out, up.Frames...)
+		addrs = addrs[n:]
+	}
+	return out, nil
+}
+
+func unnamed(addrs []uint64) [][]report.Frame {
+	out := make([][]report.Frame, len(addrs))
+	for i, a := range addrs {
+		out[i] = []report.Frame{{PC: a, Kind: "user"}}
+	}
+	return out
+}
+
 // Probe runs a test hook in the child (see TestHook) and returns its
 // answer.
 func (c *Child) Probe(hook string) (string, error) {
@@ -357,7 +397,7 @@ func (c *Child) send(m *downMsg) error {
 	if c.dead != nil {
 		return c.dead
 	}
-	if err := sendDown(c.sock, m, -1); err != nil {
+	if err := c.down.send(c.sock, m, -1); err != nil {
 		c.fail(err, false)
 		return c.dead
 	}
@@ -437,18 +477,18 @@ func (c *Child) serve(up *upMsg) error {
 	switch up.Kind {
 	case kMem:
 		if up.Len <= 0 || up.Len > maxMemRead || c.t.MemPID == 0 {
-			return sendDown(c.sock, &downMsg{Kind: kReply, Err: "memory read refused"}, -1)
+			return c.down.send(c.sock, &downMsg{Kind: kReply, Err: "memory read refused"}, -1)
 		}
 		buf := make([]byte, up.Len)
 		n := ptrace.ReadMemory(c.t.MemPID, buf, up.Addr)
-		return sendDown(c.sock, &downMsg{Kind: kReply, Data: buf[:n]}, -1)
+		return c.down.send(c.sock, &downMsg{Kind: kReply, Data: buf[:n]}, -1)
 	case kOpen, kPerfMap:
 		f, err := c.open(up)
 		if err != nil {
-			return sendDown(c.sock, &downMsg{Kind: kReply, Err: err.Error()}, -1)
+			return c.down.send(c.sock, &downMsg{Kind: kReply, Err: err.Error()}, -1)
 		}
 		defer f.Close()
-		return sendDown(c.sock, &downMsg{Kind: kReply}, int(f.Fd()))
+		return c.down.send(c.sock, &downMsg{Kind: kReply}, int(f.Fd()))
 	}
 	return fmt.Errorf("unknown call %q", up.Kind)
 }

@@ -30,6 +30,7 @@ const (
 	maxUpResult = 256 << 20 // a resolved process
 	maxDown     = 2 << 30   // a capture (stacks up to 4 MiB per thread)
 	maxMemRead  = 1 << 20   // one memory read the child asks for
+	maxAddrs    = 1 << 12   // addresses named in one request
 )
 
 // Kinds of frames.
@@ -39,6 +40,7 @@ const (
 	kSpace   = "space"   // down: the process whose threads come to check
 	kCheck   = "check"   // down: does Thread unwind completely? up: the answer
 	kHook    = "hook"    // down: a test hook; up: its answer
+	kNames   = "names"   // down: name Addrs in the space; up: their Frames
 	kReply   = "reply"   // down: the answer to a call
 	kOpen    = "open"    // up: open Root/Path
 	kPerfMap = "perfmap" // up: open PID's perf map in Root
@@ -69,24 +71,26 @@ type downMsg struct {
 	Proc   *ptrace.Process
 	Thread *ptrace.Thread
 	Hook   string
+	Addrs  []uint64
 	Err    string
 	Data   []byte
 }
 
 type upMsg struct {
-	Kind     string          `json:"k"`
-	Root     string          `json:"root,omitempty"`
-	Path     string          `json:"path,omitempty"`
-	Follow   bool            `json:"follow,omitempty"`
-	PID      int             `json:"pid,omitempty"`
-	Addr     uint64          `json:"addr,omitempty"`
-	Len      int             `json:"len,omitempty"`
-	Result   *report.Process `json:"result,omitempty"`
-	Expired  bool            `json:"expired,omitempty"`
-	Budget   bool            `json:"budget,omitempty"`
-	Complete bool            `json:"complete,omitempty"`
-	Err      string          `json:"err,omitempty"`
-	Text     string          `json:"text,omitempty"`
+	Kind     string           `json:"k"`
+	Root     string           `json:"root,omitempty"`
+	Path     string           `json:"path,omitempty"`
+	Follow   bool             `json:"follow,omitempty"`
+	PID      int              `json:"pid,omitempty"`
+	Addr     uint64           `json:"addr,omitempty"`
+	Len      int              `json:"len,omitempty"`
+	Result   *report.Process  `json:"result,omitempty"`
+	Expired  bool             `json:"expired,omitempty"`
+	Budget   bool             `json:"budget,omitempty"`
+	Complete bool             `json:"complete,omitempty"`
+	Err      string           `json:"err,omitempty"`
+	Text     string           `json:"text,omitempty"`
+	Frames   [][]report.Frame `json:"frames,omitempty"`
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.
@@ -197,21 +201,55 @@ func parseRights(oob []byte) ([]int, error) {
 	return fds, nil
 }
 
-func sendDown(sock int, m *downMsg, fd int) error {
-	var b bytes.Buffer
-	if err := gob.NewEncoder(&b).Encode(m); err != nil {
-		return err
-	}
-	return sendFrame(sock, b.Bytes(), fd)
+// downWriter encodes the parent's frames with one gob stream: each type
+// is described once, in the first frame that uses it (a fresh encoder per
+// frame would cost about a millisecond each).
+type downWriter struct {
+	buf bytes.Buffer
+	enc *gob.Encoder
 }
 
-func recvDown(sock int) (*downMsg, int, error) {
+func newDownWriter() *downWriter {
+	w := &downWriter{}
+	w.enc = gob.NewEncoder(&w.buf)
+	return w
+}
+
+func (w *downWriter) send(sock int, m *downMsg, fd int) error {
+	w.buf.Reset()
+	if err := w.enc.Encode(m); err != nil {
+		return err
+	}
+	return sendFrame(sock, w.buf.Bytes(), fd)
+}
+
+// downReader decodes them in the child, frame by frame.
+type downReader struct {
+	feed frameFeed
+	dec  *gob.Decoder
+}
+
+// frameFeed hands the decoder one frame at a time (an io.ByteReader, so
+// the decoder reads no further ahead).
+type frameFeed struct{ r *bytes.Reader }
+
+func (f *frameFeed) Read(p []byte) (int, error) { return f.r.Read(p) }
+func (f *frameFeed) ReadByte() (byte, error)    { return f.r.ReadByte() }
+
+func newDownReader() *downReader {
+	r := &downReader{feed: frameFeed{bytes.NewReader(nil)}}
+	r.dec = gob.NewDecoder(&r.feed)
+	return r
+}
+
+func (r *downReader) recv(sock int) (*downMsg, int, error) {
 	b, fd, err := recvFrame(sock, maxDown)
 	if err != nil {
 		return nil, -1, err
 	}
+	r.feed.r = bytes.NewReader(b)
 	var m downMsg
-	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&m); err != nil {
+	if err := r.dec.Decode(&m); err != nil {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
@@ -241,7 +279,7 @@ func recvUp(sock int) (*upMsg, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
 	}
-	if m.Kind != kResolve && len(b) > maxUpCall {
+	if m.Kind != kResolve && m.Kind != kNames && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
 	return &m, nil

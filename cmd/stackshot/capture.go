@@ -18,6 +18,7 @@ import (
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
+	"stackshot/sandbox"
 )
 
 // captureFile is the saved form of `stackshot capture`: gzipped JSON of the
@@ -44,6 +45,7 @@ func cmdCapture(args []string) error {
 	s := newSession(c)
 	stop := s.catchSignals()
 	defer stop()
+	defer s.closeSandboxes()
 	deadline := time.Now().Add(c.timeout)
 	host, _ := os.Hostname()
 	cf := captureFile{Format: captureFormat, Version: 1, Host: host, Kernel: c.kernel}
@@ -132,9 +134,23 @@ func cmdReport(args []string) error {
 		if err != nil {
 			return err
 		}
-		res := resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && cf.Kernel})
+		ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && cf.Kernel}
+		res := resolve.NewResolver(sym, ropts)
+		// A capture file is hostile: parsed in a sandboxed child.
+		var child *sandbox.Child
+		if !c.noSandbox {
+			child = c.startSandbox(ropts, sandbox.Target{UID: -1, GID: -1}, path)
+		}
 		for _, p := range cf.Processes {
 			if !c.keepThreads(p) {
+				continue
+			}
+			if child != nil {
+				rp, err := child.Resolve(p)
+				if err != nil && !c.quiet {
+					printErr("stackshot: %v", err)
+				}
+				procs = append(procs, rp)
 				continue
 			}
 			rp, err := resolveProcess(res, p, ptrace.MemReader{}, false)
@@ -144,6 +160,10 @@ func cmdReport(args []string) error {
 				continue
 			}
 			procs = append(procs, rp)
+		}
+		if child != nil {
+			c.noteSandbox(child)
+			child.Close()
 		}
 	}
 	if err := c.writeReport(procs); err != nil {

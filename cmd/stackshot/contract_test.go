@@ -53,11 +53,11 @@ func TestHelpToStdout(t *testing.T) {
 func TestHelpPerCommand(t *testing.T) {
 	flagRE := regexp.MustCompile(`(?m)^  (?:-\w, )?\s*--([\w-]+)`)
 	want := map[string][]string{
-		"dump":      {"pid", "format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "mode", "consistent", "timeout", "stack-bytes", "verbose", "quiet"},
+		"dump":      {"pid", "format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "mode", "consistent", "timeout", "stack-bytes", "verbose", "quiet", "no-sandbox"},
 		"record":    {"pid", "format", "json", "output", "tid", "kernel", "no-kernel", "max-frames", "debug-dir", "no-demangle", "mode", "consistent", "timeout", "stack-bytes", "freq", "duration", "per-thread", "idle", "quiet"},
-		"capture":   {"pid", "output", "tid", "kernel", "no-kernel", "mode", "consistent", "timeout", "stack-bytes", "quiet"},
-		"report":    {"format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "verbose", "quiet"},
-		"symbolize": {"pid", "debug-dir", "no-demangle", "exe", "addresses", "json"},
+		"capture":   {"pid", "output", "tid", "kernel", "no-kernel", "mode", "consistent", "timeout", "stack-bytes", "quiet", "no-sandbox"},
+		"report":    {"format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "verbose", "quiet", "no-sandbox"},
+		"symbolize": {"pid", "debug-dir", "no-demangle", "exe", "addresses", "json", "no-sandbox"},
 	}
 	for _, cmd := range commandNames {
 		out, _, _ := runSS(t, "help", cmd)

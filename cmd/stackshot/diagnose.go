@@ -94,7 +94,7 @@ func (s *session) dumpSnapshots() ([]*report.Process, int, error) {
 		last = map[int]*report.Process{}
 		final := round == c.diag.count-1
 		f, err := s.captureEach(began.Add(c.timeout), func(p *ptrace.Process) (func(), error) {
-			rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()}, true)
+			rp, err := s.resolveCaptured(p)
 			if err != nil {
 				return nil, err
 			}
