@@ -145,3 +145,35 @@ func TestSandboxReport(t *testing.T) {
 		t.Errorf("report with a crashing child:\n%s\nstderr:\n%s", so.String(), serr.String())
 	}
 }
+
+// BenchmarkDumpSandbox is the whole command, cold (a new stackshot each
+// time), on a small process of another user (many.c, 1 and 128 blocked
+// threads): through the sandboxed child (the default for such a target)
+// and with --no-sandbox. ns/op is the wall time of one dump.
+func BenchmarkDumpSandbox(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root: the sandbox runs for targets of another user")
+	}
+	setpriv := testutil.Need(b, "setpriv")
+	bin := testutil.Build(b, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	for _, n := range []int{1, 128} {
+		tg := testutil.Start(b, setpriv, "--reuid", fmt.Sprint(serviceUID), "--regid", fmt.Sprint(serviceUID), "--clear-groups", "--", bin, fmt.Sprint(n))
+		for _, format := range []string{"text", "json"} {
+			for _, box := range []string{"sandbox", "no-sandbox"} {
+				b.Run(fmt.Sprintf("threads-%d/%s/%s", n, format, box), func(b *testing.B) {
+					args := []string{"dump", "--format", format}
+					if box == "no-sandbox" {
+						args = append(args, "--no-sandbox")
+					}
+					args = append(args, fmt.Sprint(tg.PID))
+					for b.Loop() {
+						if out, err := exec.Command(stackshotBin, args...).CombinedOutput(); err != nil {
+							b.Fatalf("%v\n%s", err, out)
+						}
+					}
+				})
+			}
+		}
+		tg.Stop()
+	}
+}
