@@ -63,8 +63,10 @@ func Main() int {
 	res := resolve.NewResolver(sym, resolve.Options{MaxFrames: cfg.MaxFrames, Kernel: cfg.Kernel,
 		Live: cfg.Live, KernelAddrs: cfg.KernelAddrs})
 	var mem io.ReaderAt
+	var memc *memClient
 	if cfg.Live {
-		mem = memClient{c}
+		memc = &memClient{c: c}
+		mem = memc
 	}
 	var space *resolve.Space
 	for {
@@ -74,6 +76,9 @@ func Main() int {
 		}
 		if err != nil {
 			return 0 // the parent is done (or gone)
+		}
+		if memc != nil && (m.Kind == kResolve || m.Kind == kSpace) {
+			memc.reset()
 		}
 		var up upMsg
 		switch m.Kind {
@@ -208,16 +213,75 @@ func (c *client) OpenPerfMap(pid int, root string) (*os.File, error) {
 }
 
 // memClient reads the live target's memory through the parent, in
-// requests of at most maxMemRead bytes.
-type memClient struct{ c *client }
+// requests of at most maxMemRead bytes. Small reads (the unwinder's: code
+// bytes, stack words) go by whole pages, kept until the next request from
+// the parent (reset): every thread of a capture runs the same code, so most
+// reads are then answered without a round trip.
+type memClient struct {
+	c     *client
+	mu    sync.Mutex
+	pages map[uint64][]byte // page address -> its bytes (short: the readable part)
+}
+
+const (
+	pageSize     = 4096
+	maxCachePage = 4096 // 16 MiB of cached memory at most
+)
+
+// reset forgets the cached pages: the target has run since.
+func (m *memClient) reset() {
+	m.mu.Lock()
+	m.pages = nil
+	m.mu.Unlock()
+}
 
 // ReadAt implements io.ReaderAt as ptrace.MemReader does: an error for a
 // short read.
-func (m memClient) ReadAt(p []byte, off int64) (int, error) {
+func (m *memClient) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) <= pageSize {
+		return m.readCached(p, uint64(off))
+	}
+	return m.readDirect(p, uint64(off))
+}
+
+func (m *memClient) readCached(p []byte, addr uint64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for n < len(p) {
+		a := addr + uint64(n)
+		base := a &^ (pageSize - 1)
+		pg, ok := m.pages[base]
+		if !ok {
+			if len(m.pages) >= maxCachePage {
+				m.pages = nil
+			}
+			buf := make([]byte, pageSize)
+			got, _ := m.readDirect(buf, base)
+			pg = buf[:got]
+			if m.pages == nil {
+				m.pages = map[uint64][]byte{}
+			}
+			m.pages[base] = pg
+		}
+		in := int(a - base)
+		if in >= len(pg) {
+			return n, fmt.Errorf("reading %#x: short read (%d of %d)", addr, n, len(p))
+		}
+		c := copy(p[n:], pg[in:])
+		n += c
+		if in+c < pageSize && n < len(p) {
+			return n, fmt.Errorf("reading %#x: short read (%d of %d)", addr, n, len(p))
+		}
+	}
+	return n, nil
+}
+
+func (m *memClient) readDirect(p []byte, addr uint64) (int, error) {
 	n := 0
 	for n < len(p) {
 		want := min(len(p)-n, maxMemRead)
-		r, fd, err := m.c.call(&upMsg{Kind: kMem, Addr: uint64(off) + uint64(n), Len: want})
+		r, fd, err := m.c.call(&upMsg{Kind: kMem, Addr: addr + uint64(n), Len: want})
 		if fd >= 0 {
 			unix.Close(fd)
 		}
@@ -227,7 +291,7 @@ func (m memClient) ReadAt(p []byte, off int64) (int, error) {
 		got := copy(p[n:n+want], r.Data)
 		n += got
 		if got < want {
-			return n, fmt.Errorf("reading %#x: short read (%d of %d)", off, n, len(p))
+			return n, fmt.Errorf("reading %#x: short read (%d of %d)", addr, n, len(p))
 		}
 	}
 	return n, nil
