@@ -104,6 +104,7 @@ func Main() int {
 				up.Complete = space.CheckNoStop(m.Thread)
 			}
 		case kNames:
+			hookBeforeResolve(cfg.Hook)
 			up.Kind = kNames
 			if space == nil || len(m.Addrs) > maxAddrs {
 				return 1

@@ -9,7 +9,7 @@ import (
 
 // TestHook, set by tests only (and by stackshot built with the
 // stackshot_testhooks tag, from STACKSHOT_TEST_SANDBOX_HOOK), makes the
-// child misbehave on purpose:
+// child misbehave on purpose when asked to resolve or to name addresses:
 //
 //	"crash"  the child panics (uncontained) when asked to resolve
 //	"hang"   the child sleeps when asked to resolve (until killed)

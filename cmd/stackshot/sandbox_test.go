@@ -177,3 +177,35 @@ func BenchmarkDumpSandbox(b *testing.B) {
 		tg.Stop()
 	}
 }
+
+// symbolize -p of another user's process names addresses in the child as
+// it does in-process, and a crashed child leaves them unnamed, said once.
+func TestSandboxSymbolize(t *testing.T) {
+	svc := startService(t)
+	p := dumpJSON(t, "--no-sandbox", fmt.Sprint(svc.PID))
+	var addrs []string
+	for _, th := range p.Threads {
+		for _, f := range th.Frames {
+			if f.Kind == "user" && f.Function != nil {
+				addrs = append(addrs, f.PC)
+			}
+		}
+	}
+	if len(addrs) < 10 {
+		t.Fatalf("only %d named addresses", len(addrs))
+	}
+	args := append([]string{"symbolize", "-p", fmt.Sprint(svc.PID)}, addrs...)
+	boxed, se, code := runSS(t, args...)
+	plain, _, _ := runSS(t, append([]string{"symbolize", "--no-sandbox"}, args[1:]...)...)
+	if code != 0 || boxed != plain || !strings.Contains(boxed, "reader_c") {
+		t.Fatalf("exit %d %s\nsandbox:\n%s\n--no-sandbox:\n%s", code, se, boxed, plain)
+	}
+	cmd := exec.Command(hookedBin(t), args...)
+	cmd.Env = append(os.Environ(), "STACKSHOT_TEST_SANDBOX_HOOK=crash")
+	var so, serr strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &serr
+	cmd.Run()
+	if strings.Contains(so.String(), "reader_c") || strings.Count(serr.String(), "sandboxed parser failed") != 1 {
+		t.Errorf("symbolize with a crashing child:\n%s\nstderr:\n%s", so.String(), serr.String())
+	}
+}
