@@ -301,6 +301,7 @@ func (c *Child) BudgetExceeded() bool { return c.budget }
 // fails (crash, limit, timeout) the process comes back with its threads
 // unresolved and the reason as each thread's error, and err says why.
 func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
+	c.follow(p)
 	up, err := c.roundTrip(&downMsg{Kind: kResolve, Proc: p}, c.killAt())
 	if err == nil && (up.Kind != kResolve || up.Result == nil) {
 		err = fmt.Errorf("no result (%s)", up.Err)
@@ -321,6 +322,7 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 // answers false: the thread is then stopped, as when in doubt.
 func (c *Child) Check(mem io.ReaderAt) ptrace.CheckFunc {
 	return func(p *ptrace.Process, th *ptrace.Thread) bool {
+		c.follow(p)
 		if c.space != p {
 			if p.BuildIDs == nil {
 				resolve.CollectImages(p, mem)
@@ -342,6 +344,7 @@ func (c *Child) Check(mem io.ReaderAt) ptrace.CheckFunc {
 // does: each address's logical frames, innermost first. When the child
 // fails, the addresses come back unnamed and err says why.
 func (c *Child) Symbolize(p *ptrace.Process, addrs []uint64) ([][]report.Frame, error) {
+	c.follow(p)
 	if c.space != p {
 		head := *p
 		head.Threads = nil
@@ -384,6 +387,15 @@ func (c *Child) Probe(hook string) (string, error) {
 		return "", err
 	}
 	return up.Text, nil
+}
+
+// follow reads memory where the parent's capture of the target does (a
+// live thread when the main thread has exited); a capture of another
+// process (a saved one) changes nothing.
+func (c *Child) follow(p *ptrace.Process) {
+	if c.t.PID != 0 && p.PID == c.t.PID {
+		c.t.MemPID = p.MemPID()
+	}
 }
 
 func (c *Child) killAt() time.Time {
@@ -505,7 +517,16 @@ func (c *Child) open(up *upMsg) (*os.File, error) {
 		if c.t.PID == 0 || up.PID != c.t.PID || !c.isRoot(up.Root) {
 			return nil, errors.New("perf map refused: not the target's")
 		}
-		return sys.OpenPerfMap(up.PID, up.Root)
+		f, err := sys.OpenPerfMap(up.PID, up.Root)
+		if err != nil {
+			return nil, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil || !c.mayRead(&st) {
+			f.Close()
+			return nil, errors.New("perf map not readable by the target's user")
+		}
+		return f, nil
 	}
 	trusted := false
 	switch {
