@@ -88,7 +88,9 @@ func TargetOf(pid int) (Target, error) {
 
 // Needed reports whether a live process's parsing belongs in a child:
 // when its owner is not stackshot's own user (root dumping a service's
-// process). STACKSHOT_SANDBOX=1 asks for it always, =0 never.
+// process), or when it lives in another mount namespace (a container,
+// whose files are its own, even when it runs as root).
+// STACKSHOT_SANDBOX=1 asks for it always, =0 never.
 func Needed(pid int) bool {
 	switch os.Getenv("STACKSHOT_SANDBOX") {
 	case "1":
@@ -106,7 +108,9 @@ func Needed(pid int) bool {
 			return true
 		}
 	}
-	return false
+	theirs, err1 := os.Readlink(procmaps.Proc + "/" + strconv.Itoa(pid) + "/ns/mnt")
+	ours, err2 := os.Readlink(procmaps.Proc + "/self/ns/mnt")
+	return err1 != nil || err2 != nil || theirs != ours
 }
 
 // Forced reports whether STACKSHOT_SANDBOX=1 asks for the child whatever

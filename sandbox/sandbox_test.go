@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -315,4 +314,34 @@ func errorsAs(err error, ee **exec.ExitError) bool {
 	return ok
 }
 
-var _ = strconv.Itoa
+
+// The child is for other users' processes and for containers (another
+// mount namespace), not for stackshot's own processes; the environment
+// overrides both ways.
+func TestNeeded(t *testing.T) {
+	needRoot(t)
+	own := testutil.Start(t, testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O2", "-g", "-pthread"))
+	t.Setenv("STACKSHOT_SANDBOX", "")
+	if Needed(own.PID) {
+		t.Errorf("Needed(own process) = true")
+	}
+	other := startAsOther(t)
+	if !Needed(other.PID) {
+		t.Errorf("Needed(another user's process) = false")
+	}
+	if unshare, err := exec.LookPath("unshare"); err == nil {
+		bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O2", "-g", "-pthread")
+		ns := testutil.Start(t, unshare, "--mount", "--", bin)
+		if !Needed(ns.PID) {
+			t.Errorf("Needed(process in another mount namespace) = false")
+		}
+	}
+	t.Setenv("STACKSHOT_SANDBOX", "1")
+	if !Needed(own.PID) {
+		t.Errorf("STACKSHOT_SANDBOX=1: Needed(own process) = false")
+	}
+	t.Setenv("STACKSHOT_SANDBOX", "0")
+	if Needed(other.PID) {
+		t.Errorf("STACKSHOT_SANDBOX=0: Needed(another user's process) = true")
+	}
+}
