@@ -52,15 +52,18 @@ func (c *common) noteSandbox(child *sandbox.Child) {
 
 // sandboxFor returns the child that parses live process pid's bytes
 // (started on first use), or nil when they are parsed in-process.
+//
+// The decision is taken once per target, at its first capture.
 func (s *session) sandboxFor(pid int) *sandbox.Child {
-	if s.c.noSandbox || !sandbox.Needed(pid) {
-		return nil
-	}
 	if child, ok := s.boxes[pid]; ok {
 		return child
 	}
 	var child *sandbox.Child
-	if t, err := sandbox.TargetOf(pid); err == nil {
+	if !s.c.noSandbox && sandbox.Needed(pid) {
+		t, err := sandbox.TargetOf(pid)
+		if err != nil {
+			t = sandbox.Target{PID: pid, UID: -1, GID: -1} // owner unknown: anyone's files only
+		}
 		child = s.c.startSandbox(s.res.Options(), t, fmt.Sprintf("process %d", pid))
 	}
 	if s.boxes == nil {
