@@ -314,7 +314,6 @@ func errorsAs(err error, ee **exec.ExitError) bool {
 	return ok
 }
 
-
 // The child is for other users' processes and for containers (another
 // mount namespace), not for stackshot's own processes; the environment
 // overrides both ways.
