@@ -5,6 +5,8 @@ package sandbox
 import (
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestHook, set by tests only (and by stackshot built with the
@@ -14,7 +16,9 @@ import (
 //	"crash"  the child panics (uncontained) when asked to resolve
 //	"hang"   the child sleeps when asked to resolve (until killed)
 //	"oom"    the child allocates past its memory limit when asked to resolve
-//	"open"   nothing; Child.Probe reports what an open() gets in the child
+//
+// and Child.Probe asks it what a refused system call gets ("open", "exec",
+// "socket", "ptrace", "vm_readv"), or to spin on the CPU ("spin").
 var TestHook string
 
 func hookBeforeResolve(hook string) {
@@ -36,16 +40,37 @@ func hookBeforeResolve(hook string) {
 	}
 }
 
-// runHook answers a probe from the parent: what opening a file gets here.
+// runHook answers a probe from the parent: what a system call the filter
+// refuses gets here ("opened"/"ok" if it was allowed).
 func runHook(hook string) string {
+	var err error
 	switch hook {
 	case "open":
-		f, err := os.Open("/etc/hostname")
-		if err != nil {
-			return err.Error()
+		var f *os.File
+		if f, err = os.Open("/etc/hostname"); err == nil {
+			f.Close()
 		}
-		f.Close()
-		return "opened"
+	case "exec":
+		err = unix.Exec("/bin/true", []string{"true"}, nil)
+	case "socket":
+		var fd int
+		if fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0); err == nil {
+			unix.Close(fd)
+		}
+	case "ptrace":
+		err = unix.PtraceAttach(os.Getppid())
+	case "vm_readv":
+		buf := make([]byte, 8)
+		_, err = unix.ProcessVMReadv(os.Getppid(), []unix.Iovec{{Base: &buf[0], Len: 8}},
+			[]unix.RemoteIovec{{Base: 0x1000, Len: 8}}, 0)
+	case "spin":
+		for {
+		}
+	default:
+		return ""
 	}
-	return ""
+	if err != nil {
+		return err.Error()
+	}
+	return "ok"
 }

@@ -463,17 +463,27 @@ func (c *Child) fail(err error, timedOut bool) {
 	if c.dead != nil {
 		return
 	}
-	c.cmd.Process.Kill()
-	<-c.done
-	why := err.Error()
 	if timedOut {
+		c.cmd.Process.Kill()
+		<-c.done
 		c.dead = err
 		return
 	}
-	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		why = fmt.Sprintf("killed by %v", ws.Signal())
-		if ws.Signal() == syscall.SIGKILL && c.cfg.CPUSeconds > 0 && c.cmd.ProcessState.SystemTime()+c.cmd.ProcessState.UserTime() >= time.Duration(c.cfg.CPUSeconds)*time.Second {
-			why = "CPU time limit reached"
+	// A child that ended the conversation is usually ending itself: its
+	// own status says why, unless it lingers and is killed here.
+	killed := false
+	select {
+	case <-c.done:
+	case <-time.After(200 * time.Millisecond):
+		c.cmd.Process.Kill()
+		killed = true
+		<-c.done
+	}
+	why := err.Error()
+	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && !killed {
+		why = fmt.Sprintf("signal: %v", ws.Signal())
+		if ws.Signal() == syscall.SIGKILL {
+			why = fmt.Sprintf("killed by the kernel: its CPU time limit (%d s) or the OOM killer", c.cfg.CPUSeconds)
 		}
 	} else if c.cmd.ProcessState.Exited() && c.cmd.ProcessState.ExitCode() != 0 {
 		why = fmt.Sprintf("exit %d", c.cmd.ProcessState.ExitCode())

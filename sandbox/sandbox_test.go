@@ -159,12 +159,14 @@ func TestChildIsUnprivileged(t *testing.T) {
 	if err := unix.Stat(fmt.Sprintf("/proc/%d/status", c.PID()), &st); err != nil || st.Uid != 0 {
 		t.Errorf("child's /proc entry owned by uid %d (%v): it is dumpable", st.Uid, err)
 	}
-	got, err := c.Probe("open")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(got, unix.EPERM.Error()) {
-		t.Errorf("open in the child: %q, want %v", got, unix.EPERM)
+	for _, call := range []string{"open", "exec", "socket", "ptrace", "vm_readv"} {
+		got, err := c.Probe(call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(got, unix.EPERM.Error()) {
+			t.Errorf("%s in the child: %q, want %v", call, got, unix.EPERM)
+		}
 	}
 	// Its only descriptors: stdin/stdout (/dev/null), stderr (a pipe to
 	// the parent) and the socket.
@@ -294,6 +296,19 @@ func TestChildKilledAtDeadline(t *testing.T) {
 	}
 	if len(rp.Threads) != len(p.Threads) || rp.Threads[0].Error == "" {
 		t.Fatalf("threads %+v", rp.Threads)
+	}
+}
+
+// A child past its CPU time (RLIMIT_CPU) is killed by the kernel, and the
+// error says so.
+func TestChildCPULimit(t *testing.T) {
+	needRoot(t)
+	cfg := liveConfig()
+	cfg.CPUSeconds = 1
+	c := startChild(t, cfg, Target{UID: -1, GID: -1})
+	_, err := c.Probe("spin")
+	if err == nil || !strings.Contains(err.Error(), "CPU time limit (1 s)") {
+		t.Fatalf("spinning child: %v, want the CPU time limit", err)
 	}
 }
 
