@@ -359,3 +359,33 @@ func TestNeeded(t *testing.T) {
 		t.Errorf("STACKSHOT_SANDBOX=0: Needed(another user's process) = true")
 	}
 }
+
+// Strings of any bytes cross from the child to the parent unchanged
+// (JSON alone would turn invalid UTF-8 into U+FFFD).
+func TestRawStringsRoundTrip(t *testing.T) {
+	names := []string{"plain", "\xff\xfe bad", "\x1b[2J", rawMarker + "AAAA", rawMarker, "é\u202e", ""}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	p := &report.Process{Comm: names[1], Exe: names[3]}
+	for _, n := range names {
+		p.Threads = append(p.Threads, report.Thread{Name: n, Frames: []report.Frame{{Function: n, File: n}}})
+	}
+	go sendUp(fds[1], &upMsg{Kind: kResolve, Result: p, Path: names[1]})
+	m, err := recvUp(fds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Path != names[1] || m.Result.Comm != names[1] || m.Result.Exe != names[3] {
+		t.Errorf("got path %q comm %q exe %q", m.Path, m.Result.Comm, m.Result.Exe)
+	}
+	for i, n := range names {
+		th := m.Result.Threads[i]
+		if th.Name != n || th.Frames[0].Function != n || th.Frames[0].File != n {
+			t.Errorf("%q came back as %q / %q / %q", n, th.Name, th.Frames[0].Function, th.Frames[0].File)
+		}
+	}
+}

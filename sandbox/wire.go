@@ -258,7 +258,9 @@ func (r *downReader) recv(sock int) (*downMsg, int, error) {
 	return &m, fd, nil
 }
 
+// sendUp encodes m (its strings made JSON-safe: encodeRaw, in place).
 func sendUp(sock int, m *upMsg) error {
+	mapStrings(m, encodeRaw)
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -282,5 +284,6 @@ func recvUp(sock int) (*upMsg, error) {
 	if m.Kind != kResolve && m.Kind != kNames && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
+	mapStrings(&m, decodeRaw)
 	return &m, nil
 }
