@@ -21,6 +21,11 @@ import (
 // "socket", "ptrace", "vm_readv"), or to spin on the CPU ("spin").
 var TestHook string
 
+// TestEnv, set by stackshot built with the stackshot_testhooks tag only, is
+// added to the child's environment: the other packages' test hooks
+// (STACKSHOT_TEST_*) then act in the child too.
+var TestEnv []string
+
 func hookBeforeResolve(hook string) {
 	switch hook {
 	case "crash":

@@ -35,7 +35,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"stackshot/internal/arch"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -248,6 +247,7 @@ func childEnv() []string {
 	if tz, ok := os.LookupEnv("TZ"); ok {
 		env = append(env, "TZ="+tz)
 	}
+	env = append(env, TestEnv...)
 	return env
 }
 
@@ -312,7 +312,7 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 	}
 	if err != nil {
 		err = fmt.Errorf("names of process %d lost: the sandboxed parser failed (%v)", p.PID, err)
-		return Unresolved(p, err.Error()), err
+		return c.Unresolved(p, err.Error()), err
 	}
 	c.expired = c.expired || up.Expired
 	c.budget = c.budget || up.Budget
@@ -630,29 +630,10 @@ func isHex(s string) bool {
 	return s != ""
 }
 
-// Unresolved is a capture shown without the parsing the child was to do:
-// each thread's registers' PC (or its syscall's), unnamed, and why.
-func Unresolved(p *ptrace.Process, why string) *report.Process {
-	out := &report.Process{PID: p.PID, Comm: p.Comm, Exe: p.Exe, Time: p.Time, State: p.State,
-		Warnings: p.Warnings, WallNS: p.WallNS}
-	for _, th := range p.Threads {
-		t := report.Thread{TID: th.TID, Name: th.Name, State: th.State, Capture: th.Method,
-			PauseNS: th.PauseNS, Torn: th.Torn, Signal: th.Signal, Error: why}
-		if th.Err != "" {
-			t.Error = th.Err
-		}
-		var pc uint64
-		if len(th.Regs) > arch.UserRIP {
-			pc = th.Regs[arch.UserRIP]
-		} else if th.Syscall != nil {
-			pc = th.Syscall.PC
-		}
-		if pc != 0 {
-			t.Frames = []report.Frame{{PC: pc, Kind: "user", Method: "regs"}}
-		}
-		out.Threads = append(out.Threads, t)
-	}
-	return out
+// Unresolved is a capture shown without the parsing the child was to do
+// (see resolve.Unnamed).
+func (c *Child) Unresolved(p *ptrace.Process, why string) *report.Process {
+	return resolve.Unnamed(p, c.cfg.Resolve.Kernel, why)
 }
 
 // boundedBuffer keeps the first max bytes written to it (the child's

@@ -71,7 +71,7 @@ func TestSandboxCrashCostsOnlyNames(t *testing.T) {
 	own := testutil.Start(t, buildBlocked(t, blockedVariants[1].flags))
 	for _, hook := range []string{"crash", "oom"} {
 		cmd := exec.Command(bin, "dump", "--json", fmt.Sprint(svc.PID), fmt.Sprint(own.PID))
-		cmd.Env = append(os.Environ(), "STACKSHOT_TEST_SANDBOX_HOOK="+hook)
+		cmd.Env = append(os.Environ(), "STACKSHOT_TEST_SANDBOX_HOOK="+hook, "STACKSHOT_SANDBOX=")
 		var so, se strings.Builder
 		cmd.Stdout, cmd.Stderr = &so, &se
 		if err := cmd.Run(); err != nil {
@@ -95,6 +95,12 @@ func TestSandboxCrashCostsOnlyNames(t *testing.T) {
 			}
 		}
 		checkBlocked(t, procs[1], own.PID)
+		// What needs no parsing is still shown: syscalls, kernel frames.
+		for _, th := range procs[0].Threads {
+			if th.Syscall == nil || th.Syscall.Name == "" || kernelFrames(th) == 0 {
+				t.Errorf("%s: service thread %s lost its syscall or kernel frames", hook, th.Name)
+			}
+		}
 	}
 }
 
