@@ -402,9 +402,13 @@ func (c *Child) follow(p *ptrace.Process) {
 	}
 }
 
+//
+// Without a deadline (report takes no --timeout) one request may take
+// twice the child's CPU time limit in wall time: a child that sleeps
+// instead of answering does not hang stackshot.
 func (c *Child) killAt() time.Time {
 	if c.cfg.Deadline.IsZero() {
-		return time.Time{}
+		return time.Now().Add(2 * time.Duration(c.cfg.CPUSeconds) * time.Second)
 	}
 	return c.cfg.Deadline.Add(grace)
 }
@@ -441,7 +445,7 @@ func (c *Child) roundTrip(m *downMsg, killAt time.Time) (*upMsg, error) {
 		up, err := recvUp(c.sock)
 		if err != nil {
 			if timedOut {
-				err = errors.New("killed at the deadline (--timeout)")
+				err = errors.New("killed at the deadline (--timeout, or twice its CPU limit without one)")
 			}
 			c.fail(err, timedOut)
 			return nil, c.dead
