@@ -47,8 +47,7 @@ func BenchmarkColdDump(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			mem := ptrace.MemReader{PID: tg.PID}
-			p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto}, c.Check(mem))
+			p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto}, c.Check())
 			if err != nil {
 				b.Fatal(err)
 			}

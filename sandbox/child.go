@@ -77,7 +77,7 @@ func Main() int {
 		if err != nil {
 			return 0 // the parent is done (or gone)
 		}
-		if memc != nil && (m.Kind == kResolve || m.Kind == kSpace) {
+		if memc != nil && (m.Kind == kResolve || m.Kind == kSpace || m.Kind == kImages) {
 			memc.reset()
 		}
 		var up upMsg
@@ -98,6 +98,15 @@ func Main() int {
 			}
 			space = res.Space(m.Proc, mem)
 			continue
+		case kImages:
+			up.Kind = kImages
+			if m.Proc == nil || mem == nil {
+				return 1
+			}
+			if err := contain.Call("reading build ids", func() { resolve.CollectImages(m.Proc, mem) }); err != nil {
+				up.Err = err.Error()
+			}
+			up.BuildIDs, up.VDSO = m.Proc.BuildIDs, m.Proc.VDSO
 		case kCheck:
 			up.Kind = kCheck
 			if space != nil && m.Thread != nil {

@@ -22,7 +22,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -321,16 +320,15 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 
 // Check answers, in the child, whether a thread captured without a stop
 // unwinds completely (resolve.Space.CheckNoStop): for ptrace.Capture in
-// auto mode. The first thread of a capture sends the process (without its
-// threads) after reading its build ids and vdso from mem. A failed child
-// answers false: the thread is then stopped, as when in doubt.
-func (c *Child) Check(mem io.ReaderAt) ptrace.CheckFunc {
+// auto mode. The first thread of a capture has the child read the build
+// ids and vdso (Images) and sends the process (without its threads). A
+// failed child answers false: the thread is then stopped, as when in
+// doubt.
+func (c *Child) Check() ptrace.CheckFunc {
 	return func(p *ptrace.Process, th *ptrace.Thread) bool {
 		c.follow(p)
 		if c.space != p {
-			if p.BuildIDs == nil {
-				resolve.CollectImages(p, mem)
-			}
+			c.Images(p)
 			head := *p
 			head.Threads = nil
 			if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
@@ -341,6 +339,46 @@ func (c *Child) Check(mem io.ReaderAt) ptrace.CheckFunc {
 		up, err := c.roundTrip(&downMsg{Kind: kCheck, Thread: th}, c.killAt())
 		return err == nil && up.Kind == kCheck && up.Complete
 	}
+}
+
+// Images is resolve.CollectImages done in the child: the build id of each
+// mapped ELF file, read from the target's memory (ELF headers and notes,
+// the target's bytes), and the vdso image. What the child answers is
+// checked (hex build ids of mappings that exist, a vdso the size of its
+// mapping); when it fails, p gets no build ids (files are then matched by
+// device and inode) and err says why.
+func (c *Child) Images(p *ptrace.Process) error {
+	if p.BuildIDs != nil {
+		return nil
+	}
+	c.follow(p)
+	p.BuildIDs = map[uint64]string{}
+	head := *p
+	head.Threads, head.BuildIDs = nil, nil
+	up, err := c.roundTrip(&downMsg{Kind: kImages, Proc: &head}, c.killAt())
+	if err == nil && up.Kind != kImages {
+		err = fmt.Errorf("unexpected %q", up.Kind)
+	}
+	if err != nil {
+		return err
+	}
+	starts := map[uint64]bool{}
+	var vdsoSize uint64
+	for _, m := range p.Maps {
+		starts[m.Start] = true
+		if m.Kind == procmaps.KindVDSO {
+			vdsoSize = m.End - m.Start
+		}
+	}
+	for start, id := range up.BuildIDs {
+		if starts[start] && len(id) >= 2 && len(id) <= 128 && isHex(id) {
+			p.BuildIDs[start] = id
+		}
+	}
+	if len(p.VDSO) == 0 && len(up.VDSO) > 0 && uint64(len(up.VDSO)) == vdsoSize {
+		p.VDSO = up.VDSO
+	}
+	return nil
 }
 
 // Symbolize names addresses of the live process p (its maps and build

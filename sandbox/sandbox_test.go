@@ -93,13 +93,22 @@ func TestSameFramesAsInProcess(t *testing.T) {
 	}
 	c := startChild(t, liveConfig(), tgt)
 	mem := ptrace.MemReader{PID: tg.PID}
-	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto}, c.Check(mem))
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto}, c.Check())
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.Resolve(p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The build ids and vdso the child read are the ones read here.
+	if len(p.BuildIDs) < 2 || len(p.VDSO) == 0 {
+		t.Fatalf("child's images: %d build ids, %d-byte vdso", len(p.BuildIDs), len(p.VDSO))
+	}
+	mine := &ptrace.Process{PID: p.PID, Maps: p.Maps}
+	resolve.CollectImages(mine, mem)
+	if fmt.Sprint(mine.BuildIDs) != fmt.Sprint(p.BuildIDs) || string(mine.VDSO) != string(p.VDSO) {
+		t.Errorf("build ids from the child %v, here %v (vdso equal: %v)", p.BuildIDs, mine.BuildIDs, string(mine.VDSO) == string(p.VDSO))
 	}
 	want := resolve.NewResolver(symtab.New(symtab.Options{}), resolve.Options{Live: true}).Process(p, mem)
 	gc, wc := chains(got), chains(want)

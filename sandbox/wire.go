@@ -38,6 +38,7 @@ const (
 	kSetup   = "setup"   // down: the child's configuration
 	kResolve = "resolve" // down: resolve Proc; up: its result
 	kSpace   = "space"   // down: the process whose threads come to check
+	kImages  = "images"  // down: read Proc's build ids and vdso; up: them
 	kCheck   = "check"   // down: does Thread unwind completely? up: the answer
 	kHook    = "hook"    // down: a test hook; up: its answer
 	kNames   = "names"   // down: name Addrs in the space; up: their Frames
@@ -91,6 +92,8 @@ type upMsg struct {
 	Err      string           `json:"err,omitempty"`
 	Text     string           `json:"text,omitempty"`
 	Frames   [][]report.Frame `json:"frames,omitempty"`
+	BuildIDs map[uint64]string `json:"build_ids,omitempty"`
+	VDSO     []byte            `json:"vdso,omitempty"`
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.

@@ -84,22 +84,19 @@ func (s *session) closeSandboxes() {
 }
 
 // captureLive is resolve.CaptureLive, with the no-stop check (which
-// unwinds the thread) in the target's child when it has one.
+// unwinds the thread) and the build ids read from memory (ELF notes) in the
+// target's child when it has one.
 func (s *session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, error) {
 	child := s.sandboxFor(pid)
 	if child == nil {
 		return s.res.CaptureLive(pid, opt)
 	}
-	mem := ptrace.MemReader{PID: pid}
-	p, err := ptrace.Capture(pid, opt, func(p *ptrace.Process, th *ptrace.Thread) bool {
-		mem.PID = p.MemPID()
-		return child.Check(mem)(p, th)
-	})
+	p, err := ptrace.Capture(pid, opt, child.Check())
 	if err != nil {
 		return nil, err
 	}
-	if p.BuildIDs == nil {
-		resolve.CollectImages(p, ptrace.MemReader{PID: p.MemPID()})
+	if err := child.Images(p); err != nil {
+		s.warn("%v", err)
 	}
 	return p, nil
 }
@@ -139,7 +136,9 @@ func (c *common) sandboxLookup(pid int) (func(uint64) []report.Frame, func(), er
 		return nil, nil, nil
 	}
 	p := &ptrace.Process{Arch: arch.AMD64, PID: pid, Maps: maps}
-	resolve.CollectImages(p, ptrace.MemReader{PID: pid})
+	if err := child.Images(p); err != nil && !c.quiet {
+		printErr("stackshot: %v", err)
+	}
 	warned := false
 	return func(addr uint64) []report.Frame {
 		fr, err := child.Symbolize(p, []uint64{addr})
