@@ -440,7 +440,6 @@ func (c *Child) follow(p *ptrace.Process) {
 	}
 }
 
-//
 // Without a deadline (report takes no --timeout) one request may take
 // twice the child's CPU time limit in wall time: a child that sleeps
 // instead of answering does not hang stackshot.

@@ -78,20 +78,20 @@ type downMsg struct {
 }
 
 type upMsg struct {
-	Kind     string           `json:"k"`
-	Root     string           `json:"root,omitempty"`
-	Path     string           `json:"path,omitempty"`
-	Follow   bool             `json:"follow,omitempty"`
-	PID      int              `json:"pid,omitempty"`
-	Addr     uint64           `json:"addr,omitempty"`
-	Len      int              `json:"len,omitempty"`
-	Result   *report.Process  `json:"result,omitempty"`
-	Expired  bool             `json:"expired,omitempty"`
-	Budget   bool             `json:"budget,omitempty"`
-	Complete bool             `json:"complete,omitempty"`
-	Err      string           `json:"err,omitempty"`
-	Text     string           `json:"text,omitempty"`
-	Frames   [][]report.Frame `json:"frames,omitempty"`
+	Kind     string            `json:"k"`
+	Root     string            `json:"root,omitempty"`
+	Path     string            `json:"path,omitempty"`
+	Follow   bool              `json:"follow,omitempty"`
+	PID      int               `json:"pid,omitempty"`
+	Addr     uint64            `json:"addr,omitempty"`
+	Len      int               `json:"len,omitempty"`
+	Result   *report.Process   `json:"result,omitempty"`
+	Expired  bool              `json:"expired,omitempty"`
+	Budget   bool              `json:"budget,omitempty"`
+	Complete bool              `json:"complete,omitempty"`
+	Err      string            `json:"err,omitempty"`
+	Text     string            `json:"text,omitempty"`
+	Frames   [][]report.Frame  `json:"frames,omitempty"`
 	BuildIDs map[uint64]string `json:"build_ids,omitempty"`
 	VDSO     []byte            `json:"vdso,omitempty"`
 }
