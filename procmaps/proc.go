@@ -331,8 +331,10 @@ type Status struct {
 	PPid      int
 	TracerPid int
 	UID       int // real uid
-	VolCtx    uint64
-	NonVolCtx uint64
+	// UIDs and GIDs are the real, effective, saved and filesystem ids.
+	UIDs, GIDs [4]int
+	VolCtx     uint64
+	NonVolCtx  uint64
 }
 
 // ParseStatus parses /proc/PID/status.
@@ -361,6 +363,15 @@ func ParseStatus(b []byte) Status {
 		case "Uid":
 			if f := strings.Fields(v); len(f) > 0 {
 				s.UID, _ = strconv.Atoi(f[0])
+				for i := 0; i < len(f) && i < len(s.UIDs); i++ {
+					s.UIDs[i], _ = strconv.Atoi(f[i])
+				}
+			}
+		case "Gid":
+			for i, f := range strings.Fields(v) {
+				if i < len(s.GIDs) {
+					s.GIDs[i], _ = strconv.Atoi(f)
+				}
 			}
 		case "voluntary_ctxt_switches":
 			s.VolCtx, _ = strconv.ParseUint(v, 10, 64)

@@ -120,7 +120,7 @@ func (r *Resolver) lookupKernel(want map[string]bool) {
 	if len(want) == 0 {
 		return
 	}
-	got, _ := symtab.KallsymsAddrs("/proc/kallsyms", want)
+	got, _ := r.sym.KallsymsAddrs(want)
 	if r.kaddr == nil {
 		r.kaddr = map[string]uint64{}
 	}
@@ -193,7 +193,7 @@ func (r *Resolver) kernelFrames(th *ptrace.Thread, out []report.Frame) []report.
 func (r *Resolver) kallsyms() *symtab.Kallsyms {
 	if !r.kallOK {
 		r.kallOK = true
-		r.kall, _ = symtab.LoadKallsyms("/proc/kallsyms")
+		r.kall, _ = r.sym.Kallsyms()
 	}
 	return r.kall
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -100,11 +101,54 @@ func openPlain(path string) (*os.File, error) {
 	return f, err
 }
 
-// openELF opens p (inside root, see openIn) and parses its ELF headers.
+// Open implements Opener with openIn.
+func (SystemOpener) Open(root, p string, follow bool) (*os.File, error) {
+	f, _, err := openIn(root, p, follow)
+	return f, err
+}
+
+// OpenPerfMap implements Opener: the map inside root, without following a
+// final symlink, owned by the target's real or effective user or by root.
+// A JIT in a PID namespace names the file with its own pid, so the
+// innermost pid from /proc/PID/status (NSpid) is tried too.
+func (SystemOpener) OpenPerfMap(pid int, root string) (*os.File, error) {
+	st := readProcStatus(pid)
+	if !st.ok {
+		return nil, fmt.Errorf("perf map of process %d: its owner is unknown", pid)
+	}
+	owners := []uint32{0, st.ruid, st.euid}
+	pids := []int{pid}
+	if st.nspid > 0 && st.nspid != pid {
+		pids = append(pids, st.nspid)
+	}
+	var first error
+	for _, p := range pids {
+		f, err := openPerfMap(root, fmt.Sprintf("/tmp/perf-%d.map", p))
+		if err == nil {
+			if uid, ok := fileOwner(f); ok && slices.Contains(owners, uid) {
+				return f, nil
+			}
+			f.Close()
+			err = fmt.Errorf("perf map of process %d: owned by another user", pid)
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return nil, first
+}
+
+// openELF opens p (inside root, through the Opener) and parses its ELF
+// headers.
 func (s *Symbolizer) openELF(root, p string, follow bool) (*openFile, error) {
-	fh, st, err := openIn(root, p, follow)
+	fh, err := s.opener().Open(root, p, follow)
 	if err != nil {
 		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(fh.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		fh.Close()
+		return nil, fmt.Errorf("open %s: not a regular file", p)
 	}
 	f, err := s.parseFile(fh, st.Size, p)
 	if err != nil {

@@ -15,7 +15,7 @@ func (s *Symbolizer) openELF(root, p string, follow bool) (*openFile, error) {
 	if root != "" && root != "/" {
 		return nil, fmt.Errorf("open %s: target roots need Linux", p)
 	}
-	fh, err := openPlain(p)
+	fh, err := s.opener().Open(root, p, follow)
 	if err != nil {
 		return nil, err
 	}
@@ -64,4 +64,17 @@ func openPerfMap(root, p string) (*os.File, error) {
 		return nil, fmt.Errorf("open %s: target roots need Linux", p)
 	}
 	return openPlain(p)
+}
+
+// Open implements Opener: host paths only.
+func (SystemOpener) Open(root, p string, follow bool) (*os.File, error) {
+	if root != "" && root != "/" {
+		return nil, fmt.Errorf("open %s: target roots need Linux", p)
+	}
+	return openPlain(p)
+}
+
+// OpenPerfMap implements Opener: live targets need Linux.
+func (SystemOpener) OpenPerfMap(pid int, root string) (*os.File, error) {
+	return nil, fmt.Errorf("perf map of process %d: live targets need Linux", pid)
 }

@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"slices"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,25 +158,11 @@ func (s *Symbolizer) PerfMapFor(pid int, root string) *PerfMap {
 		if s.opts.PerfMap == "" {
 			return nil
 		}
-		return s.perfMapAt("", s.opts.PerfMap, nil)
+		op, p := s.opener(), s.opts.PerfMap
+		return s.perfMapAt("\x00"+p, func() (*os.File, error) { return op.Open("", p, true) })
 	}
-	st := readProcStatus(pid)
-	owners := []uint32{0}
-	if st.ok {
-		owners = append(owners, st.ruid, st.euid)
-	} else {
-		return nil // whose map it would be is unknown
-	}
-	pids := []int{pid}
-	if st.nspid > 0 && st.nspid != pid {
-		pids = append(pids, st.nspid)
-	}
-	for _, p := range pids {
-		if pm := s.perfMapAt(root, fmt.Sprintf("/tmp/perf-%d.map", p), owners); pm != nil {
-			return pm
-		}
-	}
-	return nil
+	op := s.opener()
+	return s.perfMapAt(fmt.Sprintf("%s\x00%d", root, pid), func() (*os.File, error) { return op.OpenPerfMap(pid, root) })
 }
 
 // AddPerfMap gives the perf map a saved capture carries for process pid:
@@ -191,10 +177,8 @@ func (s *Symbolizer) AddPerfMap(pid int, pm *PerfMap) {
 	s.perfMu.Unlock()
 }
 
-// perfMapAt loads the perf map at p inside root ("": a host file the
-// operator named), owned by one of owners (nil: any).
-func (s *Symbolizer) perfMapAt(root, p string, owners []uint32) *PerfMap {
-	key := root + "\x00" + p
+// perfMapAt loads the perf map open opens, cached under key.
+func (s *Symbolizer) perfMapAt(key string, open func() (*os.File, error)) *PerfMap {
 	now := time.Now()
 	s.perfMu.Lock()
 	e := s.perfMaps[key]
@@ -212,17 +196,11 @@ func (s *Symbolizer) perfMapAt(root, p string, owners []uint32) *PerfMap {
 		s.perfMu.Unlock()
 		return nil
 	}
-	f, err := openPerfMap(root, p)
+	f, err := open()
 	if err != nil {
 		return forget()
 	}
 	defer f.Close()
-	if owners != nil {
-		uid, ok := fileOwner(f)
-		if !ok || !slices.Contains(owners, uid) {
-			return forget()
-		}
-	}
 	st, err := f.Stat()
 	if err != nil {
 		return forget()
@@ -307,15 +285,19 @@ type Kallsyms struct {
 // stacks that show names with offsets but hide addresses ("[<0>]"). It
 // builds no index, so its cost is one read of the file.
 func KallsymsAddrs(path string, names map[string]bool) (map[string]uint64, error) {
-	out := make(map[string]uint64, len(names))
 	if len(names) == 0 {
-		return out, nil
+		return map[string]uint64{}, nil
 	}
 	f, err := openPlain(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return kallsymsAddrs(f, names)
+}
+
+func kallsymsAddrs(f io.Reader, names map[string]bool) (map[string]uint64, error) {
+	out := make(map[string]uint64, len(names))
 	sc := bufio.NewScanner(io.LimitReader(f, maxPerfMapBytes))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() && len(out) < len(names) {
@@ -349,6 +331,30 @@ func KallsymsAddrs(path string, names map[string]bool) (map[string]uint64, error
 		out[string(name)] = addr
 	}
 	return out, sc.Err()
+}
+
+// KallsymsAddrs is the package's KallsymsAddrs over /proc/kallsyms, opened
+// through the Symbolizer's Opener.
+func (s *Symbolizer) KallsymsAddrs(names map[string]bool) (map[string]uint64, error) {
+	if len(names) == 0 {
+		return map[string]uint64{}, nil
+	}
+	f, err := s.opener().Open("", KallsymsPath, true)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return kallsymsAddrs(f, names)
+}
+
+// Kallsyms loads /proc/kallsyms through the Symbolizer's Opener.
+func (s *Symbolizer) Kallsyms() (*Kallsyms, error) {
+	f, err := s.opener().Open("", KallsymsPath, true)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseKallsyms(io.LimitReader(f, maxPerfMapBytes))
 }
 
 // LoadKallsyms reads /proc/kallsyms (or a file of the same format).

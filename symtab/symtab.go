@@ -104,6 +104,8 @@ type Options struct {
 	// symbolizing, never during a capture's stop. nil: nothing fetched.
 	FetchDebug      func(ctx context.Context, buildID string) (path string, err error)
 	FetchExecutable func(ctx context.Context, buildID string) (path string, err error)
+	// Opener opens every file the Symbolizer reads (nil: SystemOpener).
+	Opener Opener
 }
 
 // ModuleRef says how to find the file behind a mapping of a target process.

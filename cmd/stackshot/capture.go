@@ -16,6 +16,7 @@ import (
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
+	"stackshot/sandbox"
 )
 
 func cmdCapture(args []string) error {
@@ -37,6 +38,7 @@ func cmdCapture(args []string) error {
 	s := newSession(c)
 	stop := s.catchSignals()
 	defer stop()
+	defer s.closeSandboxes()
 	deadline := time.Now().Add(c.timeout)
 	start := time.Now()
 	host, _ := os.Hostname()
@@ -144,10 +146,26 @@ func cmdReport(args []string) error {
 			return err
 		}
 		for _, sv := range saved {
-			res := resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && sv.Kernel, Sysroot: c.sysroot})
+			ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && sv.Kernel, Sysroot: c.sysroot}
+			res := resolve.NewResolver(sym, ropts)
 			p := sv.Process
 			if !c.keepThreads(p) {
 				continue
+			}
+			// A capture file is hostile: parsed in a sandboxed child. (A
+			// core's memory is read in-process: see the README.)
+			if sv.Mem == nil && !c.noSandbox {
+				if child := c.startSandbox(ropts, sandbox.Target{UID: -1, GID: -1}, path); child != nil {
+					rp, err := child.Resolve(p)
+					if err != nil && !c.quiet {
+						printErr("stackshot: %v", err)
+					}
+					c.noteSandbox(child)
+					child.Close()
+					rp.Warnings = append(rp.Warnings, sv.Warnings...)
+					procs = append(procs, rp)
+					continue
+				}
 			}
 			if sv.Mem != nil && p.BuildIDs == nil {
 				resolve.CollectImages(p, sv.Mem) // a core of another tool

@@ -94,9 +94,7 @@ func (s *session) dumpSnapshots() ([]*report.Process, int, error) {
 		last = map[int]*report.Process{}
 		final := round == c.diag.count-1
 		f, err := s.captureEach(began.Add(c.timeout), func(p *ptrace.Process) (func(), error) {
-			resolve := func(p *ptrace.Process) (*report.Process, error) {
-				return resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()})
-			}
+			resolve := s.resolveCaptured
 			if final {
 				resolve = s.resolveLive // the last snapshot is the report
 			}

@@ -20,6 +20,7 @@ import (
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
+	"stackshot/sandbox"
 	"stackshot/symtab"
 )
 
@@ -30,6 +31,7 @@ type session struct {
 	res    *resolve.Resolver
 	cancel <-chan struct{}
 	warned map[string]bool
+	boxes  map[int]*sandbox.Child // sandboxed children, by target (sandbox.go)
 }
 
 func newSession(c *common) *session { return newSessionFor(c, false) }
@@ -78,7 +80,7 @@ func (s *session) captureOptions(deadline time.Time) ptrace.Options {
 // capture takes one raw snapshot of pid, with build ids and the vdso.
 func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) {
 	resume := s.c.debuginfod.Pause() // (fetches wait for the threads to run again)
-	p, err := s.res.CaptureLive(pid, s.captureOptions(deadline))
+	p, err := s.captureLive(pid, s.captureOptions(deadline))
 	resume()
 	if err != nil {
 		return nil, explainCaptureError(pid, err)
@@ -130,7 +132,7 @@ func (s *session) captureEach(deadline time.Time, use func(*ptrace.Process) (kee
 
 // resolveLive unwinds, symbolizes and diagnoses a live capture.
 func (s *session) resolveLive(p *ptrace.Process) (*report.Process, error) {
-	rp, err := resolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()})
+	rp, err := s.resolveCaptured(p)
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +172,7 @@ func cmdDump(args []string) error {
 	s := newSession(c)
 	stop := s.catchSignals()
 	defer stop()
+	defer s.closeSandboxes()
 	var procs []*report.Process
 	var failed int
 	var err error

@@ -48,6 +48,8 @@ type common struct {
 	otlp                       *otlpFlags         // record: sending to a collector (otlp.go)
 	noDebuginfod               bool               // --no-debuginfod
 	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (debuginfod.go)
+	noSandbox                  bool               // parse the target's bytes in-process (sandbox.go)
+	boxExpired, boxBudget      bool               // what a sandboxed child's symbolizer could not do
 }
 
 // Groups of flags, by what they are for.
@@ -62,14 +64,15 @@ const (
 	fCapture             // --mode, --consistent, --timeout, --stack-bytes
 	fQuiet               // -q
 	fRecord              // -F, -d, --per-thread, --idle
+	fSandbox             // --no-sandbox
 )
 
 var flagSets = map[string]int{
-	"dump":      fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fQuiet,
+	"dump":      fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fQuiet | fSandbox,
 	"record":    fPID | fFormat | fOutput | fTID | fKernel | fUnwind | fCapture | fQuiet | fRecord,
-	"capture":   fPID | fFormat | fOutput | fTID | fKernel | fCapture | fQuiet,
-	"report":    fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fQuiet,
-	"symbolize": fPID | fUnwind,
+	"capture":   fPID | fFormat | fOutput | fTID | fKernel | fCapture | fQuiet | fSandbox,
+	"report":    fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fQuiet | fSandbox,
+	"symbolize": fPID | fUnwind | fSandbox,
 }
 
 // fOld are the flags every command took before each took only its own.
@@ -162,6 +165,9 @@ func (c *common) register(name string, set int, v *common) {
 		fs.DurationVarP(&v.duration, "duration", "d", 10*time.Second, "how long to record")
 		fs.BoolVar(&v.perThread, "per-thread", false, "thread name as the root frame")
 		fs.BoolVar(&v.idle, "idle", false, "also sample threads that are not running (a wall-clock profile)")
+	}
+	if set&fSandbox != 0 {
+		fs.BoolVar(&v.noSandbox, "no-sandbox", false, "parse the target's files and stacks inside stackshot itself, not in an unprivileged child")
 	}
 	if set&fQuiet != 0 {
 		fs.BoolVarP(&v.quiet, "quiet", "q", false, "no progress or warnings on stderr")
@@ -318,10 +324,10 @@ func (c *common) symbolizerNotes(sym *symtab.Symbolizer) {
 	if c.quiet {
 		return
 	}
-	if sym.Expired() {
+	if sym.Expired() || c.boxExpired {
 		printErr("stackshot: some frames are shown unresolved (symbolization did not finish within --timeout %v; give a longer --timeout)", c.timeout)
 	}
-	if sym.BudgetExceeded() {
+	if sym.BudgetExceeded() || c.boxBudget {
 		printErr("stackshot: some modules show fewer names (their symbols and debug info exceed the budget; raise it with --max-debug-bytes)")
 	}
 }

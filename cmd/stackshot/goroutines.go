@@ -20,7 +20,6 @@ func goroutineFlags(c *common) {
 	c.fs.BoolVar(&c.noGoroutines, "no-goroutines", false, "no goroutines")
 }
 
-
 // addGoroutines reads a Go process's goroutines into rp (see
 // goruntime.Live), grouped as the flags say.
 func (s *session) addGoroutines(p *ptrace.Process, rp *report.Process, deadline time.Time) {

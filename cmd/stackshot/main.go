@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"stackshot/internal/safefile"
+	"stackshot/sandbox"
 )
 
 // Exit codes of the command-line contract.
@@ -55,6 +56,11 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
+	// The sandboxed child (see package sandbox): nothing else runs there.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ChildCommand {
+		os.Exit(sandbox.Main())
+	}
+	sandbox.Prepare()
 	// STACKSHOT_CPUPROFILE=FILE profiles stackshot itself (for development).
 	if path := os.Getenv("STACKSHOT_CPUPROFILE"); path != "" {
 		if f, err := safefile.Create(path, safefile.Private); err == nil {

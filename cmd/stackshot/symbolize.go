@@ -46,9 +46,22 @@ func cmdSymbolize(args []string) error {
 	case len(c.pids) > 1:
 		return usageErr("symbolize takes one -p PID", "addresses are in one process", "")
 	}
-	lookup, err := addressLookup(c.newSymbolizer(), o.exe, c.pids)
-	if err != nil {
-		return err
+	var lookup func(uint64) []report.Frame
+	if o.exe == "" {
+		l, done, err := c.sandboxLookup(c.pids[0])
+		if err != nil {
+			return err
+		}
+		if done != nil {
+			defer done()
+		}
+		lookup = l
+	}
+	if lookup == nil {
+		var err error
+		if lookup, err = addressLookup(c.newSymbolizer(), o.exe, c.pids); err != nil {
+			return err
+		}
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()

@@ -1,0 +1,308 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"stackshot/internal/contain"
+	"stackshot/report"
+	"stackshot/resolve"
+	"stackshot/symtab"
+)
+
+// ChildCommand is the hidden subcommand that runs the child: stackshot
+// re-executes itself with it, the socket as descriptor 3.
+const ChildCommand = "__resolve"
+
+// childSock is the child's end of the socket.
+const childSock = 3
+
+// Main runs the sandboxed child and returns its exit code. Run by hand
+// (without the parent's socket as descriptor 3) it refuses.
+func Main() int {
+	if d, err := unix.GetsockoptInt(childSock, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || d != unix.AF_UNIX {
+		fmt.Fprintf(os.Stderr, "stackshot: %s is not a command (it is stackshot's own sandboxed parser, started by stackshot itself; run 'stackshot help')\n", ChildCommand)
+		return 2
+	}
+	down := newDownReader()
+	m, fd, err := down.recv(childSock)
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	if err != nil || m.Kind != kSetup || m.Setup == nil {
+		return 1
+	}
+	cfg := m.Setup
+	if err := lockdown(cfg); err != nil {
+		sendUp(childSock, &upMsg{Kind: kSetup, Err: err.Error()})
+		return 1
+	}
+	if err := sendUp(childSock, &upMsg{Kind: kSetup}); err != nil {
+		return 1
+	}
+	c := &client{sock: childSock, down: down}
+	so := symtab.Options{DebugDirs: cfg.DebugDirs, NoDemangle: cfg.NoDemangle, NamesOnly: cfg.NamesOnly,
+		MaxDebugBytes: cfg.MaxDebugBytes, MaxSectionBytes: cfg.MaxSectionBytes, PerfMap: cfg.PerfMap,
+		Opener: c}
+	if !cfg.Deadline.IsZero() {
+		ctx, cancel := context.WithDeadline(context.Background(), cfg.Deadline)
+		defer cancel()
+		so.Context = ctx
+	}
+	sym := symtab.New(so)
+	res := resolve.NewResolver(sym, resolve.Options{MaxFrames: cfg.MaxFrames, Kernel: cfg.Kernel,
+		Live: cfg.Live, KernelAddrs: cfg.KernelAddrs})
+	var mem io.ReaderAt
+	var memc *memClient
+	if cfg.Live {
+		memc = &memClient{c: c}
+		mem = memc
+	}
+	var space *resolve.Space
+	for {
+		m, fd, err := down.recv(childSock)
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return 0 // the parent is done (or gone)
+		}
+		if memc != nil && (m.Kind == kResolve || m.Kind == kSpace || m.Kind == kImages) {
+			memc.reset()
+		}
+		var up upMsg
+		switch m.Kind {
+		case kResolve:
+			if m.Proc == nil {
+				return 1
+			}
+			hookBeforeResolve(cfg.Hook)
+			up.Kind = kResolve
+			if err := contain.Call("resolving a process", func() { up.Result = res.Process(m.Proc, mem) }); err != nil {
+				up.Err = err.Error()
+			}
+			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
+		case kSpace:
+			if m.Proc == nil {
+				return 1
+			}
+			space = res.Space(m.Proc, mem)
+			continue
+		case kImages:
+			up.Kind = kImages
+			if m.Proc == nil || mem == nil {
+				return 1
+			}
+			if err := contain.Call("reading build ids", func() { resolve.CollectImages(m.Proc, mem) }); err != nil {
+				up.Err = err.Error()
+			}
+			up.BuildIDs, up.VDSO = m.Proc.BuildIDs, m.Proc.VDSO
+		case kCheck:
+			up.Kind = kCheck
+			if space != nil && m.Thread != nil {
+				up.Complete = space.CheckNoStop(m.Thread)
+			}
+		case kNames:
+			hookBeforeResolve(cfg.Hook)
+			up.Kind = kNames
+			if space == nil || len(m.Addrs) > maxAddrs {
+				return 1
+			}
+			for _, a := range m.Addrs {
+				var fr []report.Frame
+				if err := contain.Call("naming an address", func() { fr = res.Symbolize(space, a, true) }); err != nil {
+					fr = []report.Frame{{PC: a, Kind: "user"}}
+				}
+				up.Frames = append(up.Frames, fr)
+			}
+			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
+		case kHook:
+			up.Kind, up.Text = kHook, runHook(m.Hook)
+		default:
+			return 1
+		}
+		if err := sendUp(childSock, &up); err != nil {
+			return 1
+		}
+	}
+}
+
+// lockdown takes from the child what a parser never needs, before it reads
+// anything the target wrote: it cannot be ptraced (not dumpable) nor gain
+// privileges (no_new_privs), is bounded in memory and CPU time, and cannot
+// open files, execute programs, use sockets or touch other processes'
+// memory (seccomp, every thread).
+func lockdown(cfg *setup) error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if cfg.MemoryLimit > 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_AS, &unix.Rlimit{Cur: cfg.MemoryLimit, Max: cfg.MemoryLimit}); err != nil {
+			return fmt.Errorf("setrlimit(RLIMIT_AS): %w", err)
+		}
+		// The collector works harder well before the address space ends.
+		debug.SetMemoryLimit(int64(cfg.MemoryLimit / 2))
+	}
+	if cfg.CPUSeconds > 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: cfg.CPUSeconds, Max: cfg.CPUSeconds}); err != nil {
+			return fmt.Errorf("setrlimit(RLIMIT_CPU): %w", err)
+		}
+	}
+	// The local time zone is read lazily from /etc/localtime: now, while
+	// files can still be opened.
+	time.Now().Zone()
+	return loadFilter()
+}
+
+// client is the child's side of the calls it makes to its parent: one at
+// a time (the socket carries one conversation).
+type client struct {
+	mu   sync.Mutex
+	sock int
+	down *downReader // shared with the main loop, which waits meanwhile
+}
+
+func (c *client) call(m *upMsg) (*downMsg, int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := sendUp(c.sock, m); err != nil {
+		return nil, -1, err
+	}
+	r, fd, err := c.down.recv(c.sock)
+	if err != nil {
+		return nil, -1, err
+	}
+	if r.Kind != kReply {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return nil, -1, fmt.Errorf("unexpected %q from the parent", r.Kind)
+	}
+	if r.Err != "" {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return nil, -1, errors.New(r.Err)
+	}
+	return r, fd, nil
+}
+
+func (c *client) openFile(m *upMsg, name string) (*os.File, error) {
+	_, fd, err := c.call(m)
+	if err != nil {
+		return nil, err
+	}
+	if fd < 0 {
+		return nil, fmt.Errorf("open %s: no descriptor from the parent", name)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// Open implements symtab.Opener: the parent opens the file, with its
+// checks, and hands over the descriptor.
+func (c *client) Open(root, p string, follow bool) (*os.File, error) {
+	return c.openFile(&upMsg{Kind: kOpen, Root: root, Path: p, Follow: follow}, p)
+}
+
+// OpenPerfMap implements symtab.Opener.
+func (c *client) OpenPerfMap(pid int, root string) (*os.File, error) {
+	return c.openFile(&upMsg{Kind: kPerfMap, PID: pid, Root: root}, fmt.Sprintf("/tmp/perf-%d.map", pid))
+}
+
+// memClient reads the live target's memory through the parent, in
+// requests of at most maxMemRead bytes. Small reads (the unwinder's: code
+// bytes, stack words) go by whole pages, kept until the next request from
+// the parent (reset): every thread of a capture runs the same code, so most
+// reads are then answered without a round trip.
+type memClient struct {
+	c     *client
+	mu    sync.Mutex
+	pages map[uint64][]byte // page address -> its bytes (short: the readable part)
+}
+
+const (
+	pageSize     = 4096
+	maxCachePage = 4096 // 16 MiB of cached memory at most
+)
+
+// reset forgets the cached pages: the target has run since.
+func (m *memClient) reset() {
+	m.mu.Lock()
+	m.pages = nil
+	m.mu.Unlock()
+}
+
+// ReadAt implements io.ReaderAt as ptrace.MemReader does: an error for a
+// short read.
+func (m *memClient) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) <= pageSize {
+		return m.readCached(p, uint64(off))
+	}
+	return m.readDirect(p, uint64(off))
+}
+
+func (m *memClient) readCached(p []byte, addr uint64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for n < len(p) {
+		a := addr + uint64(n)
+		base := a &^ (pageSize - 1)
+		pg, ok := m.pages[base]
+		if !ok {
+			if len(m.pages) >= maxCachePage {
+				m.pages = nil
+			}
+			buf := make([]byte, pageSize)
+			got, _ := m.readDirect(buf, base)
+			pg = buf[:got]
+			if m.pages == nil {
+				m.pages = map[uint64][]byte{}
+			}
+			m.pages[base] = pg
+		}
+		in := int(a - base)
+		if in >= len(pg) {
+			return n, fmt.Errorf("reading %#x: short read (%d of %d)", addr, n, len(p))
+		}
+		c := copy(p[n:], pg[in:])
+		n += c
+		if in+c < pageSize && n < len(p) {
+			return n, fmt.Errorf("reading %#x: short read (%d of %d)", addr, n, len(p))
+		}
+	}
+	return n, nil
+}
+
+func (m *memClient) readDirect(p []byte, addr uint64) (int, error) {
+	n := 0
+	for n < len(p) {
+		want := min(len(p)-n, maxMemRead)
+		r, fd, err := m.c.call(&upMsg{Kind: kMem, Addr: addr + uint64(n), Len: want})
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return n, err
+		}
+		got := copy(p[n:n+want], r.Data)
+		n += got
+		if got < want {
+			return n, fmt.Errorf("reading %#x: short read (%d of %d)", addr, n, len(p))
+		}
+	}
+	return n, nil
+}

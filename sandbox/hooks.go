@@ -1,0 +1,81 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestHook, set by tests only (and by stackshot built with the
+// stackshot_testhooks tag, from STACKSHOT_TEST_SANDBOX_HOOK), makes the
+// child misbehave on purpose when asked to resolve or to name addresses:
+//
+//	"crash"  the child panics (uncontained) when asked to resolve
+//	"hang"   the child sleeps when asked to resolve (until killed)
+//	"oom"    the child allocates past its memory limit when asked to resolve
+//
+// and Child.Probe asks it what a refused system call gets ("open", "exec",
+// "socket", "ptrace", "vm_readv"), or to spin on the CPU ("spin").
+var TestHook string
+
+// TestEnv, set by stackshot built with the stackshot_testhooks tag only, is
+// added to the child's environment: the other packages' test hooks
+// (STACKSHOT_TEST_*) then act in the child too.
+var TestEnv []string
+
+func hookBeforeResolve(hook string) {
+	switch hook {
+	case "crash":
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			panic("test hook: the sandboxed child crashes")
+		}()
+		<-done
+	case "hang":
+		time.Sleep(time.Hour)
+	case "oom":
+		var keep [][]byte
+		for {
+			keep = append(keep, make([]byte, 64<<20)) // address space, untouched
+		}
+	}
+}
+
+// runHook answers a probe from the parent: what a system call the filter
+// refuses gets here ("opened"/"ok" if it was allowed).
+func runHook(hook string) string {
+	var err error
+	switch hook {
+	case "open":
+		var f *os.File
+		if f, err = os.Open("/etc/hostname"); err == nil {
+			f.Close()
+		}
+	case "exec":
+		err = unix.Exec("/bin/true", []string{"true"}, nil)
+	case "socket":
+		var fd int
+		if fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0); err == nil {
+			unix.Close(fd)
+		}
+	case "ptrace":
+		err = unix.PtraceAttach(os.Getppid())
+	case "vm_readv":
+		buf := make([]byte, 8)
+		_, err = unix.ProcessVMReadv(os.Getppid(), []unix.Iovec{{Base: &buf[0], Len: 8}},
+			[]unix.RemoteIovec{{Base: 0x1000, Len: 8}}, 0)
+	case "spin":
+		for {
+		}
+	default:
+		return ""
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "ok"
+}

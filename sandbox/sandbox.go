@@ -1,0 +1,702 @@
+//go:build linux
+
+// Package sandbox parses what a hostile target controls where a
+// compromise gains nothing.
+//
+// stackshot runs as root against processes that may be compromised; the
+// bytes it parses (ELF, DWARF, CFI, the Go pclntab, perf maps, the stacks
+// of a capture) are the target's. The privileged parent keeps what needs
+// privilege: ptrace, opening files through the target's view (map_files,
+// openat2 inside its root, with symtab.SystemOpener's checks) and reading
+// its memory. A child, stackshot re-executed as ChildCommand, unwinds and
+// symbolizes: it runs as an unprivileged user that is not the target's,
+// not dumpable, with no_new_privs, memory and CPU rlimits and a seccomp
+// filter that refuses open, execve, sockets and ptrace. It asks its
+// parent, over a unix socket, for each file (the parent opens it, checks
+// the child may read it, and hands over the descriptor) and each piece of
+// live memory (bounded reads of the one target). A crash, a limit hit or
+// a timeout in the child costs that process its names, nothing else.
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"stackshot/procmaps"
+	"stackshot/ptrace"
+	"stackshot/report"
+	"stackshot/resolve"
+	"stackshot/symtab"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMemoryLimit is the child's address space: Go reserves about
+	// 1.5 GiB of it at start; the rest holds the debug-data budget
+	// (512 MiB by default) several times over.
+	DefaultMemoryLimit = 4 << 30
+	DefaultCPUSeconds  = 120
+	// grace is how long past the deadline a child may answer before it
+	// is killed: its own symbolizer stops at the deadline.
+	grace = 2 * time.Second
+	// startWait bounds the child's start (exec, lockdown).
+	startWait = 10 * time.Second
+)
+
+// Config is what a child is started with.
+type Config struct {
+	Symtab  symtab.Options // Context and Opener are ignored: see Deadline
+	Resolve resolve.Options
+	// Deadline bounds the child's work (a --timeout); past it and a
+	// grace period the child is killed. Zero: none.
+	Deadline    time.Time
+	MemoryLimit uint64 // RLIMIT_AS of the child (0: DefaultMemoryLimit)
+	CPUSeconds  uint64 // RLIMIT_CPU of the child (0: DefaultCPUSeconds)
+}
+
+// Target is the process a child works for: the only one whose files and
+// memory it may ask for.
+type Target struct {
+	PID    int // 0: none (a saved capture)
+	MemPID int // where memory is read (see ptrace.Process.MemPID); 0: PID
+	UID    int // owner of the target (effective uid), -1 unknown
+	GID    int // its group, -1 unknown
+}
+
+// TargetOf describes a live process, from /proc/PID/status.
+func TargetOf(pid int) (Target, error) {
+	st, err := procmaps.ReadStatus(pid)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{PID: pid, UID: st.UIDs[1], GID: st.GIDs[1]}, nil
+}
+
+// Needed reports whether a live process's parsing belongs in a child:
+// when its owner is not stackshot's own user (root dumping a service's
+// process), or when it lives in another mount namespace (a container,
+// whose files are its own, even when it runs as root).
+// STACKSHOT_SANDBOX=1 asks for it always, =0 never.
+func Needed(pid int) bool {
+	switch os.Getenv("STACKSHOT_SANDBOX") {
+	case "1":
+		return true
+	case "0":
+		return false
+	}
+	st, err := procmaps.ReadStatus(pid)
+	if err != nil {
+		return true // unknown owner: assume the worst
+	}
+	me := os.Geteuid()
+	for _, u := range st.UIDs {
+		if u != me {
+			return true
+		}
+	}
+	theirs, err1 := os.Readlink(procmaps.Proc + "/" + strconv.Itoa(pid) + "/ns/mnt")
+	ours, err2 := os.Readlink(procmaps.Proc + "/self/ns/mnt")
+	return err1 != nil || err2 != nil || theirs != ours
+}
+
+// Forced reports whether STACKSHOT_SANDBOX=1 asks for the child whatever
+// the owner (tests, and operators who want it for their own processes).
+func Forced() bool { return os.Getenv("STACKSHOT_SANDBOX") == "1" }
+
+var (
+	exeOnce sync.Once
+	exeFile *os.File
+	exeErr  error
+)
+
+// Prepare opens stackshot's own executable, the child's image, before
+// anything else runs: a binary replaced on disk later is not the one
+// re-executed.
+//
+// It also marks every descriptor stackshot inherited close-on-exec: the
+// child gets only its socket, never a file the operator's shell left open.
+func Prepare() {
+	exeOnce.Do(func() {
+		exeFile, exeErr = os.OpenFile("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+			// Before Linux 5.11: one by one.
+			if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+				for _, e := range ents {
+					if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+						unix.CloseOnExec(fd)
+					}
+				}
+			}
+		}
+	})
+}
+
+// Child is a running sandboxed parser. Its methods are for one goroutine
+// at a time.
+type Child struct {
+	cmd     *exec.Cmd
+	sock    int
+	cfg     Config
+	t       Target
+	roots   []string // the target's roots it may open files in
+	stderr  *boundedBuffer
+	dead    error // set once the child failed: it is not asked again
+	done    chan struct{}
+	expired bool
+	budget  bool
+	space   *ptrace.Process
+	calls   map[string]int // calls served, by kind
+	down    *downWriter
+}
+
+// Start starts a child for target t. An error means no child runs (no
+// unprivileged user, no seccomp, ...): the caller parses in-process, and
+// says so.
+func Start(cfg Config, t Target) (*Child, error) {
+	Prepare()
+	if exeErr != nil {
+		return nil, fmt.Errorf("cannot re-execute stackshot: %v", exeErr)
+	}
+	if t.MemPID == 0 {
+		t.MemPID = t.PID
+	}
+	if cfg.MemoryLimit == 0 {
+		cfg.MemoryLimit = DefaultMemoryLimit
+		// A budget raised past the default (--max-debug-bytes) gets room.
+		if extra := cfg.Symtab.MaxDebugBytes - 512<<20; extra > 0 {
+			cfg.MemoryLimit += 2 * uint64(extra)
+		}
+	}
+	if cfg.CPUSeconds == 0 {
+		cfg.CPUSeconds = DefaultCPUSeconds
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	childEnd := os.NewFile(uintptr(fds[1]), "sandbox")
+	defer childEnd.Close()
+	c := &Child{sock: fds[0], cfg: cfg, t: t, stderr: &boundedBuffer{max: 4096}, done: make(chan struct{}), down: newDownWriter()}
+	if t.PID != 0 {
+		c.roots = []string{procmaps.RootPath(t.PID)}
+	}
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/fd/" + strconv.Itoa(int(exeFile.Fd())),
+		Args:       []string{"stackshot", ChildCommand},
+		Env:        childEnv(),
+		Dir:        "/",
+		ExtraFiles: []*os.File{childEnd},
+		Stderr:     c.stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Pdeathsig: syscall.SIGKILL,
+			Setsid:    true,
+		},
+	}
+	if os.Geteuid() == 0 {
+		uid, gid, err := childUser(t)
+		if err != nil {
+			unix.Close(c.sock)
+			return nil, err
+		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+	}
+	if err := cmd.Start(); err != nil {
+		unix.Close(c.sock)
+		return nil, fmt.Errorf("cannot start the sandboxed parser: %v", err)
+	}
+	c.cmd = cmd
+	go func() { cmd.Wait(); close(c.done) }()
+	st := &setup{DebugDirs: cfg.Symtab.DebugDirs, NoDemangle: cfg.Symtab.NoDemangle, NamesOnly: cfg.Symtab.NamesOnly,
+		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
+		Deadline: cfg.Deadline, MaxFrames: cfg.Resolve.MaxFrames, Kernel: cfg.Resolve.Kernel, Live: cfg.Resolve.Live,
+		KernelAddrs: cfg.Resolve.KernelAddrs, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, Hook: TestHook}
+	up, err := c.roundTrip(&downMsg{Kind: kSetup, Setup: st}, time.Now().Add(startWait))
+	if err == nil && up.Kind != kSetup {
+		err = fmt.Errorf("unexpected %q", up.Kind)
+	}
+	if err == nil && up.Err != "" {
+		err = errors.New(up.Err)
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("the sandboxed parser did not start (%v)", err)
+	}
+	return c, nil
+}
+
+// childEnv is the child's whole environment: nothing of the operator's
+// but the time zone.
+func childEnv() []string {
+	// Go keeps cgroup files open to follow CPU limits unless told not
+	// to: the child is to hold no descriptor but its socket. It runs with
+	// the parent's GOMAXPROCS.
+	env := []string{"GODEBUG=containermaxprocs=0,updatemaxprocs=0", "GOMAXPROCS=" + strconv.Itoa(runtime.GOMAXPROCS(0))}
+	if tz, ok := os.LookupEnv("TZ"); ok {
+		env = append(env, "TZ="+tz)
+	}
+	env = append(env, TestEnv...)
+	return env
+}
+
+// childUser is the unprivileged user the child runs as: nobody, or, for a
+// target that runs as nobody, the unnamed uid and gid one below it (a
+// child running as the target's user could be ptraced by the target, or
+// signal it).
+func childUser(t Target) (uint32, uint32, error) {
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		return 0, 0, fmt.Errorf("no user nobody to run the sandboxed parser as (%v)", err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil || uid == 0 {
+		return 0, 0, fmt.Errorf("user nobody has uid %s gid %s", u.Uid, u.Gid)
+	}
+	if int(uid) == t.UID {
+		uid--
+	}
+	if int(gid) == t.GID {
+		gid--
+	}
+	return uint32(uid), uint32(gid), nil
+}
+
+// PID is the child's process id.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
+
+// Close ends the child (closing its socket ends it; it is killed if it
+// lingers) and waits for it.
+func (c *Child) Close() error {
+	if c.sock >= 0 {
+		unix.Close(c.sock)
+		c.sock = -1
+	}
+	if c.cmd == nil {
+		return nil
+	}
+	select {
+	case <-c.done:
+	case <-time.After(time.Second):
+		c.cmd.Process.Kill()
+		<-c.done
+	}
+	return nil
+}
+
+// Expired and BudgetExceeded report what the child's symbolizer reported
+// with its last result (see symtab.Symbolizer).
+func (c *Child) Expired() bool        { return c.expired }
+func (c *Child) BudgetExceeded() bool { return c.budget }
+
+// Resolve unwinds and symbolizes a capture in the child. When the child
+// fails (crash, limit, timeout) the process comes back with its threads
+// unresolved and the reason as each thread's error, and err says why.
+func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
+	c.follow(p)
+	up, err := c.roundTrip(&downMsg{Kind: kResolve, Proc: p}, c.killAt())
+	if err == nil && (up.Kind != kResolve || up.Result == nil) {
+		err = fmt.Errorf("no result (%s)", up.Err)
+	}
+	if err != nil {
+		err = fmt.Errorf("names of process %d lost: the sandboxed parser failed (%v)", p.PID, err)
+		return c.Unresolved(p, err.Error()), err
+	}
+	c.expired = c.expired || up.Expired
+	c.budget = c.budget || up.Budget
+	return up.Result, nil
+}
+
+// Check answers, in the child, whether a thread captured without a stop
+// unwinds completely (resolve.Space.CheckNoStop): for ptrace.Capture in
+// auto mode. The first thread of a capture has the child read the build
+// ids and vdso (Images) and sends the process (without its threads). A
+// failed child answers false: the thread is then stopped, as when in
+// doubt.
+func (c *Child) Check() ptrace.CheckFunc {
+	return func(p *ptrace.Process, th *ptrace.Thread) bool {
+		c.follow(p)
+		if c.space != p {
+			c.Images(p)
+			head := *p
+			head.Threads = nil
+			if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
+				return false
+			}
+			c.space = p
+		}
+		up, err := c.roundTrip(&downMsg{Kind: kCheck, Thread: th}, c.killAt())
+		return err == nil && up.Kind == kCheck && up.Complete
+	}
+}
+
+// Images is resolve.CollectImages done in the child: the build id of each
+// mapped ELF file, read from the target's memory (ELF headers and notes,
+// the target's bytes), and the vdso image. What the child answers is
+// checked (hex build ids of mappings that exist, a vdso the size of its
+// mapping); when it fails, p gets no build ids (files are then matched by
+// device and inode) and err says why.
+func (c *Child) Images(p *ptrace.Process) error {
+	if p.BuildIDs != nil {
+		return nil
+	}
+	c.follow(p)
+	p.BuildIDs = map[uint64]string{}
+	head := *p
+	head.Threads, head.BuildIDs = nil, nil
+	up, err := c.roundTrip(&downMsg{Kind: kImages, Proc: &head}, c.killAt())
+	if err == nil && up.Kind != kImages {
+		err = fmt.Errorf("unexpected %q", up.Kind)
+	}
+	if err != nil {
+		return err
+	}
+	starts := map[uint64]bool{}
+	var vdsoSize uint64
+	for _, m := range p.Maps {
+		starts[m.Start] = true
+		if m.Kind == procmaps.KindVDSO {
+			vdsoSize = m.End - m.Start
+		}
+	}
+	for start, id := range up.BuildIDs {
+		if starts[start] && len(id) >= 2 && len(id) <= 128 && isHex(id) {
+			p.BuildIDs[start] = id
+		}
+	}
+	if len(p.VDSO) == 0 && len(up.VDSO) > 0 && uint64(len(up.VDSO)) == vdsoSize {
+		p.VDSO = up.VDSO
+	}
+	return nil
+}
+
+// Symbolize names addresses of the live process p (its maps and build
+// ids read by the parent, without threads), as resolve.Resolver.Symbolize
+// does: each address's logical frames, innermost first. When the child
+// fails, the addresses come back unnamed and err says why.
+func (c *Child) Symbolize(p *ptrace.Process, addrs []uint64) ([][]report.Frame, error) {
+	c.follow(p)
+	if c.space != p {
+		head := *p
+		head.Threads = nil
+		if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
+			return unnamed(addrs), err
+		}
+		c.space = p
+	}
+	var out [][]report.Frame
+	for len(addrs) > 0 {
+		n := min(len(addrs), maxAddrs)
+		up, err := c.roundTrip(&downMsg{Kind: kNames, Addrs: addrs[:n]}, c.killAt())
+		if err == nil && (up.Kind != kNames || len(up.Frames) != n) {
+			err = fmt.Errorf("%d names for %d addresses", len(up.Frames), n)
+		}
+		if err != nil {
+			return append(out, unnamed(addrs)...), fmt.Errorf("names lost: the sandboxed parser failed (%v)", err)
+		}
+		c.expired = c.expired || up.Expired
+		c.budget = c.budget || up.Budget
+		out = append(out, up.Frames...)
+		addrs = addrs[n:]
+	}
+	return out, nil
+}
+
+func unnamed(addrs []uint64) [][]report.Frame {
+	out := make([][]report.Frame, len(addrs))
+	for i, a := range addrs {
+		out[i] = []report.Frame{{PC: a, Kind: "user"}}
+	}
+	return out
+}
+
+// Probe runs a test hook in the child (see TestHook) and returns its
+// answer.
+func (c *Child) Probe(hook string) (string, error) {
+	up, err := c.roundTrip(&downMsg{Kind: kHook, Hook: hook}, c.killAt())
+	if err != nil {
+		return "", err
+	}
+	return up.Text, nil
+}
+
+// follow reads memory where the parent's capture of the target does (a
+// live thread when the main thread has exited); a capture of another
+// process (a saved one) changes nothing.
+func (c *Child) follow(p *ptrace.Process) {
+	if c.t.PID != 0 && p.PID == c.t.PID {
+		c.t.MemPID = p.MemPID()
+	}
+}
+
+// Without a deadline (report takes no --timeout) one request may take
+// twice the child's CPU time limit in wall time: a child that sleeps
+// instead of answering does not hang stackshot.
+func (c *Child) killAt() time.Time {
+	if c.cfg.Deadline.IsZero() {
+		return time.Now().Add(2 * time.Duration(c.cfg.CPUSeconds) * time.Second)
+	}
+	return c.cfg.Deadline.Add(grace)
+}
+
+func (c *Child) send(m *downMsg) error {
+	if c.dead != nil {
+		return c.dead
+	}
+	if err := c.down.send(c.sock, m, -1); err != nil {
+		c.fail(err, false)
+		return c.dead
+	}
+	return nil
+}
+
+// roundTrip sends m and serves the child's calls until it answers. Past
+// killAt (zero: never) the child is killed, which ends the wait.
+func (c *Child) roundTrip(m *downMsg, killAt time.Time) (*upMsg, error) {
+	if err := c.send(m); err != nil {
+		return nil, err
+	}
+	var timedOut bool
+	if !killAt.IsZero() {
+		var mu sync.Mutex
+		t := time.AfterFunc(time.Until(killAt), func() {
+			mu.Lock()
+			timedOut = true
+			mu.Unlock()
+			c.cmd.Process.Kill()
+		})
+		defer func() { t.Stop(); mu.Lock(); mu.Unlock() }()
+	}
+	for {
+		up, err := recvUp(c.sock)
+		if err != nil {
+			if timedOut {
+				err = errors.New("killed at the deadline (--timeout, or twice its CPU limit without one)")
+			}
+			c.fail(err, timedOut)
+			return nil, c.dead
+		}
+		switch up.Kind {
+		case kOpen, kPerfMap, kMem:
+			if err := c.serve(up); err != nil {
+				c.fail(err, false)
+				return nil, c.dead
+			}
+		default:
+			return up, nil
+		}
+	}
+}
+
+// fail records why the child is no longer asked, and kills it.
+func (c *Child) fail(err error, timedOut bool) {
+	if c.dead != nil {
+		return
+	}
+	if timedOut {
+		c.cmd.Process.Kill()
+		<-c.done
+		c.dead = err
+		return
+	}
+	// A child that ended the conversation is usually ending itself: its
+	// own status says why, unless it lingers and is killed here.
+	killed := false
+	select {
+	case <-c.done:
+	case <-time.After(200 * time.Millisecond):
+		c.cmd.Process.Kill()
+		killed = true
+		<-c.done
+	}
+	why := err.Error()
+	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && !killed {
+		why = fmt.Sprintf("signal: %v", ws.Signal())
+		if ws.Signal() == syscall.SIGKILL {
+			why = fmt.Sprintf("killed by the kernel: its CPU time limit (%d s) or the OOM killer", c.cfg.CPUSeconds)
+		}
+	} else if c.cmd.ProcessState.Exited() && c.cmd.ProcessState.ExitCode() != 0 {
+		why = fmt.Sprintf("exit %d", c.cmd.ProcessState.ExitCode())
+	}
+	if line := c.stderr.firstLine(); line != "" {
+		why += ": " + line
+	}
+	c.dead = errors.New(why)
+}
+
+// serve answers one call of the child.
+func (c *Child) serve(up *upMsg) error {
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[up.Kind]++
+	switch up.Kind {
+	case kMem:
+		if up.Len <= 0 || up.Len > maxMemRead || c.t.MemPID == 0 {
+			return c.down.send(c.sock, &downMsg{Kind: kReply, Err: "memory read refused"}, -1)
+		}
+		buf := make([]byte, up.Len)
+		n := ptrace.ReadMemory(c.t.MemPID, buf, up.Addr)
+		return c.down.send(c.sock, &downMsg{Kind: kReply, Data: buf[:n]}, -1)
+	case kOpen, kPerfMap:
+		f, err := c.open(up)
+		if err != nil {
+			return c.down.send(c.sock, &downMsg{Kind: kReply, Err: err.Error()}, -1)
+		}
+		defer f.Close()
+		return c.down.send(c.sock, &downMsg{Kind: kReply}, int(f.Fd()))
+	}
+	return fmt.Errorf("unknown call %q", up.Kind)
+}
+
+// open opens what the child asks for, with symtab.SystemOpener's checks,
+// and hands it over only when the child may read it: the target's own
+// mapped files (map_files), kallsyms, the perf map the operator named, and
+// otherwise only files the target's user or anyone may read by their
+// mode. A compromised child thus learns nothing the target could not
+// read itself.
+func (c *Child) open(up *upMsg) (*os.File, error) {
+	var sys symtab.SystemOpener
+	if up.Kind == kPerfMap {
+		if c.t.PID == 0 || up.PID != c.t.PID || !c.isRoot(up.Root) {
+			return nil, errors.New("perf map refused: not the target's")
+		}
+		f, err := sys.OpenPerfMap(up.PID, up.Root)
+		if err != nil {
+			return nil, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil || !c.mayRead(&st) {
+			f.Close()
+			return nil, errors.New("perf map not readable by the target's user")
+		}
+		return f, nil
+	}
+	trusted := false
+	switch {
+	case up.Root != "" && up.Root != "/":
+		if !c.isRoot(up.Root) {
+			return nil, errors.New("refused: not the target's root")
+		}
+	case c.t.PID != 0 && isMapFiles(up.Path, c.t.PID):
+		trusted = true
+	case up.Path == symtab.KallsymsPath:
+		trusted = true
+	case c.cfg.Symtab.PerfMap != "" && up.Path == c.cfg.Symtab.PerfMap:
+		trusted = true
+	}
+	f, err := sys.Open(up.Root, up.Path, up.Follow)
+	if err != nil {
+		return nil, err
+	}
+	if !trusted {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil || !c.mayRead(&st) {
+			f.Close()
+			return nil, fmt.Errorf("open %s: not readable by the target's user", up.Path)
+		}
+	}
+	return f, nil
+}
+
+// mayRead reports whether the target's user (or anyone) may read a file
+// by its mode.
+func (c *Child) mayRead(st *unix.Stat_t) bool {
+	switch {
+	case st.Mode&0o004 != 0:
+		return true
+	case c.t.UID >= 0 && c.t.PID != 0 && int(st.Uid) == c.t.UID:
+		return st.Mode&0o400 != 0
+	case c.t.GID >= 0 && c.t.PID != 0 && int(st.Gid) == c.t.GID:
+		return st.Mode&0o040 != 0
+	}
+	return false
+}
+
+// isRoot reports whether root is the target's root: /proc/PID/root or
+// /proc/PID/task/TID/root.
+func (c *Child) isRoot(root string) bool {
+	if c.t.PID == 0 {
+		return false
+	}
+	for _, r := range c.roots {
+		if root == r {
+			return true
+		}
+	}
+	prefix := procmaps.Proc + "/" + strconv.Itoa(c.t.PID) + "/task/"
+	rest, ok := strings.CutPrefix(root, prefix)
+	if !ok {
+		return false
+	}
+	tid, ok := strings.CutSuffix(rest, "/root")
+	return ok && isDigits(tid)
+}
+
+func isMapFiles(p string, pid int) bool {
+	rest, ok := strings.CutPrefix(p, procmaps.Proc+"/"+strconv.Itoa(pid)+"/map_files/")
+	if !ok {
+		return false
+	}
+	a, b, ok := strings.Cut(rest, "-")
+	return ok && isHex(a) && isHex(b)
+}
+
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isHex(s string) bool {
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// Unresolved is a capture shown without the parsing the child was to do
+// (see resolve.Unnamed).
+func (c *Child) Unresolved(p *ptrace.Process, why string) *report.Process {
+	return resolve.Unnamed(p, c.cfg.Resolve.Kernel, why)
+}
+
+// boundedBuffer keeps the first max bytes written to it (the child's
+// stderr: a panic's first line, for the error).
+type boundedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *boundedBuffer) firstLine() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	line, _, _ := strings.Cut(b.buf.String(), "\n")
+	return strings.TrimSpace(line)
+}

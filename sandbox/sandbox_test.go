@@ -1,0 +1,409 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"stackshot/internal/testutil"
+	"stackshot/procmaps"
+	"stackshot/ptrace"
+	"stackshot/report"
+	"stackshot/resolve"
+	"stackshot/symtab"
+)
+
+// The test binary is the child's image too: re-executed as ChildCommand,
+// it runs the child.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ChildCommand {
+		os.Exit(Main())
+	}
+	Prepare()
+	os.Exit(m.Run())
+}
+
+// otherUser is the uid tests run their targets as: not root, not nobody.
+const otherUser = 1000
+
+func needRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: the child changes to an unprivileged user")
+	}
+}
+
+// startAsOther starts blocked.c as otherUser, the service account a root
+// stackshot dumps.
+func startAsOther(t *testing.T) *testutil.Target {
+	needRoot(t)
+	setpriv := testutil.Need(t, "setpriv")
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(t, setpriv, "--reuid", fmt.Sprint(otherUser), "--regid", fmt.Sprint(otherUser), "--clear-groups", "--", bin)
+	if st, err := procmaps.ReadStatus(tg.PID); err != nil || st.UIDs[1] != otherUser {
+		t.Fatalf("target runs as %+v (%v), want uid %d", st.UIDs, err, otherUser)
+	}
+	return tg
+}
+
+func liveConfig() Config {
+	return Config{Resolve: resolve.Options{Live: true}}
+}
+
+func startChild(t *testing.T, cfg Config, tgt Target) *Child {
+	t.Helper()
+	c, err := Start(cfg, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func chains(p *report.Process) map[string]string {
+	out := map[string]string{}
+	for _, th := range p.Threads {
+		var fs []string
+		for _, f := range th.Frames {
+			fs = append(fs, fmt.Sprintf("%s@%x", f.Function, f.PC))
+		}
+		out[th.Name] = strings.Join(fs, " <- ")
+	}
+	return out
+}
+
+// A dump of another user's process through the child gives the frames
+// the in-process symbolizer gives, also when the capture's no-stop check
+// runs in the child.
+func TestSameFramesAsInProcess(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Needed(tg.PID) && !Forced() {
+		t.Fatalf("Needed(%d) = false for a target of uid %d", tg.PID, tgt.UID)
+	}
+	c := startChild(t, liveConfig(), tgt)
+	mem := ptrace.MemReader{PID: tg.PID}
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto}, c.Check())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Resolve(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The build ids and vdso the child read are the ones read here.
+	if len(p.BuildIDs) < 2 || len(p.VDSO) == 0 {
+		t.Fatalf("child's images: %d build ids, %d-byte vdso", len(p.BuildIDs), len(p.VDSO))
+	}
+	mine := &ptrace.Process{PID: p.PID, Maps: p.Maps}
+	resolve.CollectImages(mine, mem)
+	if fmt.Sprint(mine.BuildIDs) != fmt.Sprint(p.BuildIDs) || string(mine.VDSO) != string(p.VDSO) {
+		t.Errorf("build ids from the child %v, here %v (vdso equal: %v)", p.BuildIDs, mine.BuildIDs, string(mine.VDSO) == string(p.VDSO))
+	}
+	want := resolve.NewResolver(symtab.New(symtab.Options{}), resolve.Options{Live: true}).Process(p, mem)
+	gc, wc := chains(got), chains(want)
+	if len(gc) != len(wc) || len(wc) < 7 {
+		t.Fatalf("threads: sandbox %d, in-process %d", len(gc), len(wc))
+	}
+	for name, w := range wc {
+		if gc[name] != w {
+			t.Errorf("thread %s:\n sandbox    %s\n in-process %s", name, gc[name], w)
+		}
+	}
+	for _, th := range got.Threads {
+		if th.Name == "reader" && !strings.Contains(gc["reader"], "reader_c") {
+			t.Errorf("reader thread without reader_c: %s", gc["reader"])
+		}
+		if th.Error != "" {
+			t.Errorf("thread %s: %s", th.Name, th.Error)
+		}
+	}
+	if !strings.Contains(gc["condwait"], "cond_a") || !strings.Contains(gc[p.Comm], "main_wait") {
+		t.Errorf("expected chains missing: %v", gc)
+	}
+}
+
+// The child runs as nobody (not the target's user), is not dumpable, has
+// no_new_privs and a seccomp filter, and an open() in it fails with EPERM.
+func TestChildIsUnprivileged(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, _ := TargetOf(tg.PID)
+	c := startChild(t, liveConfig(), tgt)
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			status[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	t.Logf("child VmSize %s, VmRSS %s", status["VmSize"], status["VmRSS"])
+	id := nobody.Uid
+	for k, want := range map[string]string{
+		"Uid": strings.Repeat(id+" ", 3) + id, "Gid": strings.Repeat(nobody.Gid+" ", 3) + nobody.Gid,
+		"Groups": "", "NoNewPrivs": "1", "Seccomp": "2", "CapEff": "0000000000000000", "CapPrm": "0000000000000000",
+	} {
+		if status[k] != want {
+			t.Errorf("child %s: %q, want %q", k, status[k], want)
+		}
+	}
+	// Not dumpable: its /proc files belong to root, not to its user.
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/status", c.PID()), &st); err != nil || st.Uid != 0 {
+		t.Errorf("child's /proc entry owned by uid %d (%v): it is dumpable", st.Uid, err)
+	}
+	for _, call := range []string{"open", "exec", "socket", "ptrace", "vm_readv"} {
+		got, err := c.Probe(call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(got, unix.EPERM.Error()) {
+			t.Errorf("%s in the child: %q, want %v", call, got, unix.EPERM)
+		}
+	}
+	// Its only descriptors: stdin/stdout (/dev/null), stderr (a pipe to
+	// the parent) and the socket.
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 4 {
+		var names []string
+		for _, e := range ents {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", c.PID(), e.Name()))
+			names = append(names, e.Name()+"="+l)
+		}
+		t.Errorf("child descriptors: %v", names)
+	}
+}
+
+// The parent hands the child only what the target could read: a root-only
+// file is refused, a world-readable one given, another process's files
+// refused.
+func TestParentOpenPolicy(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, _ := TargetOf(tg.PID)
+	c := startChild(t, liveConfig(), tgt)
+	dir := t.TempDir()
+	secret := dir + "/secret"
+	if err := os.WriteFile(secret, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	public := dir + "/public"
+	if err := os.WriteFile(public, []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := procmaps.RootPath(tg.PID)
+	for _, tc := range []struct {
+		m  upMsg
+		ok bool
+	}{
+		{upMsg{Kind: kOpen, Path: secret, Follow: true}, false},
+		{upMsg{Kind: kOpen, Root: root, Path: secret, Follow: true}, false},
+		{upMsg{Kind: kOpen, Path: public, Follow: true}, true},
+		{upMsg{Kind: kOpen, Root: root, Path: public, Follow: true}, true},
+		{upMsg{Kind: kOpen, Root: procmaps.RootPath(os.Getpid()), Path: public, Follow: true}, false},
+		{upMsg{Kind: kOpen, Path: symtab.KallsymsPath, Follow: true}, true},
+		{upMsg{Kind: kPerfMap, PID: os.Getpid(), Root: procmaps.RootPath(os.Getpid())}, false},
+	} {
+		f, err := c.open(&tc.m)
+		if f != nil {
+			f.Close()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("open %+v: %v, want ok=%v", tc.m, err, tc.ok)
+		}
+	}
+}
+
+// A crash of the child, or its memory limit, costs the process its names:
+// its threads come back unresolved, with the reason; the next child works.
+func TestChildFailureCostsNames(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, _ := TargetOf(tg.PID)
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeNoStop}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ hook, why string }{
+		{"crash", "the sandboxed child crashes"},
+		{"oom", "out of memory"},
+	} {
+		t.Run(tc.hook, func(t *testing.T) {
+			TestHook = tc.hook
+			cfg := liveConfig()
+			cfg.MemoryLimit = 2 << 30 // Go reserves about 1.5 GiB of address space at start
+			c, err := Start(cfg, tgt)
+			TestHook = ""
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			rp, err := c.Resolve(p)
+			if err == nil || !strings.Contains(err.Error(), tc.why) {
+				t.Fatalf("error %v, want one saying %q", err, tc.why)
+			}
+			t.Logf("%v", err)
+			if len(rp.Threads) != len(p.Threads) {
+				t.Fatalf("%d threads of %d", len(rp.Threads), len(p.Threads))
+			}
+			for _, th := range rp.Threads {
+				var user []report.Frame
+				for _, f := range th.Frames {
+					if f.Kind == "user" {
+						user = append(user, f)
+					}
+				}
+				if th.Error == "" || len(user) != 1 || user[0].Function != "" || user[0].PC == 0 {
+					t.Errorf("thread %s: %q %+v, want its PC unresolved, with the reason", th.Name, th.Error, th.Frames)
+				}
+				if th.Syscall == nil || th.Syscall.Name == "" {
+					t.Errorf("thread %s: syscall %+v, want it named (no parsing needed)", th.Name, th.Syscall)
+				}
+			}
+			if _, err := c.Resolve(p); err == nil {
+				t.Errorf("a failed child answered again")
+			}
+		})
+	}
+	c := startChild(t, liveConfig(), tgt)
+	rp, err := c.Resolve(p)
+	if err != nil || !strings.Contains(chains(rp)["reader"], "reader_c") {
+		t.Fatalf("a new child: %v %v", err, chains(rp))
+	}
+}
+
+// A child still working past the deadline (--timeout) and its grace is
+// killed: the wait is bounded, the process's names are lost and the error
+// says why.
+func TestChildKilledAtDeadline(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, _ := TargetOf(tg.PID)
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeNoStop}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := liveConfig()
+	cfg.Deadline = time.Now().Add(-grace + 500*time.Millisecond)
+	TestHook = "hang"
+	c, err := Start(cfg, tgt)
+	TestHook = ""
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rp, err := c.Resolve(p)
+	if err == nil || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("error %v, want the deadline", err)
+	}
+	if len(rp.Threads) != len(p.Threads) || rp.Threads[0].Error == "" {
+		t.Fatalf("threads %+v", rp.Threads)
+	}
+}
+
+// A child past its CPU time (RLIMIT_CPU) is killed by the kernel, and the
+// error says so.
+func TestChildCPULimit(t *testing.T) {
+	needRoot(t)
+	cfg := liveConfig()
+	cfg.CPUSeconds = 1
+	c := startChild(t, cfg, Target{UID: -1, GID: -1})
+	_, err := c.Probe("spin")
+	if err == nil || !strings.Contains(err.Error(), "CPU time limit (1 s)") {
+		t.Fatalf("spinning child: %v, want the CPU time limit", err)
+	}
+}
+
+// Run by hand, without its parent's socket, the hidden command refuses.
+func TestChildRefusedByHand(t *testing.T) {
+	cmd := exec.Command("/proc/self/exe", ChildCommand)
+	cmd.Path = os.Args[0]
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err == nil || !errorsAs(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "not a command") {
+		t.Fatalf("ran by hand: %v %q", err, out)
+	}
+}
+
+func errorsAs(err error, ee **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	*ee = e
+	return ok
+}
+
+// The child is for other users' processes and for containers (another
+// mount namespace), not for stackshot's own processes; the environment
+// overrides both ways.
+func TestNeeded(t *testing.T) {
+	needRoot(t)
+	own := testutil.Start(t, testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O2", "-g", "-pthread"))
+	t.Setenv("STACKSHOT_SANDBOX", "")
+	if Needed(own.PID) {
+		t.Errorf("Needed(own process) = true")
+	}
+	other := startAsOther(t)
+	if !Needed(other.PID) {
+		t.Errorf("Needed(another user's process) = false")
+	}
+	if unshare, err := exec.LookPath("unshare"); err == nil {
+		bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O2", "-g", "-pthread")
+		ns := testutil.Start(t, unshare, "--mount", "--", bin)
+		if !Needed(ns.PID) {
+			t.Errorf("Needed(process in another mount namespace) = false")
+		}
+	}
+	t.Setenv("STACKSHOT_SANDBOX", "1")
+	if !Needed(own.PID) {
+		t.Errorf("STACKSHOT_SANDBOX=1: Needed(own process) = false")
+	}
+	t.Setenv("STACKSHOT_SANDBOX", "0")
+	if Needed(other.PID) {
+		t.Errorf("STACKSHOT_SANDBOX=0: Needed(another user's process) = true")
+	}
+}
+
+// Strings of any bytes cross from the child to the parent unchanged
+// (JSON alone would turn invalid UTF-8 into U+FFFD).
+func TestRawStringsRoundTrip(t *testing.T) {
+	names := []string{"plain", "\xff\xfe bad", "\x1b[2J", rawMarker + "AAAA", rawMarker, "é\u202e", ""}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	p := &report.Process{Comm: names[1], Exe: names[3]}
+	for _, n := range names {
+		p.Threads = append(p.Threads, report.Thread{Name: n, Frames: []report.Frame{{Function: n, File: n}}})
+	}
+	go sendUp(fds[1], &upMsg{Kind: kResolve, Result: p, Path: names[1]})
+	m, err := recvUp(fds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Path != names[1] || m.Result.Comm != names[1] || m.Result.Exe != names[3] {
+		t.Errorf("got path %q comm %q exe %q", m.Path, m.Result.Comm, m.Result.Exe)
+	}
+	for i, n := range names {
+		th := m.Result.Threads[i]
+		if th.Name != n || th.Frames[0].Function != n || th.Frames[0].File != n {
+			t.Errorf("%q came back as %q / %q / %q", n, th.Name, th.Frames[0].Function, th.Frames[0].File)
+		}
+	}
+}

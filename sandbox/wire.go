@@ -1,0 +1,292 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"stackshot/ptrace"
+	"stackshot/report"
+)
+
+// The parent and the child talk over one unix stream socket, in frames of
+// a 4-byte little-endian length and a payload. Frames down (parent to
+// child) are gob-encoded downMsg: the child trusts its parent. Frames up
+// (child to parent) are JSON-encoded upMsg, bounded before they are read:
+// the parent trusts nothing the child says. A descriptor travels with the
+// frame that answers an open (SCM_RIGHTS).
+
+// Bounds on frames.
+const (
+	maxUpCall   = 64 << 10  // a child's request (open, read memory)
+	maxUpResult = 256 << 20 // a resolved process
+	maxDown     = 2 << 30   // a capture (stacks up to 4 MiB per thread)
+	maxMemRead  = 1 << 20   // one memory read the child asks for
+	maxAddrs    = 1 << 12   // addresses named in one request
+)
+
+// Kinds of frames.
+const (
+	kSetup   = "setup"   // down: the child's configuration
+	kResolve = "resolve" // down: resolve Proc; up: its result
+	kSpace   = "space"   // down: the process whose threads come to check
+	kImages  = "images"  // down: read Proc's build ids and vdso; up: them
+	kCheck   = "check"   // down: does Thread unwind completely? up: the answer
+	kHook    = "hook"    // down: a test hook; up: its answer
+	kNames   = "names"   // down: name Addrs in the space; up: their Frames
+	kReply   = "reply"   // down: the answer to a call
+	kOpen    = "open"    // up: open Root/Path
+	kPerfMap = "perfmap" // up: open PID's perf map in Root
+	kMem     = "mem"     // up: read Len bytes at Addr
+)
+
+// setup configures the child's symbolizer and resolver.
+type setup struct {
+	DebugDirs       []string
+	NoDemangle      bool
+	NamesOnly       bool
+	MaxDebugBytes   int64
+	MaxSectionBytes int64
+	PerfMap         string
+	Deadline        time.Time // zero: none
+	MaxFrames       int
+	Kernel          bool
+	Live            bool
+	KernelAddrs     bool
+	MemoryLimit     uint64 // RLIMIT_AS
+	CPUSeconds      uint64 // RLIMIT_CPU
+	Hook            string // a test hook (see TestHook)
+}
+
+type downMsg struct {
+	Kind   string
+	Setup  *setup
+	Proc   *ptrace.Process
+	Thread *ptrace.Thread
+	Hook   string
+	Addrs  []uint64
+	Err    string
+	Data   []byte
+}
+
+type upMsg struct {
+	Kind     string            `json:"k"`
+	Root     string            `json:"root,omitempty"`
+	Path     string            `json:"path,omitempty"`
+	Follow   bool              `json:"follow,omitempty"`
+	PID      int               `json:"pid,omitempty"`
+	Addr     uint64            `json:"addr,omitempty"`
+	Len      int               `json:"len,omitempty"`
+	Result   *report.Process   `json:"result,omitempty"`
+	Expired  bool              `json:"expired,omitempty"`
+	Budget   bool              `json:"budget,omitempty"`
+	Complete bool              `json:"complete,omitempty"`
+	Err      string            `json:"err,omitempty"`
+	Text     string            `json:"text,omitempty"`
+	Frames   [][]report.Frame  `json:"frames,omitempty"`
+	BuildIDs map[uint64]string `json:"build_ids,omitempty"`
+	VDSO     []byte            `json:"vdso,omitempty"`
+}
+
+// sendFrame writes one frame, with fd (when >= 0) attached.
+func sendFrame(sock int, payload []byte, fd int) error {
+	buf := make([]byte, 4+len(payload))
+	binary.LittleEndian.PutUint32(buf, uint32(len(payload)))
+	copy(buf[4:], payload)
+	var oob []byte
+	if fd >= 0 {
+		oob = unix.UnixRights(fd)
+	}
+	for len(buf) > 0 {
+		n, err := unix.SendmsgN(sock, buf, oob, nil, unix.MSG_NOSIGNAL)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		buf, oob = buf[n:], nil
+	}
+	return nil
+}
+
+// recvFrame reads one frame of at most max bytes and the descriptor sent
+// with it (-1: none). A frame carrying more than one descriptor, or longer
+// than max, is an error (and its descriptors are closed).
+func recvFrame(sock int, max int) ([]byte, int, error) {
+	var hdr [4]byte
+	fd := -1
+	fail := func(err error) ([]byte, int, error) {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return nil, -1, err
+	}
+	got := 0
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for got < len(hdr) {
+		n, oobn, flags, _, err := unix.Recvmsg(sock, hdr[got:], oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if oobn > 0 {
+			fds, err := parseRights(oob[:oobn])
+			for _, f := range fds {
+				if fd < 0 && err == nil && len(fds) == 1 {
+					fd = f
+				} else {
+					unix.Close(f)
+				}
+			}
+			if err == nil && len(fds) != 1 {
+				err = errors.New("several descriptors in one frame")
+			}
+			if err != nil {
+				return fail(err)
+			}
+		}
+		if flags&unix.MSG_CTRUNC != 0 {
+			return fail(errors.New("control data truncated"))
+		}
+		if n == 0 {
+			return fail(errors.New("connection closed"))
+		}
+		got += n
+	}
+	size := int(binary.LittleEndian.Uint32(hdr[:]))
+	if size > max {
+		return fail(fmt.Errorf("frame of %d bytes (at most %d)", size, max))
+	}
+	buf := make([]byte, size)
+	for off := 0; off < size; {
+		n, err := unix.Read(sock, buf[off:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if n == 0 {
+			return fail(errors.New("connection closed"))
+		}
+		off += n
+	}
+	return buf, fd, nil
+}
+
+func parseRights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		f, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			for _, x := range fds {
+				unix.Close(x)
+			}
+			return nil, err
+		}
+		fds = append(fds, f...)
+	}
+	return fds, nil
+}
+
+// downWriter encodes the parent's frames with one gob stream: each type
+// is described once, in the first frame that uses it (a fresh encoder per
+// frame would cost about a millisecond each).
+type downWriter struct {
+	buf bytes.Buffer
+	enc *gob.Encoder
+}
+
+func newDownWriter() *downWriter {
+	w := &downWriter{}
+	w.enc = gob.NewEncoder(&w.buf)
+	return w
+}
+
+func (w *downWriter) send(sock int, m *downMsg, fd int) error {
+	w.buf.Reset()
+	if err := w.enc.Encode(m); err != nil {
+		return err
+	}
+	return sendFrame(sock, w.buf.Bytes(), fd)
+}
+
+// downReader decodes them in the child, frame by frame.
+type downReader struct {
+	feed frameFeed
+	dec  *gob.Decoder
+}
+
+// frameFeed hands the decoder one frame at a time (an io.ByteReader, so
+// the decoder reads no further ahead).
+type frameFeed struct{ r *bytes.Reader }
+
+func (f *frameFeed) Read(p []byte) (int, error) { return f.r.Read(p) }
+func (f *frameFeed) ReadByte() (byte, error)    { return f.r.ReadByte() }
+
+func newDownReader() *downReader {
+	r := &downReader{feed: frameFeed{bytes.NewReader(nil)}}
+	r.dec = gob.NewDecoder(&r.feed)
+	return r
+}
+
+func (r *downReader) recv(sock int) (*downMsg, int, error) {
+	b, fd, err := recvFrame(sock, maxDown)
+	if err != nil {
+		return nil, -1, err
+	}
+	r.feed.r = bytes.NewReader(b)
+	var m downMsg
+	if err := r.dec.Decode(&m); err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return nil, -1, err
+	}
+	return &m, fd, nil
+}
+
+// sendUp encodes m (its strings made JSON-safe: encodeRaw, in place).
+func sendUp(sock int, m *upMsg) error {
+	mapStrings(m, encodeRaw)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return sendFrame(sock, b, -1)
+}
+
+// recvUp reads the child's next frame: a call (small) or a result.
+func recvUp(sock int) (*upMsg, error) {
+	b, fd, err := recvFrame(sock, maxUpResult)
+	if fd >= 0 {
+		unix.Close(fd) // the child has nothing to hand over
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m upMsg
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
+	}
+	if m.Kind != kResolve && m.Kind != kNames && len(b) > maxUpCall {
+		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
+	}
+	mapStrings(&m, decodeRaw)
+	return &m, nil
+}
