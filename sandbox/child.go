@@ -62,10 +62,18 @@ func Main() int {
 	sym := symtab.New(so)
 	res := resolve.NewResolver(sym, resolve.Options{MaxFrames: cfg.MaxFrames, Kernel: cfg.Kernel,
 		Live: cfg.Live, KernelAddrs: cfg.KernelAddrs})
-	var mem io.ReaderAt
 	var memc *memClient
 	if cfg.Live {
 		memc = &memClient{c: c}
+	}
+	return serve(cfg, down, sym, res, memc)
+}
+
+// serve answers the parent's requests until it is done: resolve a
+// capture, name addresses, check a no-stop capture, read build ids.
+func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Resolver, memc *memClient) int {
+	var mem io.ReaderAt
+	if memc != nil {
 		mem = memc
 	}
 	var space *resolve.Space
