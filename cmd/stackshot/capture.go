@@ -153,8 +153,9 @@ func cmdReport(args []string) error {
 				continue
 			}
 			// A capture file is hostile: parsed in a sandboxed child. (A
-			// core's memory is read in-process: see the README.)
-			if sv.Mem == nil && !c.noSandbox {
+			// core's memory, and fetching from debuginfod, which the
+			// child cannot, stay in-process: see the README.)
+			if sv.Mem == nil && !c.noSandbox && !c.debuginfod.Enabled() {
 				if child := c.startSandbox(ropts, sandbox.Target{UID: -1, GID: -1}, path); child != nil {
 					rp, err := child.Resolve(p)
 					if err != nil && !c.quiet {

@@ -65,6 +65,9 @@ func (s *session) sandboxFor(pid int) *sandbox.Child {
 			t = sandbox.Target{PID: pid, UID: -1, GID: -1} // owner unknown: anyone's files only
 		}
 		child = s.c.startSandbox(s.res.Options(), t, fmt.Sprintf("process %d", pid))
+		if child != nil && s.c.debuginfod.Enabled() {
+			s.warn("debuginfod is not asked for process %d: it is parsed in the sandboxed child, which has no network (give --no-sandbox to fetch)", pid)
+		}
 	}
 	if s.boxes == nil {
 		s.boxes = map[int]*sandbox.Child{}
