@@ -22,12 +22,15 @@ type OTLPOptions struct {
 
 // Attribute keys, from the OpenTelemetry semantic conventions.
 const (
-	attrHost        = "host.name"
-	attrService     = "service.name"
-	attrPID         = "process.pid"
-	attrExeName     = "process.executable.name"
-	attrExePath     = "process.executable.path"
-	attrExeBuildID  = "process.executable.build_id.gnu"
+	attrHost       = "host.name"
+	attrService    = "service.name"
+	attrPID        = "process.pid"
+	attrExeName    = "process.executable.name"
+	attrExePath    = "process.executable.path"
+	attrExeBuildID = "process.executable.build_id.gnu"
+	// attrBuildID is the key the stackshot contract names; the semantic
+	// conventions' .gnu key carries the same value.
+	attrBuildID     = "process.executable.build_id"
 	attrThreadName  = "thread.name"
 	attrThreadID    = "thread.id"
 	otlpScopeName   = "stackshot"
@@ -174,6 +177,7 @@ func (rs *otlpResources) add(pid int64, pr *ProfileProcess) []pprofile.Profile {
 			at.PutStr(attrExePath, exe)
 			if id := rs.exeBuildID[exe]; id != "" {
 				at.PutStr(attrExeBuildID, id)
+				at.PutStr(attrBuildID, id)
 			}
 		}
 		if name != "" {
