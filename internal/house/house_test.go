@@ -32,12 +32,12 @@ var longOK = map[string]string{
 
 const (
 	maxFuncLines = 100
-	// maxCmdLines is a ratchet, not the goal: the goal is under 800 lines
-	// of wiring (shared/CLI.md's commands and flags); cmd holds more today
-	// (each command's flag checks and explained errors). It may only go
-	// down as the remaining engines (the live session's capture, resolve
-	// and identity loop) move into packages.
-	maxCmdLines = 1900
+	// maxCmdLines (lines of code, without comments and blank lines) is a
+	// ratchet, not the goal: the goal is under 800 lines of wiring; cmd
+	// holds more today (each command's flag checks and explained errors).
+	// It may only go down as the remaining engines (the live session's
+	// capture, resolve and identity loop) move into packages.
+	maxCmdLines = 1600
 )
 
 func TestFunctionLength(t *testing.T) {
@@ -73,7 +73,11 @@ func TestCmdIsWiring(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		total += strings.Count(string(b), "\n")
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "//") {
+				total++ // a line of code: comments and blank lines are free
+			}
+		}
 	})
 	if total >= maxCmdLines {
 		t.Errorf("cmd holds %d lines of non-test code (fewer than %d): move engines into packages", total, maxCmdLines)
