@@ -303,8 +303,8 @@ func TestRealNoStopMatchesStop(t *testing.T) {
 					}
 					perTID[th.TID]++
 					q, after := dumpWithSyscallPoints(t, "--mode", "stop", "-t", strconv.Itoa(th.TID), strconv.Itoa(tg.PID))
-					if len(q.Threads) != 1 || after[th.TID] != pt {
-						continue // it ran in between
+					if len(q.Threads) != 1 || after[th.TID] != pt || !stoppedAt(q.Threads[0], pt.pc) {
+						continue // it ran in between (before its /proc read, or after it)
 					}
 					compared++
 					a, b := fnames(th), fnames(q.Threads[0])
@@ -337,4 +337,20 @@ func indexOf(v []string, s string) int {
 		}
 	}
 	return -1
+}
+
+// stoppedAt reports whether th's innermost user frame is at pc (a hex
+// string): the stop found the thread still where /proc saw it blocked.
+func stoppedAt(th jThread, pc string) bool {
+	want, err := strconv.ParseUint(strings.TrimPrefix(pc, "0x"), 16, 64)
+	if err != nil {
+		return false
+	}
+	for _, f := range th.Frames {
+		if f.Kind == "user" {
+			got, err := strconv.ParseUint(strings.TrimPrefix(f.PC, "0x"), 16, 64)
+			return err == nil && got == want
+		}
+	}
+	return false
 }
