@@ -95,10 +95,15 @@ static void locker_a(int i) {
 	sem_wait(&order[1]);
 	lock_second(&mx[1], i);
 }
+static int blocked_in_futex(int tid);
 static void locker_b(int i) {
 	sem_wait(&order[0]);
 	pthread_mutex_lock(&mx[1]);
 	sem_post(&order[1]);
+	/* a blocks first: with PI mutexes the kernel then refuses b alone
+	 * (EDEADLK); two lock calls at the same time can both be refused. */
+	while (!atomic_load(&blocking[0]) || !blocked_in_futex(tids[0])) usleep(200);
+	usleep(2000);
 	lock_second(&mx[0], i);
 }
 
