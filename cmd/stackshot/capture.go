@@ -12,6 +12,7 @@ import (
 
 	"stackshot/capfile"
 	"stackshot/internal/safefile"
+	"stackshot/live"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -35,23 +36,23 @@ func cmdCapture(args []string) error {
 	if core && len(c.pids) > 1 && !strings.Contains(c.output, "%p") {
 		return usageError{"cannot write several processes to one core (a core holds one process; give one pid, or put %p in the -o name)"}
 	}
-	s := newSession(c)
-	stop := s.catchSignals()
+	s := c.newSession(false)
+	stop := s.CatchSignals()
 	defer stop()
-	defer s.closeSandboxes()
+	defer s.Close()
 	deadline := time.Now().Add(c.timeout)
 	start := time.Now()
 	host, _ := os.Hostname()
 	cf := capfile.File{Host: host, Kernel: c.kernel}
 	failed := 0
 	for _, pid := range c.pids {
-		p, err := s.safeCapture(pid, deadline)
+		p, err := s.Capture(pid, deadline)
 		if err != nil {
 			printErr("stackshot: %v", err)
 			failed++
 			continue
 		}
-		if !c.keepThreads(p) {
+		if !live.KeepThreads(p, c.tids, c.say) {
 			failed++
 			continue
 		}
@@ -59,19 +60,18 @@ func cmdCapture(args []string) error {
 		// and the kernel frames' addresses, which only this host knows.
 		p.Auxv, _ = procmaps.ReadAuxv(p.MemPID())
 		if c.kernel {
-			s.res.KernelAddrs(p)
+			s.Resolver().KernelAddrs(p)
 		}
 		if !core {
 			cf.Processes = append(cf.Processes, p)
 			continue
 		}
-		if err := s.writeCore(p, what, expandOutput(c.output, []int{pid}, start)); err != nil {
+		if err := c.writeCore(s, p, what, expandOutput(c.output, []int{pid}, start)); err != nil {
 			return err
 		}
 	}
-	if s.interrupted() {
-		printErr("stackshot: interrupted (every thread was detached; nothing written)")
-		return exitError{exitTarget}
+	if s.Interrupted() {
+		return live.ErrInterrupted
 	}
 	if len(cf.Processes) > 0 {
 		var buf bytes.Buffer
@@ -91,14 +91,14 @@ func cmdCapture(args []string) error {
 
 // writeCore writes one process's capture as an ELF core, with the memory
 // read after its threads run again (no stop).
-func (s *session) writeCore(p *ptrace.Process, what capfile.CoreMemory, path string) error {
+func (c *common) writeCore(s *live.Session, p *ptrace.Process, what capfile.CoreMemory, path string) error {
 	extra, note := capfile.CollectMemory(p, ptrace.MemReader{PID: p.MemPID()}, what)
 	if note != "" {
-		s.warn("%s", note)
+		s.Warn("%s", note)
 	}
 	host, _ := os.Hostname()
 	var buf bytes.Buffer
-	if err := capfile.WriteCore(&buf, p, capfile.CoreOptions{Host: host, Kernel: s.c.kernel, Extra: extra}); err != nil {
+	if err := capfile.WriteCore(&buf, p, capfile.CoreOptions{Host: host, Kernel: c.kernel, Extra: extra}); err != nil {
 		return fmt.Errorf("cannot write core of process %d (%v)", p.PID, err)
 	}
 	return writeOutputMode(path, buf.Bytes(), safefile.Private)
@@ -149,14 +149,14 @@ func cmdReport(args []string) error {
 			ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && sv.Kernel, Sysroot: c.sysroot}
 			res := resolve.NewResolver(sym, ropts)
 			p := sv.Process
-			if !c.keepThreads(p) {
+			if !live.KeepThreads(p, c.tids, c.say) {
 				continue
 			}
 			// A capture file is hostile: parsed in a sandboxed child. (A
 			// core's memory, and fetching from debuginfod, which the
 			// child cannot, stay in-process: see the README.)
 			if sv.Mem == nil && !c.noSandbox && !c.debuginfod.Enabled() {
-				if child := c.startSandbox(ropts, sandbox.Target{UID: -1, GID: -1}, path); child != nil {
+				if child := sandbox.TryStart(c.sandboxConfig(ropts), sandbox.Target{UID: -1, GID: -1}, path, c.sayUnlessQuiet); child != nil {
 					rp, err := child.Resolve(p)
 					if err != nil && !c.quiet {
 						printErr("stackshot: %v", err)
@@ -171,7 +171,7 @@ func cmdReport(args []string) error {
 			if sv.Mem != nil && p.BuildIDs == nil {
 				resolve.CollectImages(p, sv.Mem) // a core of another tool
 			}
-			rp, err := resolveProcess(res, p, sv.Mem)
+			rp, err := live.ResolveProcess(res, p, sv.Mem)
 			if err != nil {
 				printErr("stackshot: %v", err)
 				failed++

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"stackshot/internal/testutil"
-	"stackshot/procmaps"
 )
 
 var commandNames = []string{"dump", "record", "capture", "report", "symbolize"}
@@ -145,38 +144,6 @@ func TestMessagesInContractForm(t *testing.T) {
 		if strings.Contains(errOut, "strconv") || strings.Contains(errOut, "pflag") {
 			t.Errorf("%q: leaks library words: %q", tc.args, errOut)
 		}
-	}
-}
-
-// A process read after it exited is said to have exited, once: no
-// doubled "reading maps: reading maps:".
-func TestExitedMidReadMessage(t *testing.T) {
-	tg := testutil.Start(t, buildHot(t))
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", tg.PID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tg.Stop() // killed and reaped: the open file now reads ESRCH
-	_, err = procmaps.ParseMaps(f)
-	if err == nil {
-		t.Skip("this kernel reads the maps of a reaped process without an error")
-	}
-	msg := explainCaptureError(tg.PID, fmt.Errorf("reading maps: %w", err)).Error()
-	want := fmt.Sprintf("cannot read process %d (it exited while being read; nothing to show)", tg.PID)
-	if msg != want {
-		t.Errorf("got %q, want %q", msg, want)
-	}
-}
-
-// As root, a refusal does not end in "run as root".
-func TestPermissionHelpAsRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testutil.Skip(t, "needs root")
-	}
-	tg := testutil.Start(t, buildHot(t))
-	if h := permissionHelp(tg.PID); strings.Contains(h, "run as root") || strings.Contains(h, "or as root") {
-		t.Errorf("as root, the hint says to run as root: %q", h)
 	}
 }
 

@@ -31,21 +31,21 @@ func BenchmarkCore(b *testing.B) {
 	if err := c.parse([]string{pid}, true); err != nil {
 		b.Fatal(err)
 	}
-	s := newSession(c)
+	s := c.newSession(false)
 	b.Run("capture-512", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if _, err := s.capture(tg.PID, time.Now().Add(time.Minute)); err != nil {
+			if _, err := s.Capture(tg.PID, time.Now().Add(time.Minute)); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	p, err := s.capture(tg.PID, time.Now().Add(time.Minute))
+	p, err := s.Capture(tg.PID, time.Now().Add(time.Minute))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("write-core-512", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if err := s.writeCore(p, capfile.CoreStacks, core); err != nil {
+			if err := c.writeCore(s, p, capfile.CoreStacks, core); err != nil {
 				b.Fatal(err)
 			}
 		}

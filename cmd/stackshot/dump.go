@@ -4,158 +4,63 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
 	"stackshot/internal/safefile"
 	"stackshot/internal/term"
+	"stackshot/live"
 	"stackshot/output"
-	"stackshot/procmaps"
-	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
-	"stackshot/sandbox"
-	"stackshot/symtab"
 )
 
-// session holds what a command shares across its targets.
-type session struct {
-	c      *common
-	sym    *symtab.Symbolizer
-	res    *resolve.Resolver
-	cancel <-chan struct{}
-	warned map[string]bool
-	boxes  map[int]*sandbox.Child // sandboxed children, by target (sandbox.go)
+// diagFlags are dump's diagnosis flags.
+type diagFlags struct {
+	group    bool
+	noGroup  bool
+	interval time.Duration
+	count    int
 }
 
-func newSession(c *common) *session { return newSessionFor(c, false) }
-
-// newSamplingSession is newSession for record: its resolver compiles each
-// module's CFI whole, which pays off over many samples.
-func newSamplingSession(c *common) *session { return newSessionFor(c, true) }
-
-func newSessionFor(c *common, sampling bool) *session {
-	sym := c.newSymbolizer()
-	return &session{c: c, sym: sym, warned: map[string]bool{}, cancel: make(chan struct{}),
-		res: resolve.NewResolver(sym, resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true,
-			KernelAddrs: c.format == "json", Sampler: sampling})}
+func (c *common) addDiagFlags() {
+	fs := c.fs
+	fs.BoolVar(&c.diag.group, "group", false, fmt.Sprintf("fold threads with the same stack into one entry (on past %d threads)", live.GroupAuto))
+	fs.BoolVar(&c.diag.noGroup, "no-group", false, "never fold threads")
+	fs.DurationVar(&c.diag.interval, "interval", time.Second, "with --count: time between snapshots")
+	fs.IntVar(&c.diag.count, "count", 1, "take N snapshots --interval apart; say which threads are stuck, spinning or moving")
+	fs.BoolVar(&c.goroutines, "goroutines", true, "list the goroutines of Go processes")
+	fs.BoolVar(&c.noGoroutines, "no-goroutines", false, "no goroutines")
 }
 
-// catchSignals makes SIGINT/SIGTERM end the command cleanly: captures in
-// flight detach every thread before it returns.
-func (s *session) catchSignals() func() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	s.cancel = ctx.Done()
-	return stop
-}
-
-func (s *session) interrupted() bool {
-	select {
-	case <-s.cancel:
-		return true
-	default:
-		return false
+func (c *common) checkDiagFlags() error {
+	if c.diag.group && c.diag.noGroup {
+		return usageError{"--group and --no-group disagree"}
 	}
+	if c.diag.count < 1 || c.diag.count > 1000 {
+		return usageError{"--count must be between 1 and 1000"}
+	}
+	if c.diag.count > 1 && c.diag.interval <= 0 {
+		return usageError{"--interval must be positive"}
+	}
+	return nil
 }
 
-func (s *session) warn(format string, args ...any) {
-	if msg := fmt.Sprintf(format, args...); !s.c.quiet && !s.warned[msg] {
-		s.warned[msg] = true
-		printErr("stackshot: %s", msg)
-	}
-}
-
-func (s *session) captureOptions(deadline time.Time) ptrace.Options {
-	mode, _ := s.c.captureMode()
-	return ptrace.Options{Mode: mode, Consistent: s.c.consistent, StackBytes: s.c.stackBytes,
-		Kernel: s.c.kernel, TIDs: s.c.tids, Deadline: deadline, Cancel: s.cancel}
-}
-
-// capture takes one raw snapshot of pid, with build ids and the vdso.
-func (s *session) capture(pid int, deadline time.Time) (*ptrace.Process, error) {
-	resume := s.c.debuginfod.Pause() // (fetches wait for the threads to run again)
-	p, err := s.captureLive(pid, s.captureOptions(deadline))
-	resume()
-	if err != nil {
-		return nil, explainCaptureError(pid, err)
-	}
-	s.noteProcess(p)
-	return p, nil
-}
-
-// captureEach captures each pid in turn and hands the capture to use,
-// saying on stderr why a pid could not be read (or lacks the threads asked
-// for, or was replaced meanwhile). use reads the live process and returns
-// what to keep once the pid is known to still name the process captured.
-// It returns how many could not; interrupted, an exitError (every thread
-// was detached, nothing is written).
-func (s *session) captureEach(deadline time.Time, use func(*ptrace.Process) (keep func(), err error)) (failed int, err error) {
-	for _, pid := range s.c.pids {
-		if s.interrupted() {
-			break
-		}
-		id, _ := procmaps.ReadIdentity(pid) // a failure shows in the capture
-		p, err := s.safeCapture(pid, deadline)
-		if err != nil {
-			printErr("stackshot: %v", err)
-		}
-		if err != nil || !s.c.keepThreads(p) {
-			failed++
-			continue
-		}
-		if afterCaptureHook != nil {
-			afterCaptureHook(pid)
-		}
-		keep, err := use(p)
-		if err == nil && id.PID != 0 {
-			err = sameProcess(id)
-		}
-		if err != nil {
-			printErr("stackshot: %v", err)
-			failed++
-			continue
-		}
-		keep()
-	}
-	if s.interrupted() {
-		printErr("stackshot: interrupted (every thread was detached; nothing written)")
-		return failed, exitError{exitTarget}
-	}
-	return failed, nil
-}
-
-// resolveLive unwinds, symbolizes and diagnoses a live capture.
-func (s *session) resolveLive(p *ptrace.Process) (*report.Process, error) {
-	rp, err := s.resolveCaptured(p)
-	if err != nil {
-		return nil, err
-	}
-	s.diagnose(rp, p)
-	s.addGoroutines(p, rp, s.c.started.Add(s.c.timeout))
-	return rp, nil
-}
-
-// noteProcess turns per-thread conditions into one-line warnings.
-func (s *session) noteProcess(p *ptrace.Process) {
-	denied := 0
-	for _, th := range p.Threads {
-		if s.c.kernel && th.KernelOutcome == ptrace.KernelDenied {
-			s.warn("kernel stacks are not readable (%s; showing user frames only)", map[bool]string{
-				false: "they need root or CAP_SYS_ADMIN", true: "refused although stackshot runs as root: a container or a security module hides them"}[os.Geteuid() == 0])
-		}
-		if th.Outcome == ptrace.OutcomeNotPermitted {
-			denied++
-		}
-	}
-	if denied > 0 {
-		s.warn("%s", permissionHelp(p.PID))
-	}
+// newSession is the live session the flags ask for; sampling (record)
+// compiles each module's CFI whole, which pays off over many samples.
+func (c *common) newSession(sampling bool) *live.Session {
+	mode, _ := c.captureMode()
+	ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true, KernelAddrs: c.format == "json", Sampler: sampling}
+	o := live.Options{Resolve: ropts, Sandbox: c.sandboxConfig(ropts), NoSandbox: c.noSandbox,
+		Started: c.started, Timeout: c.timeout, Quiet: c.quiet, Goroutines: c.goroutines && !c.noGoroutines,
+		Group: c.diag.group, NoGroup: c.diag.noGroup, Count: c.diag.count, Interval: c.diag.interval,
+		Say: c.say}
+	o.Capture.Mode, o.Capture.Consistent, o.Capture.StackBytes = mode, c.consistent, c.stackBytes
+	o.Capture.Kernel, o.Capture.TIDs = c.kernel, c.tids
+	sym := c.newSymbolizer() // (sets c.debuginfod)
+	o.Debuginfod = c.debuginfod
+	return live.New(sym, o)
 }
 
 func cmdDump(args []string) error {
@@ -169,21 +74,11 @@ func cmdDump(args []string) error {
 	if err := c.checkDiagFlags(); err != nil {
 		return err
 	}
-	s := newSession(c)
-	stop := s.catchSignals()
+	s := c.newSession(false)
+	stop := s.CatchSignals()
 	defer stop()
-	defer s.closeSandboxes()
-	var procs []*report.Process
-	var failed int
-	var err error
-	if c.diag.count > 1 {
-		procs, failed, err = s.dumpSnapshots()
-	} else {
-		failed, err = s.captureEach(time.Now().Add(c.timeout), func(p *ptrace.Process) (func(), error) {
-			rp, err := s.resolveLive(p)
-			return func() { procs = append(procs, rp) }, err
-		})
-	}
+	defer s.Close()
+	procs, failed, err := s.Dump(c.pids)
 	if err != nil {
 		return err
 	}
@@ -191,7 +86,7 @@ func cmdDump(args []string) error {
 		if err := c.writeReport(procs); err != nil {
 			return err
 		}
-		c.symbolizerNotes(s.sym)
+		c.symbolizerNotes(s)
 	}
 	if failed > 0 {
 		return exitError{exitTarget}
@@ -237,68 +132,4 @@ func writeOutputMode(path string, data []byte, m safefile.Mode) error {
 		return err
 	}
 	return safefile.WriteFile(path, data, m)
-}
-
-func explainCaptureError(pid int, err error) error {
-	switch {
-	case errors.Is(err, ptrace.ErrNoProcess):
-		if strings.Contains(err.Error(), "is a thread of") {
-			return fmt.Errorf("cannot read process %d (%v; give the process id)", pid, err)
-		}
-		return fmt.Errorf("cannot read process %d (no such process; check the pid with ps)", pid)
-	case errors.Is(err, ptrace.ErrPermission), errors.Is(err, os.ErrPermission):
-		return fmt.Errorf("cannot read process %d (permission denied; %s)", pid, permissionHelp(pid))
-	case errors.Is(err, syscall.ESRCH), errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("cannot read process %d (it exited while being read; nothing to show)", pid)
-	}
-	return fmt.Errorf("cannot read process %d (%v)", pid, err)
-}
-
-// permissionHelp explains why ptrace may be refused.
-func permissionHelp(pid int) string {
-	var why []string
-	if st, err := procmaps.ReadStatus(pid); err == nil {
-		if st.TracerPid != 0 {
-			why = append(why, fmt.Sprintf("already traced by pid %d (%s): detach that debugger first", st.TracerPid, procmaps.Exe(st.TracerPid)))
-		}
-		if uid := os.Getuid(); uid != 0 && st.UID != uid {
-			// As root, ownership is no reason.
-			why = append(why, fmt.Sprintf("it belongs to uid %d: run as that user or as root", st.UID))
-		}
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
-		scope := strings.TrimSpace(string(b))
-		switch scope {
-		case "1":
-			why = append(why, "kernel.yama.ptrace_scope=1 lets only a parent trace: grant CAP_SYS_PTRACE (root has it), or set it to 0")
-		case "2":
-			why = append(why, "kernel.yama.ptrace_scope=2 needs CAP_SYS_PTRACE (root has it)")
-		case "3":
-			why = append(why, "kernel.yama.ptrace_scope=3 forbids ptrace until reboot")
-		}
-	}
-	if len(why) == 0 && os.Geteuid() == 0 {
-		why = append(why, "refused although stackshot runs as root: a container without CAP_SYS_PTRACE, or a security module (SELinux, AppArmor), forbids it; grant CAP_SYS_PTRACE or run on the host")
-	} else if len(why) == 0 {
-		why = append(why, "run as the process owner or as root (CAP_SYS_PTRACE); in a container, add CAP_SYS_PTRACE")
-	}
-	return strings.Join(why, "; ")
-}
-
-// keepThreads keeps the threads asked for with -t (a saved capture has
-// them all) and says which are missing; false when none is left.
-func (c *common) keepThreads(p *ptrace.Process) bool {
-	if missing := p.KeepThreads(c.tids); len(missing) > 0 {
-		fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')\n",
-			joinInts(missing), p.PID, p.PID)
-	}
-	return len(p.Threads) > 0
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ", ")
 }

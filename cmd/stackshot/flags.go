@@ -43,8 +43,8 @@ type common struct {
 	perfMap                    string             // report: the JIT perf map of the captured process
 	started                    time.Time          // when the command began: --timeout counts from here
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
-	diag                       diagFlags          // dump: --group, --interval, --count (diagnose.go)
-	goroutines, noGoroutines   bool               // dump: goroutines of Go processes (goroutines.go)
+	diag                       diagFlags          // dump: --group, --interval, --count (dump.go)
+	goroutines, noGoroutines   bool               // dump: goroutines of Go processes
 	otlp                       *otlpFlags         // record: sending to a collector (otlp.go)
 	noDebuginfod               bool               // --no-debuginfod
 	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (debuginfod.go)
@@ -86,7 +86,6 @@ func newCommon(name string) *common {
 	c.register(name, flagSets[name], c)
 	if name == "dump" {
 		c.addDiagFlags()
-		goroutineFlags(c)
 	}
 	if name == "record" {
 		c.otlp = addOTLPFlags(c.fs)
@@ -195,7 +194,7 @@ func (l *idList) Set(v string) error {
 	return nil
 }
 
-func (l *idList) String() string { return joinInts(*l.ids) }
+func (l *idList) String() string { return strings.Trim(fmt.Sprint(*l.ids), "[]") }
 func (l *idList) Type() string   { return "id" }
 
 // parse parses args and collects PIDs from flags and positional arguments.
@@ -318,8 +317,12 @@ func (c *common) newSymbolizer() *symtab.Symbolizer {
 	return symtab.New(o)
 }
 
-// symbolizerNotes says on stderr what the symbolizer could not do.
-func (c *common) symbolizerNotes(sym *symtab.Symbolizer) {
+// symbolizerNotes says on stderr what the symbolizer (a session's, with
+// its children's) could not do.
+func (c *common) symbolizerNotes(sym interface {
+	Expired() bool
+	BudgetExceeded() bool
+}) {
 	c.debuginfodNotes()
 	if c.quiet {
 		return

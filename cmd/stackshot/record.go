@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"stackshot/live"
 	"stackshot/output"
 	"stackshot/sampler"
 )
@@ -47,26 +48,26 @@ func cmdRecord(args []string) error {
 	if c.timeout == 0 {
 		deadline = start.Add(c.duration + 10*time.Second)
 	}
-	s := newSamplingSession(c)
-	stop := s.catchSignals()
+	s := c.newSession(true)
+	stop := s.CatchSignals()
 	defer stop()
 	progress := !c.quiet && isTerminal(2)
-	smp, err := sampler.New(s.res, sampler.Config{Freq: c.freq, Duration: c.duration, Deadline: deadline,
-		Capture: s.captureOptions(time.Time{}), CaptureTimeout: c.timeout, Kernel: c.kernel, Idle: c.idle,
-		Warn:     func(msg string) { s.warn("%s%s", clearLine(progress), msg) },
+	smp, err := sampler.New(s.Resolver(), sampler.Config{Freq: c.freq, Duration: c.duration, Deadline: deadline,
+		Capture: s.CaptureOptions(time.Time{}), CaptureTimeout: c.timeout, Kernel: c.kernel, Idle: c.idle,
+		Warn:     func(msg string) { s.Warn("%s%s", clearLine(progress), msg) },
 		Progress: showProgress(progress)})
 	if err != nil {
 		return usageErr(err.Error(), "", "")
 	}
 	defer smp.Close()
 	for _, pid := range c.pids {
-		p, err := s.capture(pid, deadline)
+		p, err := s.Capture(pid, deadline)
 		if err != nil {
 			return err // the message explains; exit 1
 		}
-		s.res.PrefetchDebug(p) // (debuginfod) before the ticks, not during them
+		s.Resolver().PrefetchDebug(p) // (debuginfod) before the ticks, not during them
 		if err := smp.Add(p); err != nil {
-			return explainCaptureError(pid, err)
+			return live.ExplainCaptureError(pid, err)
 		}
 	}
 	end := smp.Run()
@@ -90,7 +91,7 @@ func cmdRecord(args []string) error {
 		}
 		output.WriteSummary(os.Stderr, prof, end.String(), where)
 	}
-	c.symbolizerNotes(s.sym)
+	c.symbolizerNotes(s)
 	return c.otlp.deliver(prof, max(time.Until(deadline), time.Second), c.quiet, c.verbose)
 }
 

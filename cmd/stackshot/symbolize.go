@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"stackshot/live"
 	"stackshot/output"
 	"stackshot/report"
 	"stackshot/resolve"
@@ -103,7 +104,7 @@ func addressLookup(sym *symtab.Symbolizer, exe string, pids []int) (func(uint64)
 		res := resolve.NewResolver(sym, resolve.Options{Live: true})
 		space, err := res.LiveSpace(pids[0])
 		if err != nil {
-			return nil, explainCaptureError(pids[0], err)
+			return nil, live.ExplainCaptureError(pids[0], err)
 		}
 		return func(addr uint64) []report.Frame { return res.Symbolize(space, addr, true) }, nil
 	}

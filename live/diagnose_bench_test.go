@@ -1,10 +1,9 @@
 //go:build linux
 
-package main
+package live
 
 import (
 	"bytes"
-	"fmt"
 	"testing"
 	"time"
 
@@ -23,11 +22,7 @@ import (
 func BenchmarkDiagnose(b *testing.B) {
 	bin := testutil.Build(b, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
 	tg := testutil.Start(b, bin, "512")
-	c := newCommon("dump")
-	if err := c.parse([]string{fmt.Sprint(tg.PID)}, true); err != nil {
-		b.Fatal(err)
-	}
-	s := newSession(c)
+	s := newBenchSession()
 	for _, diag := range []bool{false, true} {
 		name := "dump"
 		if diag {
@@ -36,7 +31,7 @@ func BenchmarkDiagnose(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			var buf bytes.Buffer
 			for i := 0; i < b.N; i++ {
-				p, err := s.capture(tg.PID, time.Now().Add(c.timeout))
+				p, err := s.Capture(tg.PID, time.Now().Add(10*time.Second))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -52,7 +47,7 @@ func BenchmarkDiagnose(b *testing.B) {
 	// The diagnosis alone, on one resolved snapshot: less noisy than the
 	// difference of two whole dumps on a shared machine.
 	b.Run("diagnose-only", func(b *testing.B) {
-		p, err := s.capture(tg.PID, time.Now().Add(c.timeout))
+		p, err := s.Capture(tg.PID, time.Now().Add(10*time.Second))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,9 +1,8 @@
 //go:build linux
 
-package main
+package live
 
 import (
-	"fmt"
 	"time"
 
 	"stackshot/diagnose"
@@ -12,38 +11,9 @@ import (
 	"stackshot/report"
 )
 
-// groupAuto is the thread count past which dump groups threads unless told
+// GroupAuto is the thread count past which dump groups threads unless told
 // not to (--no-group).
-const groupAuto = 64
-
-// diagFlags are dump's diagnosis flags.
-type diagFlags struct {
-	group    bool
-	noGroup  bool
-	interval time.Duration
-	count    int
-}
-
-func (c *common) addDiagFlags() {
-	fs := c.fs
-	fs.BoolVar(&c.diag.group, "group", false, fmt.Sprintf("fold threads with the same stack into one entry (on past %d threads)", groupAuto))
-	fs.BoolVar(&c.diag.noGroup, "no-group", false, "never fold threads")
-	fs.DurationVar(&c.diag.interval, "interval", time.Second, "with --count: time between snapshots")
-	fs.IntVar(&c.diag.count, "count", 1, "take N snapshots --interval apart; say which threads are stuck, spinning or moving")
-}
-
-func (c *common) checkDiagFlags() error {
-	if c.diag.group && c.diag.noGroup {
-		return usageError{"--group and --no-group disagree"}
-	}
-	if c.diag.count < 1 || c.diag.count > 1000 {
-		return usageError{"--count must be between 1 and 1000"}
-	}
-	if c.diag.count > 1 && c.diag.interval <= 0 {
-		return usageError{"--interval must be positive"}
-	}
-	return nil
-}
+const GroupAuto = 64
 
 // cpuTimes reads each thread's time on a CPU (schedstat), after the
 // capture: reading it needs no stop.
@@ -60,7 +30,7 @@ func cpuTimes(pid int, p *report.Process) map[int]uint64 {
 // diagnose adds lock owners, deadlocks and groups to a resolved snapshot.
 // It runs after every thread runs again and reads lock words with
 // process_vm_readv: no thread is stopped for it.
-func (s *session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Process {
+func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Process {
 	tasks := map[int]bool{}
 	if tids, err := procmaps.Tasks(raw.PID); err == nil {
 		for _, t := range tids {
@@ -68,7 +38,7 @@ func (s *session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Proc
 		}
 	}
 	diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
-	if s.c.diag.group || (!s.c.diag.noGroup && len(rp.Threads) > groupAuto) {
+	if s.o.Group || (!s.o.NoGroup && len(rp.Threads) > GroupAuto) {
 		diagnose.Group(rp)
 	}
 	return rp
@@ -77,23 +47,22 @@ func (s *session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Proc
 // dumpSnapshots takes --count snapshots of every target, --interval
 // apart, and returns the last of each (for the targets the last round
 // read), its threads marked stuck, spinning or moving.
-func (s *session) dumpSnapshots() ([]*report.Process, int, error) {
-	c := s.c
+func (s *Session) dumpSnapshots(pids []int) ([]*report.Process, int, error) {
 	snaps := map[int][]diagnose.Snapshot{}
 	var last map[int]*report.Process
 	var failed int
 	var began time.Time
-	for round := 0; round < c.diag.count; round++ {
+	for round := 0; round < s.o.Count; round++ {
 		if round > 0 {
 			select {
-			case <-time.After(time.Until(began.Add(c.diag.interval))):
+			case <-time.After(time.Until(began.Add(s.o.Interval))):
 			case <-s.cancel:
 			}
 		}
 		began = time.Now()
 		last = map[int]*report.Process{}
-		final := round == c.diag.count-1
-		f, err := s.captureEach(began.Add(c.timeout), func(p *ptrace.Process) (func(), error) {
+		final := round == s.o.Count-1
+		f, err := s.captureEach(pids, began.Add(s.o.Timeout), func(p *ptrace.Process) (func(), error) {
 			resolve := s.resolveCaptured
 			if final {
 				resolve = s.resolveLive // the last snapshot is the report
@@ -111,7 +80,7 @@ func (s *session) dumpSnapshots() ([]*report.Process, int, error) {
 		failed = f
 	}
 	var procs []*report.Process
-	for _, pid := range c.pids {
+	for _, pid := range pids {
 		if rp := last[pid]; rp != nil {
 			diagnose.Progress(rp, snaps[pid])
 			procs = append(procs, rp)

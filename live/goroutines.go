@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package live
 
 import (
 	"time"
@@ -14,23 +14,17 @@ import (
 // grouped without --group.
 const autoGroupGoroutines = 256
 
-// goroutineFlags registers --goroutines / --no-goroutines.
-func goroutineFlags(c *common) {
-	c.fs.BoolVar(&c.goroutines, "goroutines", true, "list the goroutines of Go processes")
-	c.fs.BoolVar(&c.noGoroutines, "no-goroutines", false, "no goroutines")
-}
-
 // addGoroutines reads a Go process's goroutines into rp (see
 // goruntime.Live), grouped as the flags say.
-func (s *session) addGoroutines(p *ptrace.Process, rp *report.Process, deadline time.Time) {
-	if !s.c.goroutines || s.c.noGoroutines {
+func (s *Session) addGoroutines(p *ptrace.Process, rp *report.Process, deadline time.Time) {
+	if !s.o.Goroutines {
 		return
 	}
 	space := s.res.Space(p, ptrace.MemReader{PID: p.MemPID()})
 	goruntime.Live(p, rp, goruntime.SymbolizerFunc(func(pc uint64, exact bool) []report.Frame {
 		return s.res.Symbolize(space, pc, exact)
 	}), deadline, s.cancel)
-	if s.c.diag.group || (len(rp.Goroutines) > autoGroupGoroutines && !s.c.diag.noGroup) {
+	if s.o.Group || (len(rp.Goroutines) > autoGroupGoroutines && !s.o.NoGroup) {
 		rp.GoroutineGroups = report.GroupGoroutines(rp.Goroutines)
 	}
 }

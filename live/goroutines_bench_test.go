@@ -1,9 +1,8 @@
 //go:build linux
 
-package main
+package live
 
 import (
-	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -27,12 +26,8 @@ func BenchmarkGoroutines10k(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			bin := testutil.BuildGo(b, have[0], testutil.Testdata("goruntime", "goroutines"), []string{"CGO_ENABLED=0"}, v.flags...)
 			tg := testutil.Start(b, bin, "-park", "10000")
-			c := newCommon("dump")
-			if err := c.parse([]string{fmt.Sprint(tg.PID)}, true); err != nil {
-				b.Fatal(err)
-			}
-			s := newSession(c)
-			p, err := s.capture(tg.PID, time.Now().Add(10*time.Second))
+			s := newBenchSession()
+			p, err := s.Capture(tg.PID, time.Now().Add(10*time.Second))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,6 +1,6 @@
 //go:build linux && stackshot_testhooks
 
-package main
+package live
 
 import (
 	"fmt"

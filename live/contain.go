@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package live
 
 import (
 	"fmt"
@@ -13,20 +13,21 @@ import (
 	"stackshot/resolve"
 )
 
-// safeCapture is session.capture with a panic (a bug met on the target's
-// bytes, e.g. its build id notes) turned into this process's error: the
-// other processes of the command go on. The capture detaches every thread
-// on its way out, panic or not.
-func (s *session) safeCapture(pid int, deadline time.Time) (p *ptrace.Process, err error) {
+// Capture takes one raw snapshot of pid, with build ids and the vdso, its
+// error in the contract's words. A panic (a bug met on the target's bytes,
+// e.g. its build id notes) becomes this process's error: the other
+// processes of the command go on. The capture detaches every thread on
+// its way out, panic or not.
+func (s *Session) Capture(pid int, deadline time.Time) (p *ptrace.Process, err error) {
 	if perr := contain.Call(fmt.Sprintf("capturing process %d", pid), func() { p, err = s.capture(pid, deadline) }); perr != nil {
 		return nil, fmt.Errorf("cannot read process %d (%v)", pid, perr)
 	}
 	return p, err
 }
 
-// resolveProcess unwinds and symbolizes one capture; a panic that escapes
+// ResolveProcess unwinds and symbolizes one capture; a panic that escapes
 // the per-thread guard (resolve) becomes this process's error.
-func resolveProcess(res *resolve.Resolver, p *ptrace.Process, mem io.ReaderAt) (rp *report.Process, err error) {
+func ResolveProcess(res *resolve.Resolver, p *ptrace.Process, mem io.ReaderAt) (rp *report.Process, err error) {
 	perr := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() {
 		res.PrefetchDebug(p) // (debuginfod) now that every thread runs again
 		rp = res.Process(p, mem)

@@ -1,0 +1,96 @@
+//go:build linux
+
+package live
+
+import (
+	"fmt"
+
+	"stackshot/ptrace"
+	"stackshot/report"
+	"stackshot/sandbox"
+)
+
+// The parsing of what a target controls runs in a sandboxed child (see
+// package sandbox) for targets owned by another user than stackshot's
+// (root dumping a service account's process); Options.NoSandbox keeps it
+// in-process, STACKSHOT_SANDBOX=1 asks for it for every target.
+
+// sayUnlessQuiet says msg unless Quiet (not once only: see Warn).
+func (s *Session) sayUnlessQuiet(msg string) {
+	if !s.o.Quiet {
+		s.o.Say(msg)
+	}
+}
+
+// sandboxFor returns the child that parses live process pid's bytes
+// (started on first use), or nil when they are parsed in-process.
+//
+// The decision is taken once per target, at its first capture.
+func (s *Session) sandboxFor(pid int) *sandbox.Child {
+	if child, ok := s.boxes[pid]; ok {
+		return child
+	}
+	var child *sandbox.Child
+	if !s.o.NoSandbox && sandbox.Needed(pid) {
+		t, err := sandbox.TargetOf(pid)
+		if err != nil {
+			t = sandbox.Target{PID: pid, UID: -1, GID: -1} // owner unknown: anyone's files only
+		}
+		cfg := s.o.Sandbox
+		cfg.Resolve = s.res.Options()
+		child = sandbox.TryStart(cfg, t, fmt.Sprintf("process %d", pid), s.sayUnlessQuiet)
+		if child != nil && s.o.Debuginfod.Enabled() {
+			s.Warn("debuginfod is not asked for process %d: it is parsed in the sandboxed child, which has no network (give --no-sandbox to fetch)", pid)
+		}
+	}
+	if s.boxes == nil {
+		s.boxes = map[int]*sandbox.Child{}
+	}
+	s.boxes[pid] = child
+	return child
+}
+
+// Close ends the session's sandboxed children.
+func (s *Session) Close() {
+	for pid, child := range s.boxes {
+		if child != nil {
+			child.Close()
+		}
+		delete(s.boxes, pid)
+	}
+}
+
+// captureLive is resolve.CaptureLive, with the no-stop check (which
+// unwinds the thread) and the build ids read from memory (ELF notes) in the
+// target's child when it has one.
+func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, error) {
+	child := s.sandboxFor(pid)
+	if child == nil {
+		return s.res.CaptureLive(pid, opt)
+	}
+	p, err := ptrace.Capture(pid, opt, child.Check())
+	if err != nil {
+		return nil, err
+	}
+	if err := child.Images(p); err != nil {
+		s.Warn("%v", err)
+	}
+	return p, nil
+}
+
+// resolveCaptured unwinds and symbolizes a live capture: in its child
+// when it has one (a failed child costs the process its names, said in
+// one line), else in-process.
+func (s *Session) resolveCaptured(p *ptrace.Process) (*report.Process, error) {
+	child := s.sandboxFor(p.PID)
+	if child == nil {
+		return ResolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()})
+	}
+	rp, err := child.Resolve(p)
+	if err != nil {
+		s.Warn("%v", err)
+	}
+	s.boxExpired = s.boxExpired || child.Expired()
+	s.boxBudget = s.boxBudget || child.BudgetExceeded()
+	return rp, nil
+}

@@ -1,0 +1,285 @@
+//go:build linux
+
+// Package live reads live processes: it captures each target (in a
+// sandboxed child where one is needed), unwinds, symbolizes and diagnoses
+// the capture, and checks the pid still names the process read. Its
+// errors are in the contract's words; what it has to say goes through
+// Options.Say.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"stackshot/debuginfod"
+	"stackshot/procmaps"
+	"stackshot/ptrace"
+	"stackshot/report"
+	"stackshot/resolve"
+	"stackshot/sandbox"
+	"stackshot/symtab"
+)
+
+// Options are what a session does, from the command's flags.
+type Options struct {
+	// Capture: Mode, Consistent, StackBytes, Kernel and TIDs (the
+	// deadline and the cancel channel are the session's).
+	Capture ptrace.Options
+	Resolve resolve.Options
+	// Sandbox configures the children that parse what a target
+	// controls; NoSandbox keeps that in-process.
+	Sandbox   sandbox.Config
+	NoSandbox bool
+	// Started and Timeout bound the command (--timeout counts from
+	// Started); Timeout also bounds each round's captures.
+	Started    time.Time
+	Timeout    time.Duration
+	Quiet      bool // no warnings (errors are still said)
+	Goroutines bool // list the goroutines of Go processes
+	// Group and NoGroup fold threads (and goroutines) with the same
+	// stack, or never; neither: past groupAuto threads.
+	Group, NoGroup bool
+	// Count snapshots, Interval apart (Dump); 0 or 1: one.
+	Count      int
+	Interval   time.Duration
+	Debuginfod *debuginfod.Client // paused while threads are stopped; nil: none
+	// Say writes one line to the user (stderr); the caller prefixes and
+	// escapes it.
+	Say func(msg string)
+}
+
+// ErrInterrupted is a command ended by a signal: every thread was
+// detached, and nothing is to be written.
+var ErrInterrupted = errors.New("interrupted (every thread was detached; nothing written)")
+
+// Session holds what a command shares across its targets.
+type Session struct {
+	o      Options
+	sym    *symtab.Symbolizer
+	res    *resolve.Resolver
+	cancel <-chan struct{}
+	warned map[string]bool
+	boxes  map[int]*sandbox.Child // sandboxed children, by target (sandbox.go)
+	// what a child's symbolizer could not do (Expired, BudgetExceeded)
+	boxExpired, boxBudget bool
+}
+
+// New starts a session that symbolizes with sym.
+func New(sym *symtab.Symbolizer, o Options) *Session {
+	if o.Say == nil {
+		o.Say = func(string) {}
+	}
+	o.Resolve.Live = true
+	return &Session{o: o, sym: sym, warned: map[string]bool{}, cancel: make(chan struct{}),
+		res: resolve.NewResolver(sym, o.Resolve)}
+}
+
+// Resolver is the session's resolver (record samples with it).
+func (s *Session) Resolver() *resolve.Resolver { return s.res }
+
+// Expired reports whether some frames were left unresolved at the
+// deadline, in-process or in a child.
+func (s *Session) Expired() bool { return s.sym.Expired() || s.boxExpired }
+
+// BudgetExceeded reports whether some module's symbols exceeded the
+// budget, in-process or in a child.
+func (s *Session) BudgetExceeded() bool { return s.sym.BudgetExceeded() || s.boxBudget }
+
+// CatchSignals makes SIGINT/SIGTERM end the command cleanly: captures in
+// flight detach every thread before they return.
+func (s *Session) CatchSignals() func() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	s.cancel = ctx.Done()
+	return stop
+}
+
+// Interrupted reports whether a signal ended the session.
+func (s *Session) Interrupted() bool {
+	select {
+	case <-s.cancel:
+		return true
+	default:
+		return false
+	}
+}
+
+// Warn says a warning once, unless Quiet.
+func (s *Session) Warn(format string, args ...any) {
+	if msg := fmt.Sprintf(format, args...); !s.o.Quiet && !s.warned[msg] {
+		s.warned[msg] = true
+		s.o.Say(msg)
+	}
+}
+
+// CaptureOptions are the capture's options, with deadline.
+func (s *Session) CaptureOptions(deadline time.Time) ptrace.Options {
+	o := s.o.Capture
+	o.Deadline, o.Cancel = deadline, s.cancel
+	return o
+}
+
+// capture takes one raw snapshot of pid, with build ids and the vdso.
+func (s *Session) capture(pid int, deadline time.Time) (*ptrace.Process, error) {
+	resume := s.o.Debuginfod.Pause() // (fetches wait for the threads to run again)
+	p, err := s.captureLive(pid, s.CaptureOptions(deadline))
+	resume()
+	if err != nil {
+		return nil, ExplainCaptureError(pid, err)
+	}
+	s.noteProcess(p)
+	return p, nil
+}
+
+// Dump reads each pid (Count snapshots of each when Count > 1) and
+// returns the reports of those it could read, saying why the others could
+// not; failed counts them. Interrupted: ErrInterrupted.
+func (s *Session) Dump(pids []int) (procs []*report.Process, failed int, err error) {
+	if s.o.Count > 1 {
+		return s.dumpSnapshots(pids)
+	}
+	failed, err = s.captureEach(pids, time.Now().Add(s.o.Timeout), func(p *ptrace.Process) (func(), error) {
+		rp, err := s.resolveLive(p)
+		return func() { procs = append(procs, rp) }, err
+	})
+	return procs, failed, err
+}
+
+// captureEach captures each pid in turn and hands the capture to use,
+// saying why a pid could not be read (or lacks the threads asked for, or
+// was replaced meanwhile). use reads the live process and returns what to
+// keep once the pid is known to still name the process captured. It
+// returns how many could not; interrupted, ErrInterrupted (every thread
+// was detached, nothing is written).
+func (s *Session) captureEach(pids []int, deadline time.Time, use func(*ptrace.Process) (keep func(), err error)) (failed int, err error) {
+	for _, pid := range pids {
+		if s.Interrupted() {
+			break
+		}
+		id, _ := procmaps.ReadIdentity(pid) // a failure shows in the capture
+		p, err := s.Capture(pid, deadline)
+		if err != nil {
+			s.o.Say(err.Error())
+		}
+		if err != nil || !KeepThreads(p, s.o.Capture.TIDs, s.o.Say) {
+			failed++
+			continue
+		}
+		if afterCaptureHook != nil {
+			afterCaptureHook(pid)
+		}
+		keep, err := use(p)
+		if err == nil && id.PID != 0 {
+			err = sameProcess(id)
+		}
+		if err != nil {
+			s.o.Say(err.Error())
+			failed++
+			continue
+		}
+		keep()
+	}
+	if s.Interrupted() {
+		return failed, ErrInterrupted
+	}
+	return failed, nil
+}
+
+// resolveLive unwinds, symbolizes and diagnoses a live capture.
+func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
+	rp, err := s.resolveCaptured(p)
+	if err != nil {
+		return nil, err
+	}
+	s.diagnose(rp, p)
+	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))
+	return rp, nil
+}
+
+// noteProcess turns per-thread conditions into one-line warnings.
+func (s *Session) noteProcess(p *ptrace.Process) {
+	denied := 0
+	for _, th := range p.Threads {
+		if s.o.Capture.Kernel && th.KernelOutcome == ptrace.KernelDenied {
+			s.Warn("kernel stacks are not readable (%s; showing user frames only)", map[bool]string{
+				false: "they need root or CAP_SYS_ADMIN", true: "refused although stackshot runs as root: a container or a security module hides them"}[os.Geteuid() == 0])
+		}
+		if th.Outcome == ptrace.OutcomeNotPermitted {
+			denied++
+		}
+	}
+	if denied > 0 {
+		s.Warn("%s", permissionHelp(p.PID))
+	}
+}
+
+// ExplainCaptureError puts a capture's error in the contract's words:
+// what could not be read, why, and what to do.
+func ExplainCaptureError(pid int, err error) error {
+	switch {
+	case errors.Is(err, ptrace.ErrNoProcess):
+		if strings.Contains(err.Error(), "is a thread of") {
+			return fmt.Errorf("cannot read process %d (%v; give the process id)", pid, err)
+		}
+		return fmt.Errorf("cannot read process %d (no such process; check the pid with ps)", pid)
+	case errors.Is(err, ptrace.ErrPermission), errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("cannot read process %d (permission denied; %s)", pid, permissionHelp(pid))
+	case errors.Is(err, syscall.ESRCH), errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("cannot read process %d (it exited while being read; nothing to show)", pid)
+	}
+	return fmt.Errorf("cannot read process %d (%v)", pid, err)
+}
+
+// permissionHelp explains why ptrace may be refused.
+func permissionHelp(pid int) string {
+	var why []string
+	if st, err := procmaps.ReadStatus(pid); err == nil {
+		if st.TracerPid != 0 {
+			why = append(why, fmt.Sprintf("already traced by pid %d (%s): detach that debugger first", st.TracerPid, procmaps.Exe(st.TracerPid)))
+		}
+		if uid := os.Getuid(); uid != 0 && st.UID != uid {
+			// As root, ownership is no reason.
+			why = append(why, fmt.Sprintf("it belongs to uid %d: run as that user or as root", st.UID))
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
+		scope := strings.TrimSpace(string(b))
+		switch scope {
+		case "1":
+			why = append(why, "kernel.yama.ptrace_scope=1 lets only a parent trace: grant CAP_SYS_PTRACE (root has it), or set it to 0")
+		case "2":
+			why = append(why, "kernel.yama.ptrace_scope=2 needs CAP_SYS_PTRACE (root has it)")
+		case "3":
+			why = append(why, "kernel.yama.ptrace_scope=3 forbids ptrace until reboot")
+		}
+	}
+	if len(why) == 0 && os.Geteuid() == 0 {
+		why = append(why, "refused although stackshot runs as root: a container without CAP_SYS_PTRACE, or a security module (SELinux, AppArmor), forbids it; grant CAP_SYS_PTRACE or run on the host")
+	} else if len(why) == 0 {
+		why = append(why, "run as the process owner or as root (CAP_SYS_PTRACE); in a container, add CAP_SYS_PTRACE")
+	}
+	return strings.Join(why, "; ")
+}
+
+// KeepThreads keeps the threads tids (all when none; a saved capture has
+// them all) and says which are missing; false when none is left.
+func KeepThreads(p *ptrace.Process, tids []int, say func(string)) bool {
+	if missing := p.KeepThreads(tids); len(missing) > 0 {
+		say(fmt.Sprintf("no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')",
+			joinInts(missing), p.PID, p.PID))
+	}
+	return len(p.Threads) > 0
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
