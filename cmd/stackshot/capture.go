@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"stackshot/capfile"
+	"stackshot/internal/cli"
 	"stackshot/internal/safefile"
 	"stackshot/live"
 	"stackshot/procmaps"
@@ -26,15 +27,15 @@ func cmdCapture(args []string) error {
 		return err
 	}
 	if c.output == "" {
-		return usageErr("capture needs -o FILE", "a capture is written to a file", "e.g. 'stackshot capture -o snap.gz PID'")
+		return cli.Usage("capture needs -o FILE", "a capture is written to a file", "e.g. 'stackshot capture -o snap.gz PID'")
 	}
 	core := c.format == "core" || c.format == "" && strings.HasSuffix(c.output, ".core")
 	what, err := capfile.ParseCoreMemory(c.coreMemory)
 	if err != nil {
-		return usageErr("--core-memory "+c.coreMemory, err.Error(), "give stacks, writable or all")
+		return cli.Usage("--core-memory "+c.coreMemory, err.Error(), "give stacks, writable or all")
 	}
 	if core && len(c.pids) > 1 && !strings.Contains(c.output, "%p") {
-		return usageError{"cannot write several processes to one core (a core holds one process; give one pid, or put %p in the -o name)"}
+		return cli.UsageError{Msg: "cannot write several processes to one core (a core holds one process; give one pid, or put %p in the -o name)"}
 	}
 	s := c.newSession(false)
 	stop := s.CatchSignals()
@@ -66,7 +67,7 @@ func cmdCapture(args []string) error {
 			cf.Processes = append(cf.Processes, p)
 			continue
 		}
-		if err := c.writeCore(s, p, what, expandOutput(c.output, []int{pid}, start)); err != nil {
+		if err := c.writeCore(s, p, what, safefile.Expand(c.output, []int{pid}, start)); err != nil {
 			return err
 		}
 	}
@@ -79,12 +80,12 @@ func cmdCapture(args []string) error {
 			return err
 		}
 		// Stack bytes may hold secrets: owner-only, like a core.
-		if err := writeOutputMode(expandOutput(c.output, c.pids, start), buf.Bytes(), safefile.Private); err != nil {
+		if err := safefile.Output(safefile.Expand(c.output, c.pids, start), buf.Bytes(), safefile.Private); err != nil {
 			return err
 		}
 	}
 	if failed > 0 {
-		return exitError{exitTarget}
+		return cli.ExitError{Code: cli.ExitTarget}
 	}
 	return nil
 }
@@ -101,7 +102,7 @@ func (c *common) writeCore(s *live.Session, p *ptrace.Process, what capfile.Core
 	if err := capfile.WriteCore(&buf, p, capfile.CoreOptions{Host: host, Kernel: c.kernel, Extra: extra}); err != nil {
 		return fmt.Errorf("cannot write core of process %d (%v)", p.PID, err)
 	}
-	return writeOutputMode(path, buf.Bytes(), safefile.Private)
+	return safefile.Output(path, buf.Bytes(), safefile.Private)
 }
 
 // loadSaved opens a capture file or an ELF core. The file stays open
@@ -135,7 +136,7 @@ func cmdReport(args []string) error {
 	}
 	files := c.fs.Args()
 	if len(files) == 0 {
-		return usageErr("report needs a capture FILE", "it reads what 'stackshot capture' or a core dump saved", "e.g. 'stackshot report snap.gz'")
+		return cli.Usage("report needs a capture FILE", "it reads what 'stackshot capture' or a core dump saved", "e.g. 'stackshot report snap.gz'")
 	}
 	sym := c.newSymbolizer()
 	var procs []*report.Process
@@ -186,7 +187,7 @@ func cmdReport(args []string) error {
 	}
 	c.symbolizerNotes(sym)
 	if failed > 0 {
-		return exitError{exitTarget}
+		return cli.ExitError{Code: cli.ExitTarget}
 	}
 	return nil
 }

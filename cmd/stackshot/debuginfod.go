@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"stackshot/debuginfod"
+	"stackshot/internal/term"
 	"stackshot/symtab"
 )
 
@@ -17,23 +18,8 @@ func (c *common) addFetchers(o *symtab.Options) {
 	if c.noDebuginfod || os.Getenv("DEBUGINFOD_URLS") == "" {
 		return
 	}
-	do, warnings := debuginfod.FromEnv(os.Getenv)
-	if !c.quiet {
-		for _, w := range warnings {
-			printErr("stackshot: %s", w)
-		}
-	}
-	do.MaxBytes = c.maxDebugBytes
-	if !c.quiet {
-		switch {
-		case isTerminal(2):
-			do.Progress, do.Terminal = os.Stderr, true
-		case os.Getenv("DEBUGINFOD_PROGRESS") != "":
-			do.Progress = os.Stderr
-		}
-	}
-	cl := debuginfod.New(do)
-	if !cl.Enabled() {
+	cl := debuginfod.Setup(os.Getenv, c.maxDebugBytes, c.quiet, term.IsTerminal(2), os.Stderr, c.say)
+	if cl == nil {
 		return
 	}
 	c.debuginfod = cl
@@ -49,6 +35,6 @@ func (c *common) debuginfodNotes() {
 		return
 	}
 	for _, w := range c.debuginfod.Warnings() {
-		printErr("stackshot: %s", w)
+		c.say(w)
 	}
 }

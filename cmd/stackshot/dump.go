@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
+	"stackshot/internal/cli"
 	"stackshot/internal/safefile"
 	"stackshot/internal/term"
 	"stackshot/live"
@@ -36,13 +38,13 @@ func (c *common) addDiagFlags() {
 
 func (c *common) checkDiagFlags() error {
 	if c.diag.group && c.diag.noGroup {
-		return usageError{"--group and --no-group disagree"}
+		return cli.UsageError{Msg: "--group and --no-group disagree"}
 	}
 	if c.diag.count < 1 || c.diag.count > 1000 {
-		return usageError{"--count must be between 1 and 1000"}
+		return cli.UsageError{Msg: "--count must be between 1 and 1000"}
 	}
 	if c.diag.count > 1 && c.diag.interval <= 0 {
-		return usageError{"--interval must be positive"}
+		return cli.UsageError{Msg: "--interval must be positive"}
 	}
 	return nil
 }
@@ -89,7 +91,7 @@ func cmdDump(args []string) error {
 		c.symbolizerNotes(s)
 	}
 	if failed > 0 {
-		return exitError{exitTarget}
+		return cli.ExitError{Code: cli.ExitTarget}
 	}
 	return nil
 }
@@ -115,21 +117,18 @@ func (c *common) writeReport(procs []*report.Process) error {
 	} else {
 		data = term.EscapeText(buf.Bytes())
 	}
-	return writeOutput(c.output, data)
+	return safefile.Output(c.output, data, safefile.Public)
 }
 
-// writeOutput writes the whole report at once: to stdout, or to a file
-// through a temporary name, so nothing half-written is ever seen.
-func writeOutput(path string, data []byte) error {
-	return writeOutputMode(path, data, safefile.Public)
-}
-
-// writeOutputMode is writeOutput for a file of mode m (safefile.Private for
-// captures and cores: they hold the target's raw memory).
-func writeOutputMode(path string, data []byte, m safefile.Mode) error {
+// checkWritable makes sure path could be written (the checks of
+// safefile.Create, and a temporary file created beside it and removed)
+// before a long recording starts.
+func checkWritable(path string) error {
 	if path == "" || path == "-" {
-		_, err := os.Stdout.Write(data)
-		return err
+		return nil
 	}
-	return safefile.WriteFile(path, data, m)
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return cli.Usage("cannot write to "+path, "it is a directory", "give a file name, e.g. -o "+filepath.Join(path, "stacks.txt"))
+	}
+	return safefile.Check(path)
 }

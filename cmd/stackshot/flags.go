@@ -8,13 +8,13 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"stackshot/debuginfod"
+	"stackshot/internal/cli"
 	"stackshot/ptrace"
 	"stackshot/symtab"
 	"stackshot/unwind"
@@ -103,7 +103,7 @@ func newCommon(name string) *common {
 func (c *common) register(name string, set int, v *common) {
 	fs := c.fs
 	if set&fPID != 0 {
-		fs.VarP(&idList{&v.pids, "process", &c.badID}, "pid", "p", "target process (repeatable)")
+		fs.VarP(cli.IDList{IDs: &v.pids, What: "process", Bad: &c.badID}, "pid", "p", "target process (repeatable)")
 	}
 	if set&fFormat != 0 {
 		formats := map[string]string{"record": "folded, pprof, svg, json or text (default: by -o extension, else folded)",
@@ -123,7 +123,7 @@ func (c *common) register(name string, set int, v *common) {
 		fs.StringVarP(&v.output, "output", "o", "", "write to FILE instead of stdout")
 	}
 	if set&fTID != 0 {
-		fs.VarP(&idList{&v.tids, "thread", &c.badID}, "tid", "t", "only these threads (repeatable)")
+		fs.VarP(cli.IDList{IDs: &v.tids, What: "thread", Bad: &c.badID}, "tid", "t", "only these threads (repeatable)")
 	}
 	if set&fKernel != 0 {
 		fs.BoolVar(&v.kernel, "kernel", true, "add each thread's kernel frames")
@@ -173,35 +173,11 @@ func (c *common) register(name string, set int, v *common) {
 	}
 }
 
-// idList is a repeatable flag of process or thread ids, refused in the
-// contract's words (not strconv's).
-type idList struct {
-	ids  *[]int
-	what string
-	bad  *error
-}
-
-func (l *idList) Set(v string) error {
-	for _, s := range strings.Split(v, ",") {
-		id, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || id <= 0 {
-			*l.bad = usageErr(fmt.Sprintf("%q is not a %s id", s, l.what), "want a positive number",
-				"list them with 'ls /proc' or 'ls /proc/PID/task'")
-			return *l.bad
-		}
-		*l.ids = append(*l.ids, id)
-	}
-	return nil
-}
-
-func (l *idList) String() string { return strings.Trim(fmt.Sprint(*l.ids), "[]") }
-func (l *idList) Type() string   { return "id" }
-
 // parse parses args and collects PIDs from flags and positional arguments.
 func (c *common) parse(args []string, needPID bool) error {
 	c.started = time.Now()
 	if err := c.fs.Parse(args); err != nil {
-		return c.flagError(err)
+		return cli.FlagError(c.fs, err, c.badID)
 	}
 	c.fs.Visit(func(f *pflag.Flag) {
 		if f.Hidden && !c.quiet {
@@ -209,8 +185,8 @@ func (c *common) parse(args []string, needPID bool) error {
 		}
 	})
 	for _, a := range c.fs.Args() {
-		if !c.files && (&idList{&c.pids, "process", &c.badID}).Set(a) != nil {
-			return usageErr(fmt.Sprintf("%q is not a command or a process id", a), "want a number",
+		if !c.files && (cli.IDList{IDs: &c.pids, What: "process", Bad: &c.badID}).Set(a) != nil {
+			return cli.Usage(fmt.Sprintf("%q is not a command or a process id", a), "want a number",
 				"list processes with ps, or see 'stackshot help'")
 		}
 	}
@@ -223,38 +199,16 @@ func (c *common) parse(args []string, needPID bool) error {
 		}
 	}
 	if c.pids = uniq; needPID && len(c.pids) == 0 {
-		return usageErr("no process id given", c.fs.Name()+" needs the PID of a running process",
+		return cli.Usage("no process id given", c.fs.Name()+" needs the PID of a running process",
 			"e.g. 'stackshot "+c.fs.Name()+" 1234'; see 'stackshot help'")
 	}
 	return c.check()
 }
 
-// flagError turns pflag's errors into the contract's form.
-func (c *common) flagError(err error) error {
-	if err == pflag.ErrHelp {
-		return err
-	}
-	if c.badID != nil {
-		return c.badID
-	}
-	msg, name := err.Error(), c.fs.Name()
-	var val, flag string
-	switch _, scanErr := fmt.Sscanf(msg, "invalid argument %q for %q flag:", &val, &flag); {
-	case strings.HasPrefix(msg, "unknown "):
-		return usageErr("unknown flag "+msg[strings.LastIndexByte(msg, ' ')+1:], name+" does not take it", "")
-	case strings.HasPrefix(msg, "flag needs an argument: "):
-		return usageErr(strings.TrimPrefix(msg, "flag needs an argument: ")+" needs a value", "none was given", "")
-	case scanErr == nil:
-		why := strings.TrimSpace(msg[strings.Index(msg, " flag:")+6:]) // pflag's "must be an integer"
-		return usageErr(fmt.Sprintf("%s %q", flag[strings.LastIndex(flag, "--"):], val), why, "")
-	}
-	return usageErr(msg, "bad usage", "")
-}
-
 // check validates flag values and their combinations.
 func (c *common) check() error {
 	if c.jsonOut && c.format != "" && c.format != "json" {
-		return usageErr("--json and --format "+c.format+" disagree", "they name two formats", "give one of them")
+		return cli.Usage("--json and --format "+c.format+" disagree", "they name two formats", "give one of them")
 	} else if c.jsonOut {
 		c.format = "json"
 	}
@@ -264,17 +218,17 @@ func (c *common) check() error {
 	case err != nil:
 		return err
 	case name == "capture" && c.format != "" && c.format != "core":
-		return usageErr("--format "+c.format, "capture writes a capture file, or an ELF core with --format core", "")
+		return cli.Usage("--format "+c.format, "capture writes a capture file, or an ELF core with --format core", "")
 	case name != "record" && name != "capture" && c.format != "" && c.format != "text" && c.format != "json":
-		return usageErr("--format "+c.format, name+" writes text or json", "")
+		return cli.Usage("--format "+c.format, name+" writes text or json", "")
 	case c.maxFrames <= 0:
-		return usageErr(fmt.Sprintf("--max-frames %d", c.maxFrames), "want a positive number", "")
+		return cli.Usage(fmt.Sprintf("--max-frames %d", c.maxFrames), "want a positive number", "")
 	case c.timeout <= 0 && c.fs.Changed("timeout"):
-		return usageErr("--timeout "+c.timeout.String(), "want a positive duration", "")
+		return cli.Usage("--timeout "+c.timeout.String(), "want a positive duration", "")
 	case c.stackBytes < 0:
-		return usageErr(fmt.Sprintf("--stack-bytes %d", c.stackBytes), "want 0 (the default) or more", "")
+		return cli.Usage(fmt.Sprintf("--stack-bytes %d", c.stackBytes), "want 0 (the default) or more", "")
 	case c.consistent && mode == ptrace.ModeNoStop:
-		return usageErr("--consistent with --mode nostop", "a consistent capture stops every thread; nostop stops none",
+		return cli.Usage("--consistent with --mode nostop", "a consistent capture stops every thread; nostop stops none",
 			"leave one of them out")
 	}
 	return nil
@@ -300,7 +254,7 @@ func (c *common) captureMode() (ptrace.Mode, error) {
 	case "nostop":
 		return ptrace.ModeNoStop, nil
 	}
-	return 0, usageErr(fmt.Sprintf("--mode %q", c.mode), "want auto, stop or nostop", "")
+	return 0, cli.Usage(fmt.Sprintf("--mode %q", c.mode), "want auto, stop or nostop", "")
 }
 
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }

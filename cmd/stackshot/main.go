@@ -14,46 +14,15 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"stackshot/internal/cli"
 	"stackshot/internal/safefile"
 	"stackshot/sandbox"
-)
-
-// Exit codes of the command-line contract.
-const (
-	exitOK     = 0
-	exitTarget = 1 // a target could not be read
-	exitUsage  = 2 // bad usage
 )
 
 var (
 	version = "0.1.0-dev"
 	commit  = "unknown"
 )
-
-// usageError is bad usage (exit 2). Its message is in the contract's
-// words (see usageErr); a bare one gets a pointer to the command's help.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-// helpHint stands for "see 'stackshot CMD --help'" until the command is known.
-const helpHint = "see 'stackshot \x00 --help'"
-
-// usageErr says what is wrong, why, and what to do ("": the help).
-func usageErr(what, why, do string) error {
-	if do == "" {
-		do = helpHint
-	}
-	if why == "" {
-		return usageError{what + " (" + do + ")"}
-	}
-	return usageError{what + " (" + why + "; " + do + ")"}
-}
-
-// exitError carries an exit code whose message was already printed.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
 	// The sandboxed child (see package sandbox): nothing else runs there.
@@ -88,7 +57,7 @@ func run(args []string) int {
 		switch a := args[0]; {
 		case a == "version" || a == "--version":
 			fmt.Printf("stackshot %s (commit %s, %s)\n", version, commit, goVersion())
-			return exitOK
+			return cli.ExitOK
 		case a == "help" || a == "-h" || a == "--help":
 			return help(args[1:])
 		case commands[a] != nil:
@@ -96,25 +65,10 @@ func run(args []string) int {
 		}
 	}
 	err := commands[cmd](args)
-	var ue usageError
-	var ee exitError
-	switch {
-	case err == nil:
-	case errors.Is(err, pflag.ErrHelp):
+	if errors.Is(err, pflag.ErrHelp) {
 		return help([]string{cmd})
-	case errors.As(err, &ue):
-		if !strings.HasSuffix(ue.msg, ")") {
-			ue.msg += " (" + helpHint + ")"
-		}
-		printErr("stackshot: %s", strings.ReplaceAll(ue.msg, "\x00", cmd))
-		return exitUsage
-	case errors.As(err, &ee):
-		return ee.code
-	default:
-		printErr("stackshot: %v", err)
-		return exitTarget
 	}
-	return exitOK
+	return cli.Exit(err, cmd, func(msg string) { printErr("stackshot: %s", msg) })
 }
 
 //go:embed help/*.txt
@@ -126,12 +80,12 @@ func help(args []string) int {
 	if len(args) == 0 {
 		b, _ := helpFiles.ReadFile("help/overview.txt")
 		os.Stdout.Write(b)
-		return exitOK
+		return cli.ExitOK
 	}
 	name := args[0]
 	if commands[name] == nil {
 		fmt.Fprintf(os.Stderr, "stackshot: no command %q (the commands are dump, record, capture, report, symbolize and version; see 'stackshot help')\n", name)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	b, _ := helpFiles.ReadFile("help/" + name + ".txt")
 	text, examples, _ := strings.Cut(string(b), "\nexamples:\n")
@@ -140,5 +94,5 @@ func help(args []string) int {
 		symbolizeFlags(c)
 	}
 	fmt.Printf("usage: %s\nflags:\n%s\nexamples:\n%s", text, c.fs.FlagUsages(), examples)
-	return exitOK
+	return cli.ExitOK
 }

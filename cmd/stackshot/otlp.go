@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"stackshot/internal/cli"
 	"stackshot/otlp"
 	"stackshot/output"
 )
@@ -48,7 +49,7 @@ func (o *otlpFlags) prepare(quiet bool) error {
 	if !o.enabled() {
 		for _, f := range []string{"otlp-header", "service", "spool", "spool-max-files", "spool-max-mb"} {
 			if o.fs.Changed(f) {
-				return usageError{"--" + f + " needs --otlp URL"}
+				return cli.UsageError{Msg: "--" + f + " needs --otlp URL"}
 			}
 		}
 		return nil
@@ -59,7 +60,7 @@ func (o *otlpFlags) prepare(quiet bool) error {
 	}
 	set, err := otlp.Resolve(endpoint, o.headers, os.Getenv)
 	if err != nil {
-		return usageError{err.Error()}
+		return cli.UsageError{Msg: err.Error()}
 	}
 	warn := func(msg string) {
 		if !quiet {
@@ -67,14 +68,14 @@ func (o *otlpFlags) prepare(quiet bool) error {
 		}
 	}
 	if o.sender, err = otlp.NewSender(set, "stackshot/"+version, warn); err != nil {
-		return usageError{err.Error()}
+		return cli.UsageError{Msg: err.Error()}
 	}
 	if o.spool != "" {
 		if o.spoolFiles <= 0 || o.spoolMB <= 0 {
-			return usageError{"--spool-max-files and --spool-max-mb must be positive"}
+			return cli.UsageError{Msg: "--spool-max-files and --spool-max-mb must be positive"}
 		}
 		if o.sp, err = otlp.OpenSpool(o.spool, o.spoolFiles, int64(o.spoolMB)<<20, warn); err != nil {
-			return usageError{err.Error()}
+			return cli.UsageError{Msg: err.Error()}
 		}
 	}
 	return nil

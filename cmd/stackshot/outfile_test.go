@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"stackshot/internal/safefile"
 	"stackshot/internal/testutil"
 )
 
@@ -99,7 +100,7 @@ func TestOutputPlantedTempNames(t *testing.T) {
 	for _, pid := range []int{os.Getpid(), os.Getpid() + 1} {
 		asNobody(t, "ln", "-s", victim, fmt.Sprintf("%s.tmp.%d", out, pid))
 	}
-	if err := writeOutput(out, []byte("report\n")); err != nil {
+	if err := safefile.Output(out, []byte("report\n"), safefile.Public); err != nil {
 		t.Fatalf("writeOutput: %v", err)
 	}
 	checkVictim(t, victim)
@@ -108,7 +109,7 @@ func TestOutputPlantedTempNames(t *testing.T) {
 	// A planted regular file, writable by all, owned by the attacker.
 	out2 := filepath.Join(shared, "out2.txt")
 	asNobody(t, "sh", "-c", fmt.Sprintf("umask 0; : > %s.tmp.%d", out2, os.Getpid()))
-	if err := writeOutput(out2, []byte("report\n")); err != nil {
+	if err := safefile.Output(out2, []byte("report\n"), safefile.Public); err != nil {
 		t.Fatalf("writeOutput: %v", err)
 	}
 	checkOwnFile(t, out2, 0o644&^currentUmask(), "report\n")
@@ -121,7 +122,7 @@ func TestOutputRefusesForeignDestination(t *testing.T) {
 	shared, victim := attackDirs(t)
 	link := filepath.Join(shared, "link.txt")
 	asNobody(t, "ln", "-s", victim, link)
-	if err := writeOutput(link, []byte("report\n")); err == nil {
+	if err := safefile.Output(link, []byte("report\n"), safefile.Public); err == nil {
 		t.Errorf("wrote to a symlink destination")
 	}
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -131,7 +132,7 @@ func TestOutputRefusesForeignDestination(t *testing.T) {
 
 	theirs := filepath.Join(shared, "theirs.txt")
 	asNobody(t, "sh", "-c", "echo mine > "+theirs)
-	if err := writeOutput(theirs, []byte("report\n")); err == nil {
+	if err := safefile.Output(theirs, []byte("report\n"), safefile.Public); err == nil {
 		t.Errorf("replaced a file owned by another user")
 	}
 	if b, _ := os.ReadFile(theirs); string(b) != "mine\n" {
@@ -174,7 +175,7 @@ func TestOutputPlantedDirectoryLink(t *testing.T) {
 	shared, victim := attackDirs(t)
 	link := filepath.Join(shared, "d")
 	asNobody(t, "ln", "-s", filepath.Dir(victim), link)
-	if err := writeOutput(filepath.Join(link, filepath.Base(victim)), []byte("report\n")); err == nil {
+	if err := safefile.Output(filepath.Join(link, filepath.Base(victim)), []byte("report\n"), safefile.Public); err == nil {
 		t.Errorf("wrote through another user's directory symlink")
 	}
 	checkVictim(t, victim)
@@ -184,7 +185,7 @@ func TestOutputPlantedDirectoryLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(mine, "ok.txt")
-	if err := writeOutput(out, []byte("report\n")); err != nil {
+	if err := safefile.Output(out, []byte("report\n"), safefile.Public); err != nil {
 		t.Fatalf("root's own directory link refused: %v", err)
 	}
 	checkOwnFile(t, filepath.Join(filepath.Dir(victim), "ok.txt"), 0o644&^currentUmask(), "report\n")

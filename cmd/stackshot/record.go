@@ -8,8 +8,9 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"stackshot/internal/cli"
+	"stackshot/internal/safefile"
+	"stackshot/internal/term"
 	"stackshot/live"
 	"stackshot/output"
 	"stackshot/sampler"
@@ -25,18 +26,18 @@ func cmdRecord(args []string) error {
 		return err
 	}
 	if c.freq <= 0 || c.freq > sampler.MaxFreq {
-		return usageErr(fmt.Sprintf("--freq %d", c.freq), fmt.Sprintf("want 1 to %d samples per second", sampler.MaxFreq), "")
+		return cli.Usage(fmt.Sprintf("--freq %d", c.freq), fmt.Sprintf("want 1 to %d samples per second", sampler.MaxFreq), "")
 	}
 	if c.duration <= 0 {
-		return usageErr("--duration "+c.duration.String(), "want a positive duration", "")
+		return cli.Usage("--duration "+c.duration.String(), "want a positive duration", "")
 	}
 	format, err := output.FormatFor(c.output, c.format)
 	if err != nil {
-		return usageErr(err.Error(), "", "")
+		return cli.Usage(err.Error(), "", "")
 	}
-	path := expandOutput(c.output, c.pids, start)
-	if format == "pprof" && (path == "" || path == "-") && isTerminal(1) {
-		return usageErr("not writing a pprof profile to a terminal", "it is binary",
+	path := safefile.Expand(c.output, c.pids, start)
+	if format == "pprof" && (path == "" || path == "-") && term.IsTerminal(1) {
+		return cli.Usage("not writing a pprof profile to a terminal", "it is binary",
 			"give -o FILE.pb.gz or redirect stdout")
 	}
 	// Fail now, not after the whole recording, if -o cannot be written.
@@ -51,13 +52,13 @@ func cmdRecord(args []string) error {
 	s := c.newSession(true)
 	stop := s.CatchSignals()
 	defer stop()
-	progress := !c.quiet && isTerminal(2)
+	progress := !c.quiet && term.IsTerminal(2)
 	smp, err := sampler.New(s.Resolver(), sampler.Config{Freq: c.freq, Duration: c.duration, Deadline: deadline,
 		Capture: s.CaptureOptions(time.Time{}), CaptureTimeout: c.timeout, Kernel: c.kernel, Idle: c.idle,
 		Warn:     func(msg string) { s.Warn("%s%s", clearLine(progress), msg) },
 		Progress: showProgress(progress)})
 	if err != nil {
-		return usageErr(err.Error(), "", "")
+		return cli.Usage(err.Error(), "", "")
 	}
 	defer smp.Close()
 	for _, pid := range c.pids {
@@ -81,7 +82,7 @@ func cmdRecord(args []string) error {
 		if err := output.WriteProfile(&buf, prof, format, 20); err != nil {
 			return err
 		}
-		if err := writeOutput(path, buf.Bytes()); err != nil {
+		if err := safefile.Output(path, buf.Bytes(), safefile.Public); err != nil {
 			return err
 		}
 	}
@@ -110,9 +111,4 @@ func clearLine(progress bool) string {
 		return "\r\033[K"
 	}
 	return ""
-}
-
-func isTerminal(fd int) bool {
-	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	return err == nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"stackshot/internal/cli"
 	"stackshot/live"
 	"stackshot/output"
 	"stackshot/report"
@@ -41,11 +42,11 @@ func cmdSymbolize(args []string) error {
 	}
 	switch {
 	case o.exe == "" && len(c.pids) == 0:
-		return usageErr("symbolize needs -e FILE or -p PID", "addresses mean nothing without a file or a process", "")
+		return cli.Usage("symbolize needs -e FILE or -p PID", "addresses mean nothing without a file or a process", "")
 	case o.exe != "" && len(c.pids) > 0:
-		return usageErr("symbolize takes -e FILE or -p PID, not both", "addresses are in one of them", "")
+		return cli.Usage("symbolize takes -e FILE or -p PID, not both", "addresses are in one of them", "")
 	case len(c.pids) > 1:
-		return usageErr("symbolize takes one -p PID", "addresses are in one process", "")
+		return cli.Usage("symbolize takes one -p PID", "addresses are in one process", "")
 	}
 	var lookup func(uint64) []report.Frame
 	if o.exe == "" {

@@ -1,19 +1,17 @@
 //go:build linux
 
-package main
+package safefile
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-
-	"stackshot/internal/safefile"
 )
 
-// expandOutput replaces %p (pids), %t (UTC timestamp) and %h (hostname).
-func expandOutput(path string, pids []int, start time.Time) string {
+// Expand replaces, in an output path, %p (pids, joined by +), %t (start as
+// a UTC timestamp) and %h (the hostname).
+func Expand(path string, pids []int, start time.Time) string {
 	if !strings.Contains(path, "%") {
 		return path
 	}
@@ -46,15 +44,13 @@ func expandOutput(path string, pids []int, start time.Time) string {
 	return b.String()
 }
 
-// checkWritable makes sure path could be written (the checks of
-// safefile.Create, and a temporary file created beside it and removed)
-// before a long recording starts.
-func checkWritable(path string) error {
+// Output writes data whole: to stdout when path is "" or "-", else to the
+// file path, of mode m, through WriteFile (nothing half-written is ever
+// seen).
+func Output(path string, data []byte, m Mode) error {
 	if path == "" || path == "-" {
-		return nil
+		_, err := os.Stdout.Write(data)
+		return err
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return usageErr("cannot write to "+path, "it is a directory", "give a file name, e.g. -o "+filepath.Join(path, "stacks.txt"))
-	}
-	return safefile.Check(path)
+	return WriteFile(path, data, m)
 }

@@ -1,0 +1,114 @@
+// Package cli holds what the command-line contract says of every command:
+// the exit codes, usage errors in the contract's words, repeatable id
+// flags, and pflag's errors translated into that form.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// Exit codes of the command-line contract.
+const (
+	ExitOK     = 0
+	ExitTarget = 1 // a target could not be read
+	ExitUsage  = 2 // bad usage
+)
+
+// UsageError is bad usage (exit 2). Its message is in the contract's
+// words (see Usage); a bare one gets a pointer to the command's help.
+type UsageError struct{ Msg string }
+
+func (e UsageError) Error() string { return e.Msg }
+
+// helpHint stands for "see 'stackshot CMD --help'" until the command is known.
+const helpHint = "see 'stackshot \x00 --help'"
+
+// Usage says what is wrong, why, and what to do ("": the help).
+func Usage(what, why, do string) error {
+	if do == "" {
+		do = helpHint
+	}
+	if why == "" {
+		return UsageError{what + " (" + do + ")"}
+	}
+	return UsageError{what + " (" + why + "; " + do + ")"}
+}
+
+// ExitError carries an exit code whose message was already said.
+type ExitError struct{ Code int }
+
+func (e ExitError) Error() string { return fmt.Sprintf("exit %d", e.Code) }
+
+// Exit says what command cmd's err means, in one line through say, and
+// returns the exit code.
+func Exit(err error, cmd string, say func(string)) int {
+	var ue UsageError
+	var ee ExitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ue):
+		if !strings.HasSuffix(ue.Msg, ")") {
+			ue.Msg += " (" + helpHint + ")"
+		}
+		say(strings.ReplaceAll(ue.Msg, "\x00", cmd))
+		return ExitUsage
+	case errors.As(err, &ee):
+		return ee.Code
+	}
+	say(err.Error())
+	return ExitTarget
+}
+
+// IDList is a repeatable flag of process or thread ids, refused in the
+// contract's words (not strconv's). The first refusal is kept in *Bad:
+// pflag wraps what Set returns in its own words.
+type IDList struct {
+	IDs  *[]int
+	What string // "process" or "thread"
+	Bad  *error
+}
+
+func (l IDList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		id, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || id <= 0 {
+			*l.Bad = Usage(fmt.Sprintf("%q is not a %s id", s, l.What), "want a positive number",
+				"list them with 'ls /proc' or 'ls /proc/PID/task'")
+			return *l.Bad
+		}
+		*l.IDs = append(*l.IDs, id)
+	}
+	return nil
+}
+
+func (l IDList) String() string { return strings.Trim(fmt.Sprint(*l.IDs), "[]") }
+func (l IDList) Type() string   { return "id" }
+
+// FlagError turns the error of fs.Parse into the contract's form (bad: an
+// IDList's refusal, which it prefers).
+func FlagError(fs *pflag.FlagSet, err, bad error) error {
+	if err == pflag.ErrHelp {
+		return err
+	}
+	if bad != nil {
+		return bad
+	}
+	msg, name := err.Error(), fs.Name()
+	var val, flag string
+	switch _, scanErr := fmt.Sscanf(msg, "invalid argument %q for %q flag:", &val, &flag); {
+	case strings.HasPrefix(msg, "unknown "):
+		return Usage("unknown flag "+msg[strings.LastIndexByte(msg, ' ')+1:], name+" does not take it", "")
+	case strings.HasPrefix(msg, "flag needs an argument: "):
+		return Usage(strings.TrimPrefix(msg, "flag needs an argument: ")+" needs a value", "none was given", "")
+	case scanErr == nil:
+		why := strings.TrimSpace(msg[strings.Index(msg, " flag:")+6:]) // pflag's "must be an integer"
+		return Usage(fmt.Sprintf("%s %q", flag[strings.LastIndex(flag, "--"):], val), why, "")
+	}
+	return Usage(msg, "bad usage", "")
+}
