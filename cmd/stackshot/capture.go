@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -105,29 +104,6 @@ func (c *common) writeCore(s *live.Session, p *ptrace.Process, what capfile.Core
 	return safefile.Output(path, buf.Bytes(), safefile.Private)
 }
 
-// loadSaved opens a capture file or an ELF core. The file stays open
-// (a core's memory is read from it on demand) until the command exits.
-func loadSaved(path string) ([]capfile.Saved, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read %s (%v)", path, errors.Unwrap(err))
-	}
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("cannot read %s (not a regular file; give a capture file or a core)", path)
-	}
-	saved, err := capfile.Load(f, st.Size())
-	if err != nil {
-		f.Close()
-		if errors.Is(err, capfile.ErrNotCapture) {
-			return nil, fmt.Errorf("cannot read %s (%v; make one with 'stackshot capture PID -o FILE')", path, err)
-		}
-		return nil, fmt.Errorf("cannot read %s (%v)", path, err)
-	}
-	return saved, nil
-}
-
 func cmdReport(args []string) error {
 	c := newCommon("report")
 	c.files = true
@@ -142,7 +118,7 @@ func cmdReport(args []string) error {
 	var procs []*report.Process
 	failed := 0
 	for _, path := range files {
-		saved, err := loadSaved(path)
+		saved, err := capfile.Open(path)
 		if err != nil {
 			return err
 		}

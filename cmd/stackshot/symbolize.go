@@ -16,7 +16,6 @@ import (
 	"stackshot/output"
 	"stackshot/report"
 	"stackshot/resolve"
-	"stackshot/symtab"
 )
 
 // symbolizeOpts are the flags only symbolize takes.
@@ -48,22 +47,12 @@ func cmdSymbolize(args []string) error {
 	case len(c.pids) > 1:
 		return cli.Usage("symbolize takes one -p PID", "addresses are in one process", "")
 	}
-	var lookup func(uint64) []report.Frame
-	if o.exe == "" {
-		l, done, err := c.sandboxLookup(c.pids[0])
-		if err != nil {
-			return err
-		}
-		if done != nil {
-			defer done()
-		}
-		lookup = l
+	lookup, done, err := c.addressLookup(o.exe)
+	if err != nil {
+		return err
 	}
-	if lookup == nil {
-		var err error
-		if lookup, err = addressLookup(c.newSymbolizer(), o.exe, c.pids); err != nil {
-			return err
-		}
+	if done != nil {
+		defer done()
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
@@ -99,27 +88,23 @@ func cmdSymbolize(args []string) error {
 }
 
 // addressLookup names addresses in the ELF file exe, or in the live
-// process's address space.
-func addressLookup(sym *symtab.Symbolizer, exe string, pids []int) (func(uint64) []report.Frame, error) {
+// process's address space (live.Lookup).
+func (c *common) addressLookup(exe string) (func(uint64) []report.Frame, func(), error) {
 	if exe == "" {
-		res := resolve.NewResolver(sym, resolve.Options{Live: true})
-		space, err := res.LiveSpace(pids[0])
-		if err != nil {
-			return nil, live.ExplainCaptureError(pids[0], err)
-		}
-		return func(addr uint64) []report.Frame { return res.Symbolize(space, addr, true) }, nil
+		return live.Lookup(c.pids[0], c.newSymbolizer, live.Options{Sandbox: c.sandboxConfig(resolve.Options{}),
+			NoSandbox: c.noSandbox, Quiet: c.quiet, Say: c.say})
 	}
 	if abs, err := filepath.Abs(exe); err == nil {
 		exe = abs // a relative path, as addr2line takes it
 	}
-	lookup, err := resolve.FileSymbolizer(sym, exe)
+	lookup, err := resolve.FileSymbolizer(c.newSymbolizer(), exe)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("cannot read %s (no such file; check the path)", exe)
+		return nil, nil, fmt.Errorf("cannot read %s (no such file; check the path)", exe)
 	case errors.Is(err, resolve.ErrNotELF):
-		return nil, fmt.Errorf("cannot read %s (not an ELF file; give an executable or a shared library)", exe)
+		return nil, nil, fmt.Errorf("cannot read %s (not an ELF file; give an executable or a shared library)", exe)
 	case err != nil:
-		return nil, fmt.Errorf("cannot read %s (%v; check it is a readable executable or shared library)", exe, err)
+		return nil, nil, fmt.Errorf("cannot read %s (%v; check it is a readable executable or shared library)", exe, err)
 	}
-	return lookup, nil
+	return lookup, nil, nil
 }

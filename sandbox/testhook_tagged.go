@@ -1,23 +1,21 @@
 //go:build linux && stackshot_testhooks
 
-package main
+package sandbox
 
 import (
 	"os"
 	"strings"
-
-	"stackshot/sandbox"
 )
 
 // Built only with -tags stackshot_testhooks (the command's tests do):
 // STACKSHOT_TEST_SANDBOX_HOOK=crash|oom|hang makes each sandboxed child
-// fail that way when asked to resolve (see sandbox.TestHook); the other
+// fail that way when asked to resolve (see TestHook); the other
 // STACKSHOT_TEST_* hooks are passed on to the child, to act there too.
 func init() {
-	sandbox.TestHook = os.Getenv("STACKSHOT_TEST_SANDBOX_HOOK")
+	TestHook = os.Getenv("STACKSHOT_TEST_SANDBOX_HOOK")
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "STACKSHOT_TEST_") {
-			sandbox.TestEnv = append(sandbox.TestEnv, kv)
+			TestEnv = append(TestEnv, kv)
 		}
 	}
 }

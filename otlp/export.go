@@ -1,0 +1,80 @@
+//go:build linux
+
+package otlp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Flags are what a command was asked to export with (its --otlp flags).
+type Flags struct {
+	Endpoint   string   // the collector's URL; "env": OTEL_EXPORTER_OTLP_ENDPOINT
+	Headers    []string // NAME=VALUE, added to OTEL_EXPORTER_OTLP_HEADERS
+	Spool      string   // where undelivered profiles are kept; "": nowhere
+	SpoolFiles int      // most profiles kept there
+	SpoolMB    int      // most MiB kept there
+}
+
+// Exporter sends a command's profile to a collector, and keeps it in the
+// spool when the collector does not take it.
+type Exporter struct {
+	Sender *Sender
+	spool  *Spool
+	dir    string
+}
+
+// Open checks the flags, the endpoint and the spool before anything is
+// recorded. Its errors are bad usage, in the contract's words.
+func Open(f Flags, userAgent string, getenv func(string) string, warn func(string)) (*Exporter, error) {
+	endpoint := f.Endpoint
+	if endpoint == "env" {
+		endpoint = ""
+	}
+	set, err := Resolve(endpoint, f.Headers, getenv)
+	if err != nil {
+		return nil, err
+	}
+	e := &Exporter{dir: f.Spool}
+	if e.Sender, err = NewSender(set, userAgent, warn); err != nil {
+		return nil, err
+	}
+	if f.Spool != "" {
+		if f.SpoolFiles <= 0 || f.SpoolMB <= 0 {
+			return nil, errors.New("--spool-max-files and --spool-max-mb must be positive")
+		}
+		if e.spool, err = OpenSpool(f.Spool, f.SpoolFiles, int64(f.SpoolMB)<<20, warn); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// Export delivers body within timeout (see Deliver) and tells say (nil:
+// nothing) what became of it: with verbose, how long sending took since
+// began; the spooled profiles sent on the way; the spool file an
+// undelivered one is kept in. The error (exit 1) is for a profile neither
+// sent nor spooled.
+func (e *Exporter) Export(body []byte, timeout time.Duration, began time.Time, verbose bool, say func(string)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := Deliver(ctx, e.Sender, e.spool, body)
+	if err != nil {
+		return fmt.Errorf("the profile was not delivered: %v", err)
+	}
+	if say == nil {
+		return nil
+	}
+	if verbose && out.Sent {
+		say(fmt.Sprintf("profile sent to %s in %.1f ms (%d bytes)", e.Sender.URL, float64(time.Since(began).Microseconds())/1000, len(body)))
+	}
+	if out.Flushed > 0 {
+		say(fmt.Sprintf("sent %d spooled profiles to %s", out.Flushed, e.Sender.URL))
+	}
+	if out.Spooled != "" {
+		say(fmt.Sprintf("warning: the profile was not delivered (%v); kept in %s: the next run with --spool %s sends it", out.Reason, out.Spooled, e.dir))
+	}
+	return nil
+}
