@@ -4,13 +4,10 @@ package live
 
 import (
 	"fmt"
-	"io"
 	"time"
 
 	"stackshot/internal/contain"
 	"stackshot/ptrace"
-	"stackshot/report"
-	"stackshot/resolve"
 )
 
 // Capture takes one raw snapshot of pid, with build ids and the vdso, its
@@ -23,17 +20,4 @@ func (s *Session) Capture(pid int, deadline time.Time) (p *ptrace.Process, err e
 		return nil, fmt.Errorf("cannot read process %d (%v)", pid, perr)
 	}
 	return p, err
-}
-
-// ResolveProcess unwinds and symbolizes one capture; a panic that escapes
-// the per-thread guard (resolve) becomes this process's error.
-func ResolveProcess(res *resolve.Resolver, p *ptrace.Process, mem io.ReaderAt) (rp *report.Process, err error) {
-	perr := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() {
-		res.PrefetchDebug(p) // (debuginfod) now that every thread runs again
-		rp = res.Process(p, mem)
-	})
-	if perr != nil {
-		return nil, fmt.Errorf("cannot show process %d (%v)", p.PID, perr)
-	}
-	return rp, nil
 }

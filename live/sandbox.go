@@ -84,7 +84,7 @@ func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, err
 func (s *Session) resolveCaptured(p *ptrace.Process) (*report.Process, error) {
 	child := s.sandboxFor(p.PID)
 	if child == nil {
-		return ResolveProcess(s.res, p, ptrace.MemReader{PID: p.MemPID()})
+		return s.res.SafeProcess(p, ptrace.MemReader{PID: p.MemPID()})
 	}
 	rp, err := child.Resolve(p)
 	if err != nil {

@@ -166,7 +166,7 @@ func (s *Session) captureEach(pids []int, deadline time.Time, use func(*ptrace.P
 		if err != nil {
 			s.o.Say(err.Error())
 		}
-		if err != nil || !KeepThreads(p, s.o.Capture.TIDs, s.o.Say) {
+		if err != nil || !p.Keep(s.o.Capture.TIDs, s.o.Say) {
 			failed++
 			continue
 		}
@@ -264,22 +264,4 @@ func permissionHelp(pid int) string {
 		why = append(why, "run as the process owner or as root (CAP_SYS_PTRACE); in a container, add CAP_SYS_PTRACE")
 	}
 	return strings.Join(why, "; ")
-}
-
-// KeepThreads keeps the threads tids (all when none; a saved capture has
-// them all) and says which are missing; false when none is left.
-func KeepThreads(p *ptrace.Process, tids []int, say func(string)) bool {
-	if missing := p.KeepThreads(tids); len(missing) > 0 {
-		say(fmt.Sprintf("no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')",
-			joinInts(missing), p.PID, p.PID))
-	}
-	return len(p.Threads) > 0
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ", ")
 }

@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"fmt"
+	"io"
 
 	"stackshot/internal/contain"
 	"stackshot/ptrace"
@@ -24,4 +25,18 @@ func (r *Resolver) safeThread(s *Space, th *ptrace.Thread) report.Thread {
 	r.frames, r.syms = nil, nil // whatever the panic left half-built
 	return report.Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
 		Capture: th.Method, PauseNS: th.PauseNS, Torn: th.Torn, Signal: th.Signal, Error: err.Error()}
+}
+
+// SafeProcess prefetches debug files (debuginfod) and resolves one
+// capture (Process); a panic that escapes the per-thread guard becomes
+// this process's error, in the contract's words.
+func (r *Resolver) SafeProcess(p *ptrace.Process, mem io.ReaderAt) (rp *report.Process, err error) {
+	perr := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() {
+		r.PrefetchDebug(p) // (debuginfod) now that every thread runs again
+		rp = r.Process(p, mem)
+	})
+	if perr != nil {
+		return nil, fmt.Errorf("cannot show process %d (%v)", p.PID, perr)
+	}
+	return rp, nil
 }

@@ -13,11 +13,11 @@ import (
 	"stackshot/internal/cli"
 	"stackshot/internal/safefile"
 	"stackshot/live"
+	"stackshot/offline"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
-	"stackshot/sandbox"
 )
 
 func cmdCapture(args []string) error {
@@ -52,7 +52,7 @@ func cmdCapture(args []string) error {
 			failed++
 			continue
 		}
-		if !live.KeepThreads(p, c.tids, c.say) {
+		if !p.Keep(c.tids, c.say) {
 			failed++
 			continue
 		}
@@ -114,54 +114,23 @@ func cmdReport(args []string) error {
 	if len(files) == 0 {
 		return cli.Usage("report needs a capture FILE", "it reads what 'stackshot capture' or a core dump saved", "e.g. 'stackshot report snap.gz'")
 	}
-	sym := c.newSymbolizer()
+	sym := c.newSymbolizer() // (sets c.debuginfod)
+	r := offline.New(sym, offline.Options{Resolve: resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot},
+		Sandbox: c.sandboxConfig(resolve.Options{}), NoSandbox: c.noSandbox || c.debuginfod.Enabled(),
+		TIDs: c.tids, Quiet: c.quiet, Say: c.say})
 	var procs []*report.Process
 	failed := 0
 	for _, path := range files {
-		saved, err := capfile.Open(path)
+		ps, f, err := r.Read(path)
 		if err != nil {
 			return err
 		}
-		for _, sv := range saved {
-			ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel && sv.Kernel, Sysroot: c.sysroot}
-			res := resolve.NewResolver(sym, ropts)
-			p := sv.Process
-			if !live.KeepThreads(p, c.tids, c.say) {
-				continue
-			}
-			// A capture file is hostile: parsed in a sandboxed child. (A
-			// core's memory, and fetching from debuginfod, which the
-			// child cannot, stay in-process: see the README.)
-			if sv.Mem == nil && !c.noSandbox && !c.debuginfod.Enabled() {
-				if child := sandbox.TryStart(c.sandboxConfig(ropts), sandbox.Target{UID: -1, GID: -1}, path, c.sayUnlessQuiet); child != nil {
-					rp, err := child.Resolve(p)
-					if err != nil && !c.quiet {
-						printErr("stackshot: %v", err)
-					}
-					c.noteSandbox(child)
-					child.Close()
-					rp.Warnings = append(rp.Warnings, sv.Warnings...)
-					procs = append(procs, rp)
-					continue
-				}
-			}
-			if sv.Mem != nil && p.BuildIDs == nil {
-				resolve.CollectImages(p, sv.Mem) // a core of another tool
-			}
-			rp, err := live.ResolveProcess(res, p, sv.Mem)
-			if err != nil {
-				printErr("stackshot: %v", err)
-				failed++
-				continue
-			}
-			rp.Warnings = append(rp.Warnings, sv.Warnings...)
-			procs = append(procs, rp)
-		}
+		procs, failed = append(procs, ps...), failed+f
 	}
 	if err := c.writeReport(procs); err != nil {
 		return err
 	}
-	c.symbolizerNotes(sym)
+	c.symbolizerNotes(r)
 	if failed > 0 {
 		return cli.ExitError{Code: cli.ExitTarget}
 	}

@@ -49,7 +49,6 @@ type common struct {
 	noDebuginfod               bool               // --no-debuginfod
 	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (debuginfod.go)
 	noSandbox                  bool               // parse the target's bytes in-process (sandbox.go)
-	boxExpired, boxBudget      bool               // what a sandboxed child's symbolizer could not do
 }
 
 // Groups of flags, by what they are for.
@@ -281,10 +280,10 @@ func (c *common) symbolizerNotes(sym interface {
 	if c.quiet {
 		return
 	}
-	if sym.Expired() || c.boxExpired {
+	if sym.Expired() {
 		printErr("stackshot: some frames are shown unresolved (symbolization did not finish within --timeout %v; give a longer --timeout)", c.timeout)
 	}
-	if sym.BudgetExceeded() || c.boxBudget {
+	if sym.BudgetExceeded() {
 		printErr("stackshot: some modules show fewer names (their symbols and debug info exceed the budget; raise it with --max-debug-bytes)")
 	}
 }

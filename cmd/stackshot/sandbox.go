@@ -22,18 +22,5 @@ func (c *common) sandboxConfig(opts resolve.Options) sandbox.Config {
 	return cfg
 }
 
-// say writes one line on stderr; sayUnlessQuiet, unless -q.
+// say writes one line on stderr.
 func (c *common) say(msg string) { printErr("stackshot: %s", msg) }
-
-func (c *common) sayUnlessQuiet(msg string) {
-	if !c.quiet {
-		c.say(msg)
-	}
-}
-
-// noteSandbox keeps what a child's symbolizer could not do, for
-// symbolizerNotes.
-func (c *common) noteSandbox(child *sandbox.Child) {
-	c.boxExpired = c.boxExpired || child.Expired()
-	c.boxBudget = c.boxBudget || child.BudgetExceeded()
-}

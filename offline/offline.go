@@ -1,0 +1,109 @@
+//go:build linux
+
+// Package offline reads saved captures (stackshot's capture files and ELF
+// cores) into reports: a capture file is hostile, so it is resolved in a
+// sandboxed child where one can run, else in-process. It is package live's
+// counterpart for what was saved.
+package offline
+
+import (
+	"stackshot/capfile"
+	"stackshot/report"
+	"stackshot/resolve"
+	"stackshot/sandbox"
+	"stackshot/symtab"
+)
+
+// Options are what a Reader does, from the command's flags.
+type Options struct {
+	// Resolve: MaxFrames, Kernel (for the captures that hold kernel
+	// frames) and Sysroot.
+	Resolve resolve.Options
+	Sandbox sandbox.Config // the children's configuration
+	// NoSandbox resolves in-process; so does fetching from debuginfod,
+	// which the child cannot.
+	NoSandbox bool
+	TIDs      []int // only these threads (all when none)
+	Quiet     bool  // no warnings (errors are still said)
+	Say       func(msg string)
+}
+
+// Reader resolves saved captures with one symbolizer.
+type Reader struct {
+	o   Options
+	sym *symtab.Symbolizer
+	// what a child's symbolizer could not do (Expired, BudgetExceeded)
+	boxExpired, boxBudget bool
+}
+
+// New returns a Reader that symbolizes with sym.
+func New(sym *symtab.Symbolizer, o Options) *Reader {
+	if o.Say == nil {
+		o.Say = func(string) {}
+	}
+	return &Reader{o: o, sym: sym}
+}
+
+// Expired reports whether some frames were left unresolved at the
+// deadline, in-process or in a child.
+func (r *Reader) Expired() bool { return r.sym.Expired() || r.boxExpired }
+
+// BudgetExceeded reports whether some module's symbols exceeded the
+// budget, in-process or in a child.
+func (r *Reader) BudgetExceeded() bool { return r.sym.BudgetExceeded() || r.boxBudget }
+
+func (r *Reader) sayUnlessQuiet(msg string) {
+	if !r.o.Quiet {
+		r.o.Say(msg)
+	}
+}
+
+// Read resolves the processes saved in the file at path, saying why one
+// could not be (failed counts them). The error is for a file that cannot
+// be read at all.
+func (r *Reader) Read(path string) (procs []*report.Process, failed int, err error) {
+	saved, err := capfile.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, sv := range saved {
+		ropts := r.o.Resolve
+		ropts.Kernel = ropts.Kernel && sv.Kernel
+		res := resolve.NewResolver(r.sym, ropts)
+		p := sv.Process
+		if !p.Keep(r.o.TIDs, r.o.Say) {
+			continue
+		}
+		// A capture file is hostile: parsed in a sandboxed child. (A
+		// core's memory, and fetching from debuginfod, which the
+		// child cannot, stay in-process: see the README.)
+		if sv.Mem == nil && !r.o.NoSandbox {
+			cfg := r.o.Sandbox
+			cfg.Resolve = ropts
+			if child := sandbox.TryStart(cfg, sandbox.Target{UID: -1, GID: -1}, path, r.sayUnlessQuiet); child != nil {
+				rp, err := child.Resolve(p)
+				if err != nil {
+					r.sayUnlessQuiet(err.Error())
+				}
+				r.boxExpired = r.boxExpired || child.Expired()
+				r.boxBudget = r.boxBudget || child.BudgetExceeded()
+				child.Close()
+				rp.Warnings = append(rp.Warnings, sv.Warnings...)
+				procs = append(procs, rp)
+				continue
+			}
+		}
+		if sv.Mem != nil && p.BuildIDs == nil {
+			resolve.CollectImages(p, sv.Mem) // a core of another tool
+		}
+		rp, err := res.SafeProcess(p, sv.Mem)
+		if err != nil {
+			r.o.Say(err.Error())
+			failed++
+			continue
+		}
+		rp.Warnings = append(rp.Warnings, sv.Warnings...)
+		procs = append(procs, rp)
+	}
+	return procs, failed, nil
+}
