@@ -265,3 +265,35 @@ func permissionHelp(pid int) string {
 	}
 	return strings.Join(why, "; ")
 }
+
+// Save captures each pid for saving (capture, core) and hands each
+// capture to keep, with what is read after every thread runs again: its
+// auxiliary vector (an ELF core's NT_AUXV) and, with kernel frames, their
+// addresses, which only this host knows. It says why a pid could not be
+// read; failed counts them. keep's error ends it; interrupted:
+// ErrInterrupted.
+func (s *Session) Save(pids []int, deadline time.Time, keep func(*ptrace.Process) error) (failed int, err error) {
+	for _, pid := range pids {
+		p, err := s.Capture(pid, deadline)
+		if err != nil {
+			s.o.Say(err.Error())
+			failed++
+			continue
+		}
+		if !p.Keep(s.o.Capture.TIDs, s.o.Say) {
+			failed++
+			continue
+		}
+		p.Auxv, _ = procmaps.ReadAuxv(p.MemPID())
+		if s.o.Capture.Kernel {
+			s.res.KernelAddrs(p)
+		}
+		if err := keep(p); err != nil {
+			return failed, err
+		}
+	}
+	if s.Interrupted() {
+		return failed, ErrInterrupted
+	}
+	return failed, nil
+}

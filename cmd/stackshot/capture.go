@@ -14,7 +14,6 @@ import (
 	"stackshot/internal/safefile"
 	"stackshot/live"
 	"stackshot/offline"
-	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
@@ -44,34 +43,15 @@ func cmdCapture(args []string) error {
 	start := time.Now()
 	host, _ := os.Hostname()
 	cf := capfile.File{Host: host, Kernel: c.kernel}
-	failed := 0
-	for _, pid := range c.pids {
-		p, err := s.Capture(pid, deadline)
-		if err != nil {
-			printErr("stackshot: %v", err)
-			failed++
-			continue
-		}
-		if !p.Keep(c.tids, c.say) {
-			failed++
-			continue
-		}
-		// Read after every thread runs again: an ELF core's NT_AUXV,
-		// and the kernel frames' addresses, which only this host knows.
-		p.Auxv, _ = procmaps.ReadAuxv(p.MemPID())
-		if c.kernel {
-			s.Resolver().KernelAddrs(p)
-		}
+	failed, err := s.Save(c.pids, deadline, func(p *ptrace.Process) error {
 		if !core {
 			cf.Processes = append(cf.Processes, p)
-			continue
+			return nil
 		}
-		if err := c.writeCore(s, p, what, safefile.Expand(c.output, []int{pid}, start)); err != nil {
-			return err
-		}
-	}
-	if s.Interrupted() {
-		return live.ErrInterrupted
+		return c.writeCore(s, p, what, safefile.Expand(c.output, []int{p.PID}, start))
+	})
+	if err != nil {
+		return err
 	}
 	if len(cf.Processes) > 0 {
 		var buf bytes.Buffer

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,9 +10,9 @@ import (
 
 	"stackshot/internal/cli"
 	"stackshot/internal/safefile"
-	"stackshot/internal/term"
 	"stackshot/live"
 	"stackshot/output"
+	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
 )
@@ -52,7 +51,7 @@ func (c *common) checkDiagFlags() error {
 // newSession is the live session the flags ask for; sampling (record)
 // compiles each module's CFI whole, which pays off over many samples.
 func (c *common) newSession(sampling bool) *live.Session {
-	mode, _ := c.captureMode()
+	mode, _ := ptrace.ParseMode(c.mode)
 	ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true, KernelAddrs: c.format == "json", Sampler: sampling}
 	o := live.Options{Resolve: ropts, Sandbox: c.sandboxConfig(ropts), NoSandbox: c.noSandbox,
 		Started: c.started, Timeout: c.timeout, Quiet: c.quiet, Goroutines: c.goroutines && !c.noGoroutines,
@@ -99,23 +98,10 @@ func cmdDump(args []string) error {
 // writeReport renders dump-style reports (text or JSON) and writes them
 // whole.
 func (c *common) writeReport(procs []*report.Process) error {
-	var buf bytes.Buffer
-	var err error
-	if c.format == "json" {
-		err = output.JSONList(&buf, procs, len(c.pids) > 1 || len(procs) > 1)
-	} else {
-		err = output.Text(&buf, procs, output.TextOptions{Source: c.source, Inline: c.inline, Verbose: c.verbose})
-	}
+	data, err := output.Render(procs, c.format == "json", len(c.pids) > 1 || len(procs) > 1,
+		output.TextOptions{Source: c.source, Inline: c.inline, Verbose: c.verbose})
 	if err != nil {
 		return err
-	}
-	// The text writer escapes each target string; this catches any a
-	// renderer forgot. encoding/json escapes C0 controls only.
-	var data []byte
-	if c.format == "json" {
-		data = term.EscapeJSON(buf.Bytes())
-	} else {
-		data = term.EscapeText(buf.Bytes())
 	}
 	return safefile.Output(c.output, data, safefile.Public)
 }

@@ -6,9 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -90,11 +88,8 @@ func newCommon(name string) *common {
 		c.otlp = addOTLPFlags(c.fs)
 	}
 	// The old ones this command ignored stay accepted, hidden, with a
-	// warning (the contract's deprecation path); their values go nowhere.
-	own := map[string]bool{}
-	c.fs.VisitAll(func(f *pflag.Flag) { own[f.Name] = true })
-	c.register(name, fOld&^flagSets[name], &common{})
-	c.fs.VisitAll(func(f *pflag.Flag) { f.Hidden = !own[f.Name] })
+	// warning; their values go nowhere.
+	cli.AddHidden(c.fs, func() { c.register(name, fOld&^flagSets[name], &common{}) })
 	return c
 }
 
@@ -178,26 +173,17 @@ func (c *common) parse(args []string, needPID bool) error {
 	if err := c.fs.Parse(args); err != nil {
 		return cli.FlagError(c.fs, err, c.badID)
 	}
-	c.fs.Visit(func(f *pflag.Flag) {
-		if f.Hidden && !c.quiet {
-			fmt.Fprintf(os.Stderr, "stackshot: --%s has no effect on %s (ignored; leave it out: a later release will refuse it)\n", f.Name, c.fs.Name())
-		}
-	})
-	for _, a := range c.fs.Args() {
-		if !c.files && (cli.IDList{IDs: &c.pids, What: "process", Bad: &c.badID}).Set(a) != nil {
-			return cli.Usage(fmt.Sprintf("%q is not a command or a process id", a), "want a number",
-				"list processes with ps, or see 'stackshot help'")
-		}
+	if !c.quiet {
+		cli.WarnHidden(c.fs, c.say)
 	}
-	seen := map[int]bool{}
-	uniq := c.pids[:0]
-	for _, p := range c.pids {
-		if !seen[p] { // the same pid twice is one target
-			seen[p] = true
-			uniq = append(uniq, p)
-		}
+	if args = c.fs.Args(); c.files {
+		args = nil // files or addresses, not pids
 	}
-	if c.pids = uniq; needPID && len(c.pids) == 0 {
+	var err error
+	if c.pids, err = cli.PIDs(c.pids, args); err != nil {
+		return err
+	}
+	if needPID && len(c.pids) == 0 {
 		return cli.Usage("no process id given", c.fs.Name()+" needs the PID of a running process",
 			"e.g. 'stackshot "+c.fs.Name()+" 1234'; see 'stackshot help'")
 	}
@@ -212,10 +198,10 @@ func (c *common) check() error {
 		c.format = "json"
 	}
 	c.kernel = c.kernel && !c.noKernel
-	mode, err := c.captureMode()
+	mode, err := ptrace.ParseMode(c.mode)
 	switch name := c.fs.Name(); {
 	case err != nil:
-		return err
+		return cli.Usage(fmt.Sprintf("--mode %q", c.mode), err.Error(), "")
 	case name == "capture" && c.format != "" && c.format != "core":
 		return cli.Usage("--format "+c.format, "capture writes a capture file, or an ELF core with --format core", "")
 	case name != "record" && name != "capture" && c.format != "" && c.format != "text" && c.format != "json":
@@ -242,18 +228,6 @@ func (c *common) namesOnly() bool {
 		return false // profiles keep file:line; symbolize prints it
 	}
 	return (c.format == "" || c.format == "text") && !c.source && !c.inline
-}
-
-func (c *common) captureMode() (ptrace.Mode, error) {
-	switch strings.ToLower(c.mode) {
-	case "auto", "":
-		return ptrace.ModeAuto, nil
-	case "stop":
-		return ptrace.ModeStop, nil
-	case "nostop":
-		return ptrace.ModeNoStop, nil
-	}
-	return 0, cli.Usage(fmt.Sprintf("--mode %q", c.mode), "want auto, stop or nostop", "")
 }
 
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }

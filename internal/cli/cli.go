@@ -112,3 +112,44 @@ func FlagError(fs *pflag.FlagSet, err, bad error) error {
 	}
 	return Usage(msg, "bad usage", "")
 }
+
+// AddHidden registers, hidden, the flags add adds to fs: flags a command
+// once took and ignores, accepted with a warning (see WarnHidden) on the
+// contract's deprecation path.
+func AddHidden(fs *pflag.FlagSet, add func()) {
+	own := map[string]bool{}
+	fs.VisitAll(func(f *pflag.Flag) { own[f.Name] = true })
+	add()
+	fs.VisitAll(func(f *pflag.Flag) { f.Hidden = !own[f.Name] })
+}
+
+// WarnHidden says, through say, which hidden flags were given.
+func WarnHidden(fs *pflag.FlagSet, say func(string)) {
+	fs.Visit(func(f *pflag.Flag) {
+		if f.Hidden {
+			say(fmt.Sprintf("--%s has no effect on %s (ignored; leave it out: a later release will refuse it)", f.Name, fs.Name()))
+		}
+	})
+}
+
+// PIDs adds the positional arguments args to pids, each a process id
+// (refused in the contract's words), and returns them without repeats
+// (the same pid twice is one target), in order.
+func PIDs(pids []int, args []string) ([]int, error) {
+	var bad error
+	for _, a := range args {
+		if (IDList{IDs: &pids, What: "process", Bad: &bad}).Set(a) != nil {
+			return nil, Usage(fmt.Sprintf("%q is not a command or a process id", a), "want a number",
+				"list processes with ps, or see 'stackshot help'")
+		}
+	}
+	seen := map[int]bool{}
+	uniq := pids[:0]
+	for _, p := range pids {
+		if !seen[p] {
+			seen[p] = true
+			uniq = append(uniq, p)
+		}
+	}
+	return uniq, nil
+}
