@@ -1,9 +1,12 @@
 package output
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"stackshot/internal/term"
 	"stackshot/report"
@@ -85,4 +88,40 @@ func AddressesJSON(w io.Writer, addrs []Address) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// Symbolize answers as addr2line does: it names each hexadecimal address
+// of words (or, when there are none, of the lines read from in, each line
+// answered as it comes) with lookup, and writes the answers to w, as text
+// or, with jsonOut, as one JSON array at the end.
+func Symbolize(w *bufio.Writer, words []string, in io.Reader, lookup func(uint64) []report.Frame, jsonOut, showAddr bool) error {
+	var all []Address
+	one := func(word string) {
+		a := Address{Text: word}
+		v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(word, "0x"), "0X"), 16, 64)
+		if a.Addr, a.OK = v, err == nil; a.OK {
+			a.Frames = lookup(v)
+		}
+		if jsonOut {
+			all = append(all, a) // one array, written at the end
+		} else {
+			Addr2line(w, a, showAddr)
+		}
+	}
+	for _, a := range words {
+		one(strings.TrimSpace(a))
+	}
+	if len(words) == 0 {
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			for _, word := range strings.Fields(sc.Text()) {
+				one(word)
+			}
+			w.Flush() // answer each line as it comes, as addr2line does
+		}
+	}
+	if jsonOut {
+		return AddressesJSON(w, all)
+	}
+	return nil
 }

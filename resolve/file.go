@@ -3,8 +3,10 @@ package resolve
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"stackshot/report"
 	"stackshot/symtab"
@@ -15,9 +17,25 @@ var ErrNotELF = errors.New("not an ELF file")
 
 // FileSymbolizer names addresses of one ELF file (its virtual addresses),
 // as addr2line does: each address's logical frames, innermost (inlined)
-// first. A file that cannot be opened gives the os error; one that is not
-// ELF, ErrNotELF.
+// first. Its errors are in the contract's words (one that is not ELF wraps
+// ErrNotELF); a relative path is taken from the working directory.
 func FileSymbolizer(sym *symtab.Symbolizer, path string) (func(addr uint64) []report.Frame, error) {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // a relative path, as addr2line takes it
+	}
+	lookup, err := fileSymbolizer(sym, path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("cannot read %s (no such file; check the path)", path)
+	case errors.Is(err, ErrNotELF):
+		return nil, fmt.Errorf("cannot read %s (%w; give an executable or a shared library)", path, err)
+	case err != nil:
+		return nil, fmt.Errorf("cannot read %s (%v; check it is a readable executable or shared library)", path, err)
+	}
+	return lookup, nil
+}
+
+func fileSymbolizer(sym *symtab.Symbolizer, path string) (func(addr uint64) []report.Frame, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -12,9 +12,7 @@ import (
 	"stackshot/internal/safefile"
 	"stackshot/live"
 	"stackshot/output"
-	"stackshot/ptrace"
 	"stackshot/report"
-	"stackshot/resolve"
 )
 
 // diagFlags are dump's diagnosis flags.
@@ -46,22 +44,6 @@ func (c *common) checkDiagFlags() error {
 		return cli.UsageError{Msg: "--interval must be positive"}
 	}
 	return nil
-}
-
-// newSession is the live session the flags ask for; sampling (record)
-// compiles each module's CFI whole, which pays off over many samples.
-func (c *common) newSession(sampling bool) *live.Session {
-	mode, _ := ptrace.ParseMode(c.mode)
-	ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true, KernelAddrs: c.format == "json", Sampler: sampling}
-	o := live.Options{Resolve: ropts, Sandbox: c.sandboxConfig(ropts), NoSandbox: c.noSandbox,
-		Started: c.started, Timeout: c.timeout, Quiet: c.quiet, Goroutines: c.goroutines && !c.noGoroutines,
-		Group: c.diag.group, NoGroup: c.diag.noGroup, Count: c.diag.count, Interval: c.diag.interval,
-		Say: c.say}
-	o.Capture.Mode, o.Capture.Consistent, o.Capture.StackBytes = mode, c.consistent, c.stackBytes
-	o.Capture.Kernel, o.Capture.TIDs = c.kernel, c.tids
-	sym := c.newSymbolizer() // (sets c.debuginfod)
-	o.Debuginfod = c.debuginfod
-	return live.New(sym, o)
 }
 
 func cmdDump(args []string) error {

@@ -14,7 +14,6 @@ import (
 	"stackshot/debuginfod"
 	"stackshot/internal/cli"
 	"stackshot/ptrace"
-	"stackshot/symtab"
 	"stackshot/unwind"
 )
 
@@ -219,45 +218,4 @@ func (c *common) check() error {
 	return nil
 }
 
-// namesOnly reports whether the output needs function names only: plain
-// text without -s or -i (dump and report). Then debug info is not loaded,
-// which for a large debug file is most of a dump's time.
-func (c *common) namesOnly() bool {
-	switch c.fs.Name() {
-	case "record", "symbolize":
-		return false // profiles keep file:line; symbolize prints it
-	}
-	return (c.format == "" || c.format == "text") && !c.source && !c.inline
-}
-
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }
-
-// newSymbolizer is the symbolizer the flags ask for; --timeout bounds it
-// too (what is not resolved in time is shown unresolved).
-func (c *common) newSymbolizer() *symtab.Symbolizer {
-	o := symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly(),
-		MaxDebugBytes: c.maxDebugBytes, PerfMap: c.perfMap}
-	c.addFetchers(&o)
-	if c.timeout > 0 {
-		o.Context, c.cancelSym = context.WithDeadline(context.Background(), c.started.Add(c.timeout))
-	}
-	return symtab.New(o)
-}
-
-// symbolizerNotes says on stderr what the symbolizer (a session's, with
-// its children's) could not do.
-func (c *common) symbolizerNotes(sym interface {
-	Expired() bool
-	BudgetExceeded() bool
-}) {
-	c.debuginfodNotes()
-	if c.quiet {
-		return
-	}
-	if sym.Expired() {
-		printErr("stackshot: some frames are shown unresolved (symbolization did not finish within --timeout %v; give a longer --timeout)", c.timeout)
-	}
-	if sym.BudgetExceeded() {
-		printErr("stackshot: some modules show fewer names (their symbols and debug info exceed the budget; raise it with --max-debug-bytes)")
-	}
-}

@@ -16,6 +16,7 @@ import (
 
 	"stackshot/internal/cli"
 	"stackshot/internal/safefile"
+	"stackshot/internal/term"
 	"stackshot/sandbox"
 )
 
@@ -95,4 +96,16 @@ func help(args []string) int {
 	}
 	fmt.Printf("usage: %s\nflags:\n%s\nexamples:\n%s", text, c.fs.FlagUsages(), examples)
 	return cli.ExitOK
+}
+
+// say writes one line on stderr.
+func (c *common) say(msg string) { printErr("stackshot: %s", msg) }
+
+// printErr writes one diagnostic line to stderr. Messages name processes,
+// threads, paths and files the target controls: everything a terminal would
+// act on is escaped (term.Escape), embedded newlines included, so a
+// message stays one line.
+func printErr(format string, args ...any) {
+	msg := strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")
+	fmt.Fprintln(os.Stderr, term.Escape(msg))
 }

@@ -4,12 +4,7 @@ package main
 
 import (
 	"bufio"
-	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 
 	"stackshot/internal/cli"
 	"stackshot/live"
@@ -56,35 +51,7 @@ func cmdSymbolize(args []string) error {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
-	var all []output.Address
-	one := func(word string) {
-		a := output.Address{Text: word}
-		v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(word, "0x"), "0X"), 16, 64)
-		if a.Addr, a.OK = v, err == nil; a.OK {
-			a.Frames = lookup(v)
-		}
-		if o.jsonOut {
-			all = append(all, a) // one array, written at the end
-		} else {
-			output.Addr2line(w, a, o.showAddr)
-		}
-	}
-	for _, a := range c.fs.Args() {
-		one(strings.TrimSpace(a))
-	}
-	if len(c.fs.Args()) == 0 {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			for _, word := range strings.Fields(sc.Text()) {
-				one(word)
-			}
-			w.Flush() // answer each line as it comes, as addr2line does
-		}
-	}
-	if o.jsonOut {
-		return output.AddressesJSON(w, all)
-	}
-	return nil
+	return output.Symbolize(w, c.fs.Args(), os.Stdin, lookup, o.jsonOut, o.showAddr)
 }
 
 // addressLookup names addresses in the ELF file exe, or in the live
@@ -94,17 +61,6 @@ func (c *common) addressLookup(exe string) (func(uint64) []report.Frame, func(),
 		return live.Lookup(c.pids[0], c.newSymbolizer, live.Options{Sandbox: c.sandboxConfig(resolve.Options{}),
 			NoSandbox: c.noSandbox, Quiet: c.quiet, Say: c.say})
 	}
-	if abs, err := filepath.Abs(exe); err == nil {
-		exe = abs // a relative path, as addr2line takes it
-	}
 	lookup, err := resolve.FileSymbolizer(c.newSymbolizer(), exe)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil, nil, fmt.Errorf("cannot read %s (no such file; check the path)", exe)
-	case errors.Is(err, resolve.ErrNotELF):
-		return nil, nil, fmt.Errorf("cannot read %s (not an ELF file; give an executable or a shared library)", exe)
-	case err != nil:
-		return nil, nil, fmt.Errorf("cannot read %s (%v; check it is a readable executable or shared library)", exe, err)
-	}
-	return lookup, nil, nil
+	return lookup, nil, err
 }

@@ -1,0 +1,115 @@
+//go:build linux
+
+package main
+
+// From the flags to the options of the packages that do the work.
+
+import (
+	"context"
+	"os"
+
+	"stackshot/debuginfod"
+	"stackshot/internal/term"
+	"stackshot/live"
+	"stackshot/ptrace"
+	"stackshot/resolve"
+	"stackshot/sandbox"
+	"stackshot/symtab"
+)
+
+// namesOnly reports whether the output needs function names only: plain
+// text without -s or -i (dump and report). Then debug info is not loaded,
+// which for a large debug file is most of a dump's time.
+func (c *common) namesOnly() bool {
+	switch c.fs.Name() {
+	case "record", "symbolize":
+		return false // profiles keep file:line; symbolize prints it
+	}
+	return (c.format == "" || c.format == "text") && !c.source && !c.inline
+}
+
+// newSession is the live session the flags ask for; sampling (record)
+// compiles each module's CFI whole, which pays off over many samples.
+func (c *common) newSession(sampling bool) *live.Session {
+	mode, _ := ptrace.ParseMode(c.mode)
+	ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true, KernelAddrs: c.format == "json", Sampler: sampling}
+	o := live.Options{Resolve: ropts, Sandbox: c.sandboxConfig(ropts), NoSandbox: c.noSandbox,
+		Started: c.started, Timeout: c.timeout, Quiet: c.quiet, Goroutines: c.goroutines && !c.noGoroutines,
+		Group: c.diag.group, NoGroup: c.diag.noGroup, Count: c.diag.count, Interval: c.diag.interval,
+		Say: c.say}
+	o.Capture.Mode, o.Capture.Consistent, o.Capture.StackBytes = mode, c.consistent, c.stackBytes
+	o.Capture.Kernel, o.Capture.TIDs = c.kernel, c.tids
+	sym := c.newSymbolizer() // (sets c.debuginfod)
+	o.Debuginfod = c.debuginfod
+	return live.New(sym, o)
+}
+
+// newSymbolizer is the symbolizer the flags ask for; --timeout bounds it
+// too (what is not resolved in time is shown unresolved).
+func (c *common) newSymbolizer() *symtab.Symbolizer {
+	o := symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly(),
+		MaxDebugBytes: c.maxDebugBytes, PerfMap: c.perfMap}
+	c.addFetchers(&o)
+	if c.timeout > 0 {
+		o.Context, c.cancelSym = context.WithDeadline(context.Background(), c.started.Add(c.timeout))
+	}
+	return symtab.New(o)
+}
+
+// symbolizerNotes says on stderr what the symbolizer (a session's, with
+// its children's) could not do.
+func (c *common) symbolizerNotes(sym interface {
+	Expired() bool
+	BudgetExceeded() bool
+}) {
+	c.debuginfodNotes()
+	if c.quiet {
+		return
+	}
+	if sym.Expired() {
+		printErr("stackshot: some frames are shown unresolved (symbolization did not finish within --timeout %v; give a longer --timeout)", c.timeout)
+	}
+	if sym.BudgetExceeded() {
+		printErr("stackshot: some modules show fewer names (their symbols and debug info exceed the budget; raise it with --max-debug-bytes)")
+	}
+}
+
+// addFetchers gives the symbolizer a debuginfod client when DEBUGINFOD_URLS
+// names servers and --no-debuginfod is not given: separate debug files by
+// build id, and for report (a saved capture, perhaps from another machine)
+// the module files themselves. Fetching happens only while symbolizing.
+func (c *common) addFetchers(o *symtab.Options) {
+	if c.noDebuginfod || os.Getenv("DEBUGINFOD_URLS") == "" {
+		return
+	}
+	cl := debuginfod.Setup(os.Getenv, c.maxDebugBytes, c.quiet, term.IsTerminal(2), os.Stderr, c.say)
+	if cl == nil {
+		return
+	}
+	c.debuginfod = cl
+	o.FetchDebug = cl.Debuginfo
+	if c.fs.Name() == "report" {
+		o.FetchExecutable = cl.Executable
+	}
+}
+
+// debuginfodNotes says on stderr which servers failed.
+func (c *common) debuginfodNotes() {
+	if c.quiet || c.debuginfod == nil {
+		return
+	}
+	for _, w := range c.debuginfod.Warnings() {
+		c.say(w)
+	}
+}
+
+// sandboxConfig is the child's configuration from the flags.
+func (c *common) sandboxConfig(opts resolve.Options) sandbox.Config {
+	cfg := sandbox.Config{Resolve: opts}
+	cfg.Symtab.DebugDirs, cfg.Symtab.NoDemangle, cfg.Symtab.NamesOnly = c.debugDirs, c.noDemangle, c.namesOnly()
+	cfg.Symtab.MaxDebugBytes, cfg.Symtab.PerfMap = c.maxDebugBytes, c.perfMap
+	if c.timeout > 0 {
+		cfg.Deadline = c.started.Add(c.timeout)
+	}
+	return cfg
+}
