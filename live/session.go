@@ -8,6 +8,7 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"stackshot/capfile"
 	"stackshot/debuginfod"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -296,4 +298,19 @@ func (s *Session) Save(pids []int, deadline time.Time, keep func(*ptrace.Process
 		return failed, ErrInterrupted
 	}
 	return failed, nil
+}
+
+// Core is capture p as an ELF core, with the memory what asks for read
+// after its threads run again (no stop); what it left out is a warning.
+func (s *Session) Core(p *ptrace.Process, what capfile.CoreMemory) ([]byte, error) {
+	extra, note := capfile.CollectMemory(p, ptrace.MemReader{PID: p.MemPID()}, what)
+	if note != "" {
+		s.Warn("%s", note)
+	}
+	host, _ := os.Hostname()
+	var buf bytes.Buffer
+	if err := capfile.WriteCore(&buf, p, capfile.CoreOptions{Host: host, Kernel: s.o.Capture.Kernel, Extra: extra}); err != nil {
+		return nil, fmt.Errorf("cannot write core of process %d (%v)", p.PID, err)
+	}
+	return buf.Bytes(), nil
 }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"stackshot/output"
 	"time"
 )
 
@@ -16,19 +18,32 @@ type Flags struct {
 	Spool      string   // where undelivered profiles are kept; "": nowhere
 	SpoolFiles int      // most profiles kept there
 	SpoolMB    int      // most MiB kept there
+	Service    string   // service.name of the profiles; "": each process's name
 }
 
 // Exporter sends a command's profile to a collector, and keeps it in the
 // spool when the collector does not take it.
 type Exporter struct {
-	Sender *Sender
-	spool  *Spool
-	dir    string
+	Sender  *Sender
+	spool   *Spool
+	dir     string
+	service string
+	version string
 }
 
 // Open checks the flags, the endpoint and the spool before anything is
-// recorded. Its errors are bad usage, in the contract's words.
-func Open(f Flags, userAgent string, getenv func(string) string, warn func(string)) (*Exporter, error) {
+// recorded; nil when no endpoint is given (changed names the flags given:
+// the others need --otlp). version is stackshot's. Its errors are bad
+// usage, in the contract's words.
+func Open(f Flags, version string, getenv func(string) string, changed func(flag string) bool, warn func(string)) (*Exporter, error) {
+	if f.Endpoint == "" {
+		for _, flag := range []string{"otlp-header", "service", "spool", "spool-max-files", "spool-max-mb"} {
+			if changed(flag) {
+				return nil, errors.New("--" + flag + " needs --otlp URL")
+			}
+		}
+		return nil, nil
+	}
 	endpoint := f.Endpoint
 	if endpoint == "env" {
 		endpoint = ""
@@ -37,8 +52,8 @@ func Open(f Flags, userAgent string, getenv func(string) string, warn func(strin
 	if err != nil {
 		return nil, err
 	}
-	e := &Exporter{dir: f.Spool}
-	if e.Sender, err = NewSender(set, userAgent, warn); err != nil {
+	e := &Exporter{dir: f.Spool, service: f.Service, version: version}
+	if e.Sender, err = NewSender(set, "stackshot/"+version, warn); err != nil {
 		return nil, err
 	}
 	if f.Spool != "" {
@@ -52,12 +67,34 @@ func Open(f Flags, userAgent string, getenv func(string) string, warn func(strin
 	return e, nil
 }
 
-// Export delivers body within timeout (see Deliver) and tells say (nil:
-// nothing) what became of it: with verbose, how long sending took since
-// began; the spooled profiles sent on the way; the spool file an
-// undelivered one is kept in. The error (exit 1) is for a profile neither
-// sent nor spooled.
-func (e *Exporter) Export(body []byte, timeout time.Duration, began time.Time, verbose bool, say func(string)) error {
+// Where names the destination of a recording written to path, for the
+// summary: the file, or the collector when there is none.
+func (e *Exporter) Where(path string) string {
+	if e != nil && (path == "" || path == "-") {
+		return e.Sender.URL
+	}
+	return path
+}
+
+// Export sends prof within timeout (see Deliver), or spools it, and tells
+// say (nil: nothing) what became of it: with verbose, how long that took;
+// the spooled profiles sent on the way; the spool file an undelivered one
+// is kept in. The error (exit 1) is for a profile neither sent nor
+// spooled. A nil Exporter exports nothing.
+func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, verbose bool, say func(string)) error {
+	if e == nil {
+		return nil
+	}
+	began := time.Now()
+	host, _ := os.Hostname()
+	pd, err := output.ToOTLP(prof, output.OTLPOptions{Host: host, Service: e.service, Version: e.version})
+	if err != nil {
+		return fmt.Errorf("cannot build the OTLP profile (%v)", err)
+	}
+	body, err := Encode(pd)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := Deliver(ctx, e.Sender, e.spool, body)

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"stackshot/capfile"
 	"stackshot/internal/cli"
 	"stackshot/internal/safefile"
-	"stackshot/live"
 	"stackshot/offline"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -48,7 +46,11 @@ func cmdCapture(args []string) error {
 			cf.Processes = append(cf.Processes, p)
 			return nil
 		}
-		return c.writeCore(s, p, what, safefile.Expand(c.output, []int{p.PID}, start))
+		data, err := s.Core(p, what)
+		if err != nil {
+			return err
+		}
+		return safefile.Output(safefile.Expand(c.output, []int{p.PID}, start), data, safefile.Private)
 	})
 	if err != nil {
 		return err
@@ -67,21 +69,6 @@ func cmdCapture(args []string) error {
 		return cli.ExitError{Code: cli.ExitTarget}
 	}
 	return nil
-}
-
-// writeCore writes one process's capture as an ELF core, with the memory
-// read after its threads run again (no stop).
-func (c *common) writeCore(s *live.Session, p *ptrace.Process, what capfile.CoreMemory, path string) error {
-	extra, note := capfile.CollectMemory(p, ptrace.MemReader{PID: p.MemPID()}, what)
-	if note != "" {
-		s.Warn("%s", note)
-	}
-	host, _ := os.Hostname()
-	var buf bytes.Buffer
-	if err := capfile.WriteCore(&buf, p, capfile.CoreOptions{Host: host, Kernel: c.kernel, Extra: extra}); err != nil {
-		return fmt.Errorf("cannot write core of process %d (%v)", p.PID, err)
-	}
-	return safefile.Output(path, buf.Bytes(), safefile.Private)
 }
 
 func cmdReport(args []string) error {

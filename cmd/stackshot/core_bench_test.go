@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"stackshot/capfile"
+	"stackshot/internal/safefile"
 	"stackshot/internal/testutil"
 )
 
@@ -45,7 +46,11 @@ func BenchmarkCore(b *testing.B) {
 	}
 	b.Run("write-core-512", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if err := c.writeCore(s, p, capfile.CoreStacks, core); err != nil {
+			data, err := s.Core(p, capfile.CoreStacks)
+			if err == nil {
+				err = safefile.Output(core, data, safefile.Private)
+			}
+			if err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,48 +3,14 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"stackshot/internal/cli"
 	"stackshot/internal/safefile"
-	"stackshot/live"
 	"stackshot/output"
 	"stackshot/report"
 )
-
-// diagFlags are dump's diagnosis flags.
-type diagFlags struct {
-	group    bool
-	noGroup  bool
-	interval time.Duration
-	count    int
-}
-
-func (c *common) addDiagFlags() {
-	fs := c.fs
-	fs.BoolVar(&c.diag.group, "group", false, fmt.Sprintf("fold threads with the same stack into one entry (on past %d threads)", live.GroupAuto))
-	fs.BoolVar(&c.diag.noGroup, "no-group", false, "never fold threads")
-	fs.DurationVar(&c.diag.interval, "interval", time.Second, "with --count: time between snapshots")
-	fs.IntVar(&c.diag.count, "count", 1, "take N snapshots --interval apart; say which threads are stuck, spinning or moving")
-	fs.BoolVar(&c.goroutines, "goroutines", true, "list the goroutines of Go processes")
-	fs.BoolVar(&c.noGoroutines, "no-goroutines", false, "no goroutines")
-}
-
-func (c *common) checkDiagFlags() error {
-	if c.diag.group && c.diag.noGroup {
-		return cli.UsageError{Msg: "--group and --no-group disagree"}
-	}
-	if c.diag.count < 1 || c.diag.count > 1000 {
-		return cli.UsageError{Msg: "--count must be between 1 and 1000"}
-	}
-	if c.diag.count > 1 && c.diag.interval <= 0 {
-		return cli.UsageError{Msg: "--interval must be positive"}
-	}
-	return nil
-}
 
 func cmdDump(args []string) error {
 	c := newCommon("dump")
@@ -52,9 +18,6 @@ func cmdDump(args []string) error {
 		return err
 	}
 	if err := checkWritable(c.output); err != nil {
-		return err
-	}
-	if err := c.checkDiagFlags(); err != nil {
 		return err
 	}
 	s := c.newSession(false)

@@ -13,6 +13,7 @@ import (
 
 	"stackshot/debuginfod"
 	"stackshot/internal/cli"
+	"stackshot/live"
 	"stackshot/ptrace"
 	"stackshot/unwind"
 )
@@ -40,12 +41,14 @@ type common struct {
 	perfMap                    string             // report: the JIT perf map of the captured process
 	started                    time.Time          // when the command began: --timeout counts from here
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
-	diag                       diagFlags          // dump: --group, --interval, --count (dump.go)
+	group, noGroup             bool               // dump: fold threads with the same stack, or never
+	interval                   time.Duration      // dump: between snapshots
+	count                      int                // dump: snapshots
 	goroutines, noGoroutines   bool               // dump: goroutines of Go processes
 	otlp                       *otlpFlags         // record: sending to a collector (otlp.go)
 	noDebuginfod               bool               // --no-debuginfod
-	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (debuginfod.go)
-	noSandbox                  bool               // parse the target's bytes in-process (sandbox.go)
+	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (options.go)
+	noSandbox                  bool               // parse the target's bytes in-process (options.go)
 }
 
 // Groups of flags, by what they are for.
@@ -81,7 +84,13 @@ func newCommon(name string) *common {
 	c.fs.SetOutput(io.Discard)
 	c.register(name, flagSets[name], c)
 	if name == "dump" {
-		c.addDiagFlags()
+		fs := c.fs
+		fs.BoolVar(&c.group, "group", false, fmt.Sprintf("fold threads with the same stack into one entry (on past %d threads)", live.GroupAuto))
+		fs.BoolVar(&c.noGroup, "no-group", false, "never fold threads")
+		fs.DurationVar(&c.interval, "interval", time.Second, "with --count: time between snapshots")
+		fs.IntVar(&c.count, "count", 1, "take N snapshots --interval apart; say which threads are stuck, spinning or moving")
+		fs.BoolVar(&c.goroutines, "goroutines", true, "list the goroutines of Go processes")
+		fs.BoolVar(&c.noGoroutines, "no-goroutines", false, "no goroutines")
 	}
 	if name == "record" {
 		c.otlp = addOTLPFlags(c.fs)
@@ -211,6 +220,12 @@ func (c *common) check() error {
 		return cli.Usage("--timeout "+c.timeout.String(), "want a positive duration", "")
 	case c.stackBytes < 0:
 		return cli.Usage(fmt.Sprintf("--stack-bytes %d", c.stackBytes), "want 0 (the default) or more", "")
+	case c.group && c.noGroup:
+		return cli.UsageError{Msg: "--group and --no-group disagree"}
+	case name == "dump" && (c.count < 1 || c.count > 1000):
+		return cli.UsageError{Msg: "--count must be between 1 and 1000"}
+	case c.count > 1 && c.interval <= 0:
+		return cli.UsageError{Msg: "--interval must be positive"}
 	case c.consistent && mode == ptrace.ModeNoStop:
 		return cli.Usage("--consistent with --mode nostop", "a consistent capture stops every thread; nostop stops none",
 			"leave one of them out")
