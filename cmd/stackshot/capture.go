@@ -65,10 +65,7 @@ func cmdCapture(args []string) error {
 			return err
 		}
 	}
-	if failed > 0 {
-		return cli.ExitError{Code: cli.ExitTarget}
-	}
-	return nil
+	return cli.Failed(failed)
 }
 
 func cmdReport(args []string) error {
@@ -98,8 +95,5 @@ func cmdReport(args []string) error {
 		return err
 	}
 	c.symbolizerNotes(r)
-	if failed > 0 {
-		return cli.ExitError{Code: cli.ExitTarget}
-	}
-	return nil
+	return cli.Failed(failed)
 }

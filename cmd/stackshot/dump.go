@@ -34,10 +34,7 @@ func cmdDump(args []string) error {
 		}
 		c.symbolizerNotes(s)
 	}
-	if failed > 0 {
-		return cli.ExitError{Code: cli.ExitTarget}
-	}
-	return nil
+	return cli.Failed(failed)
 }
 
 // writeReport renders dump-style reports (text or JSON) and writes them

@@ -44,11 +44,17 @@ func (c *common) newSession(sampling bool) *live.Session {
 	return live.New(sym, o)
 }
 
+// symtabOptions are the symbolizer's options from the flags (for the
+// sandboxed children too: no fetchers, no context).
+func (c *common) symtabOptions() symtab.Options {
+	return symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly(),
+		MaxDebugBytes: c.maxDebugBytes, PerfMap: c.perfMap}
+}
+
 // newSymbolizer is the symbolizer the flags ask for; --timeout bounds it
 // too (what is not resolved in time is shown unresolved).
 func (c *common) newSymbolizer() *symtab.Symbolizer {
-	o := symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly(),
-		MaxDebugBytes: c.maxDebugBytes, PerfMap: c.perfMap}
+	o := c.symtabOptions()
 	c.addFetchers(&o)
 	if c.timeout > 0 {
 		o.Context, c.cancelSym = context.WithDeadline(context.Background(), c.started.Add(c.timeout))
@@ -62,9 +68,11 @@ func (c *common) symbolizerNotes(sym interface {
 	Expired() bool
 	BudgetExceeded() bool
 }) {
-	c.debuginfodNotes()
 	if c.quiet {
 		return
+	}
+	for _, w := range c.debuginfod.Warnings() { // servers that failed
+		c.say(w)
 	}
 	if sym.Expired() {
 		printErr("stackshot: some frames are shown unresolved (symbolization did not finish within --timeout %v; give a longer --timeout)", c.timeout)
@@ -93,21 +101,9 @@ func (c *common) addFetchers(o *symtab.Options) {
 	}
 }
 
-// debuginfodNotes says on stderr which servers failed.
-func (c *common) debuginfodNotes() {
-	if c.quiet || c.debuginfod == nil {
-		return
-	}
-	for _, w := range c.debuginfod.Warnings() {
-		c.say(w)
-	}
-}
-
 // sandboxConfig is the child's configuration from the flags.
 func (c *common) sandboxConfig(opts resolve.Options) sandbox.Config {
-	cfg := sandbox.Config{Resolve: opts}
-	cfg.Symtab.DebugDirs, cfg.Symtab.NoDemangle, cfg.Symtab.NamesOnly = c.debugDirs, c.noDemangle, c.namesOnly()
-	cfg.Symtab.MaxDebugBytes, cfg.Symtab.PerfMap = c.maxDebugBytes, c.perfMap
+	cfg := sandbox.Config{Resolve: opts, Symtab: c.symtabOptions()}
 	if c.timeout > 0 {
 		cfg.Deadline = c.started.Add(c.timeout)
 	}

@@ -52,11 +52,15 @@ func cmdRecord(args []string) error {
 	s := c.newSession(true)
 	stop := s.CatchSignals()
 	defer stop()
-	progress := !c.quiet && term.IsTerminal(2)
+	var clear string // the progress line, on a terminal
+	var show func(sampler.Progress)
+	if !c.quiet && term.IsTerminal(2) {
+		clear, show = sampler.ClearLine, func(p sampler.Progress) { fmt.Fprint(os.Stderr, p.Line()) }
+	}
 	smp, err := sampler.New(s.Resolver(), sampler.Config{Freq: c.freq, Duration: c.duration, Deadline: deadline,
 		Capture: s.CaptureOptions(time.Time{}), CaptureTimeout: c.timeout, Kernel: c.kernel, Idle: c.idle,
-		Warn:     func(msg string) { s.Warn("%s%s", clearLine(progress), msg) },
-		Progress: showProgress(progress)})
+		Warn:     func(msg string) { s.Warn("%s%s", clear, msg) },
+		Progress: show})
 	if err != nil {
 		return cli.Usage(err.Error(), "", "")
 	}
@@ -72,9 +76,7 @@ func cmdRecord(args []string) error {
 		}
 	}
 	end := smp.Run()
-	if progress {
-		fmt.Fprint(os.Stderr, clearLine(true))
-	}
+	fmt.Fprint(os.Stderr, clear)
 	prof := smp.Profile()
 	prof.PerThread = c.perThread
 	if !c.otlp.enabled() || c.output != "" { // --otlp alone writes no stdout
@@ -94,21 +96,4 @@ func cmdRecord(args []string) error {
 	}
 	c.symbolizerNotes(s)
 	return c.otlp.deliver(prof, max(time.Until(deadline), time.Second), c.quiet, c.verbose)
-}
-
-func showProgress(on bool) func(sampler.Progress) {
-	if !on {
-		return nil
-	}
-	return func(p sampler.Progress) {
-		fmt.Fprintf(os.Stderr, "\rrecording %s/%s: %d samples, %.1f Hz, %d threads   ",
-			p.Elapsed.Round(100*time.Millisecond), p.Duration, p.Samples, float64(p.Ticks)/p.Elapsed.Seconds(), p.Threads)
-	}
-}
-
-func clearLine(progress bool) string {
-	if progress {
-		return "\r\033[K"
-	}
-	return ""
 }

@@ -153,3 +153,12 @@ func PIDs(pids []int, args []string) ([]int, error) {
 	}
 	return uniq, nil
 }
+
+// Failed is the error of a command that could not read failed of its
+// targets (each already said): exit 1, or nil when none failed.
+func Failed(failed int) error {
+	if failed > 0 {
+		return ExitError{Code: ExitTarget}
+	}
+	return nil
+}
