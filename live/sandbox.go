@@ -50,8 +50,12 @@ func (s *Session) sandboxFor(pid int) *sandbox.Child {
 	return child
 }
 
-// Close ends the session's sandboxed children.
+// Close ends the session's sandboxed children and its catching of
+// signals.
 func (s *Session) Close() {
+	if s.stopSignals != nil {
+		s.stopSignals()
+	}
 	for pid, child := range s.boxes {
 		if child != nil {
 			child.Close()

@@ -68,6 +68,8 @@ type Session struct {
 	cancel <-chan struct{}
 	warned map[string]bool
 	boxes  map[int]*sandbox.Child // sandboxed children, by target (sandbox.go)
+	// stopSignals ends CatchSignals (nil: not catching)
+	stopSignals func()
 	// what a child's symbolizer could not do (Expired, BudgetExceeded)
 	boxExpired, boxBudget bool
 }
@@ -93,12 +95,11 @@ func (s *Session) Expired() bool { return s.sym.Expired() || s.boxExpired }
 // budget, in-process or in a child.
 func (s *Session) BudgetExceeded() bool { return s.sym.BudgetExceeded() || s.boxBudget }
 
-// CatchSignals makes SIGINT/SIGTERM end the command cleanly: captures in
-// flight detach every thread before they return.
-func (s *Session) CatchSignals() func() {
+// CatchSignals makes SIGINT/SIGTERM end the command cleanly, until Close:
+// captures in flight detach every thread before they return.
+func (s *Session) CatchSignals() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	s.cancel = ctx.Done()
-	return stop
+	s.cancel, s.stopSignals = ctx.Done(), stop
 }
 
 // Interrupted reports whether a signal ended the session.

@@ -34,8 +34,7 @@ func cmdCapture(args []string) error {
 		return cli.UsageError{Msg: "cannot write several processes to one core (a core holds one process; give one pid, or put %p in the -o name)"}
 	}
 	s := c.newSession(false)
-	stop := s.CatchSignals()
-	defer stop()
+	s.CatchSignals()
 	defer s.Close()
 	deadline := time.Now().Add(c.timeout)
 	start := time.Now()
@@ -81,7 +80,7 @@ func cmdReport(args []string) error {
 	sym := c.newSymbolizer() // (sets c.debuginfod)
 	r := offline.New(sym, offline.Options{Resolve: resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot},
 		Sandbox: c.sandboxConfig(resolve.Options{}), NoSandbox: c.noSandbox || c.debuginfod.Enabled(),
-		TIDs: c.tids, Quiet: c.quiet, Say: c.say})
+		TIDs: c.tids, Quiet: c.quiet, Say: cli.Say})
 	var procs []*report.Process
 	failed := 0
 	for _, path := range files {

@@ -3,9 +3,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
-
 	"stackshot/internal/cli"
 	"stackshot/internal/safefile"
 	"stackshot/output"
@@ -17,12 +14,11 @@ func cmdDump(args []string) error {
 	if err := c.parse(args, true); err != nil {
 		return err
 	}
-	if err := checkWritable(c.output); err != nil {
+	if err := cli.CheckOutput(c.output); err != nil {
 		return err
 	}
 	s := c.newSession(false)
-	stop := s.CatchSignals()
-	defer stop()
+	s.CatchSignals()
 	defer s.Close()
 	procs, failed, err := s.Dump(c.pids)
 	if err != nil {
@@ -46,17 +42,4 @@ func (c *common) writeReport(procs []*report.Process) error {
 		return err
 	}
 	return safefile.Output(c.output, data, safefile.Public)
-}
-
-// checkWritable makes sure path could be written (the checks of
-// safefile.Create, and a temporary file created beside it and removed)
-// before a long recording starts.
-func checkWritable(path string) error {
-	if path == "" || path == "-" {
-		return nil
-	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return cli.Usage("cannot write to "+path, "it is a directory", "give a file name, e.g. -o "+filepath.Join(path, "stacks.txt"))
-	}
-	return safefile.Check(path)
 }

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"runtime"
 	"time"
 
@@ -45,6 +44,8 @@ type common struct {
 	interval                   time.Duration      // dump: between snapshots
 	count                      int                // dump: snapshots
 	goroutines, noGoroutines   bool               // dump: goroutines of Go processes
+	exe                        string             // symbolize: the ELF file addresses are in
+	showAddr, addrJSON         bool               // symbolize: -a, --json
 	otlp                       *otlpFlags         // record: sending to a collector (otlp.go)
 	noDebuginfod               bool               // --no-debuginfod
 	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (options.go)
@@ -78,10 +79,7 @@ var flagSets = map[string]int{
 const fOld = fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fQuiet
 
 func newCommon(name string) *common {
-	c := &common{fs: pflag.NewFlagSet(name, pflag.ContinueOnError), maxFrames: unwind.DefaultMaxFrames}
-	c.fs.SortFlags = false
-	c.fs.Usage = func() {}
-	c.fs.SetOutput(io.Discard)
+	c := &common{fs: cli.NewFlagSet(name), maxFrames: unwind.DefaultMaxFrames}
 	c.register(name, flagSets[name], c)
 	if name == "dump" {
 		fs := c.fs
@@ -94,6 +92,11 @@ func newCommon(name string) *common {
 	}
 	if name == "record" {
 		c.otlp = addOTLPFlags(c.fs)
+	}
+	if name == "symbolize" {
+		c.fs.StringVarP(&c.exe, "exe", "e", "", "resolve addresses in this ELF file (addresses are its virtual addresses)")
+		c.fs.BoolVarP(&c.showAddr, "addresses", "a", false, "print each address before its lines")
+		c.fs.BoolVar(&c.addrJSON, "json", false, "write a JSON array of {address, frames: [{function, file, line, inlined}]}")
 	}
 	// The old ones this command ignored stay accepted, hidden, with a
 	// warning; their values go nowhere.
@@ -182,7 +185,7 @@ func (c *common) parse(args []string, needPID bool) error {
 		return cli.FlagError(c.fs, err, c.badID)
 	}
 	if !c.quiet {
-		cli.WarnHidden(c.fs, c.say)
+		cli.WarnHidden(c.fs, cli.Say)
 	}
 	if args = c.fs.Args(); c.files {
 		args = nil // files or addresses, not pids

@@ -10,13 +10,11 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
-	"strings"
 
 	"github.com/spf13/pflag"
 
 	"stackshot/internal/cli"
 	"stackshot/internal/safefile"
-	"stackshot/internal/term"
 	"stackshot/sandbox"
 )
 
@@ -69,7 +67,7 @@ func run(args []string) int {
 	if errors.Is(err, pflag.ErrHelp) {
 		return help([]string{cmd})
 	}
-	return cli.Exit(err, cmd, func(msg string) { printErr("stackshot: %s", msg) })
+	return cli.Exit(err, cmd, cli.Say)
 }
 
 //go:embed help/*.txt
@@ -78,34 +76,8 @@ var helpFiles embed.FS
 // help prints the overview, or a command's help with the flags it takes,
 // to stdout.
 func help(args []string) int {
-	if len(args) == 0 {
-		b, _ := helpFiles.ReadFile("help/overview.txt")
-		os.Stdout.Write(b)
-		return cli.ExitOK
+	if len(args) == 0 || commands[args[0]] == nil {
+		return cli.Help(os.Stdout, helpFiles, args, nil)
 	}
-	name := args[0]
-	if commands[name] == nil {
-		fmt.Fprintf(os.Stderr, "stackshot: no command %q (the commands are dump, record, capture, report, symbolize and version; see 'stackshot help')\n", name)
-		return cli.ExitUsage
-	}
-	b, _ := helpFiles.ReadFile("help/" + name + ".txt")
-	text, examples, _ := strings.Cut(string(b), "\nexamples:\n")
-	c := newCommon(name)
-	if name == "symbolize" {
-		symbolizeFlags(c)
-	}
-	fmt.Printf("usage: %s\nflags:\n%s\nexamples:\n%s", text, c.fs.FlagUsages(), examples)
-	return cli.ExitOK
-}
-
-// say writes one line on stderr.
-func (c *common) say(msg string) { printErr("stackshot: %s", msg) }
-
-// printErr writes one diagnostic line to stderr. Messages name processes,
-// threads, paths and files the target controls: everything a terminal would
-// act on is escaped (term.Escape), embedded newlines included, so a
-// message stays one line.
-func printErr(format string, args ...any) {
-	msg := strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")
-	fmt.Fprintln(os.Stderr, term.Escape(msg))
+	return cli.Help(os.Stdout, helpFiles, args, newCommon(args[0]).fs)
 }

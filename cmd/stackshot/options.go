@@ -6,9 +6,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"stackshot/debuginfod"
+	"stackshot/internal/cli"
 	"stackshot/internal/term"
 	"stackshot/live"
 	"stackshot/ptrace"
@@ -36,7 +38,7 @@ func (c *common) newSession(sampling bool) *live.Session {
 	o := live.Options{Resolve: ropts, Sandbox: c.sandboxConfig(ropts), NoSandbox: c.noSandbox,
 		Started: c.started, Timeout: c.timeout, Quiet: c.quiet, Goroutines: c.goroutines && !c.noGoroutines,
 		Group: c.group, NoGroup: c.noGroup, Count: c.count, Interval: c.interval,
-		Say: c.say}
+		Say: cli.Say}
 	o.Capture.Mode, o.Capture.Consistent, o.Capture.StackBytes = mode, c.consistent, c.stackBytes
 	o.Capture.Kernel, o.Capture.TIDs = c.kernel, c.tids
 	sym := c.newSymbolizer() // (sets c.debuginfod)
@@ -72,13 +74,13 @@ func (c *common) symbolizerNotes(sym interface {
 		return
 	}
 	for _, w := range c.debuginfod.Warnings() { // servers that failed
-		c.say(w)
+		cli.Say(w)
 	}
 	if sym.Expired() {
-		printErr("stackshot: some frames are shown unresolved (symbolization did not finish within --timeout %v; give a longer --timeout)", c.timeout)
+		cli.Say(fmt.Sprintf("some frames are shown unresolved (symbolization did not finish within --timeout %v; give a longer --timeout)", c.timeout))
 	}
 	if sym.BudgetExceeded() {
-		printErr("stackshot: some modules show fewer names (their symbols and debug info exceed the budget; raise it with --max-debug-bytes)")
+		cli.Say("some modules show fewer names (their symbols and debug info exceed the budget; raise it with --max-debug-bytes)")
 	}
 }
 
@@ -90,7 +92,7 @@ func (c *common) addFetchers(o *symtab.Options) {
 	if c.noDebuginfod || os.Getenv("DEBUGINFOD_URLS") == "" {
 		return
 	}
-	cl := debuginfod.Setup(os.Getenv, c.maxDebugBytes, c.quiet, term.IsTerminal(2), os.Stderr, c.say)
+	cl := debuginfod.Setup(os.Getenv, c.maxDebugBytes, c.quiet, term.IsTerminal(2), os.Stderr, cli.Say)
 	if cl == nil {
 		return
 	}

@@ -39,7 +39,7 @@ func (o *otlpFlags) enabled() bool { return o.Endpoint != "" }
 func (o *otlpFlags) prepare(quiet bool) error {
 	warn := func(msg string) {
 		if !quiet {
-			printErr("stackshot: warning: %s", msg)
+			cli.Say("warning: " + msg)
 		}
 	}
 	exp, err := otlp.Open(o.Flags, version, os.Getenv, o.fs.Changed, warn)
@@ -56,7 +56,7 @@ func (o *otlpFlags) where(path string) string { return o.exp.Where(path) }
 func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet, verbose bool) error {
 	var say func(string)
 	if !quiet {
-		say = func(msg string) { printErr("stackshot: %s", msg) }
+		say = cli.Say
 	}
 	return o.exp.Export(prof, timeout, verbose, say)
 }

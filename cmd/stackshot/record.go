@@ -41,7 +41,7 @@ func cmdRecord(args []string) error {
 			"give -o FILE.pb.gz or redirect stdout")
 	}
 	// Fail now, not after the whole recording, if -o cannot be written.
-	if err := checkWritable(path); err != nil {
+	if err := cli.CheckOutput(path); err != nil {
 		return err
 	}
 	// --timeout bounds the whole command, sampling included.
@@ -50,8 +50,8 @@ func cmdRecord(args []string) error {
 		deadline = start.Add(c.duration + 10*time.Second)
 	}
 	s := c.newSession(true)
-	stop := s.CatchSignals()
-	defer stop()
+	s.CatchSignals()
+	defer s.Close()
 	var clear string // the progress line, on a terminal
 	var show func(sampler.Progress)
 	if !c.quiet && term.IsTerminal(2) {

@@ -13,36 +13,21 @@ import (
 	"stackshot/resolve"
 )
 
-// symbolizeOpts are the flags only symbolize takes.
-type symbolizeOpts struct {
-	exe               string
-	showAddr, jsonOut bool
-}
-
-func symbolizeFlags(c *common) *symbolizeOpts {
-	o := &symbolizeOpts{}
-	c.fs.StringVarP(&o.exe, "exe", "e", "", "resolve addresses in this ELF file (addresses are its virtual addresses)")
-	c.fs.BoolVarP(&o.showAddr, "addresses", "a", false, "print each address before its lines")
-	c.fs.BoolVar(&o.jsonOut, "json", false, "write a JSON array of {address, frames: [{function, file, line, inlined}]}")
-	return o
-}
-
 func cmdSymbolize(args []string) error {
 	c := newCommon("symbolize")
-	o := symbolizeFlags(c)
 	c.files = true // positional arguments are addresses
 	if err := c.parse(args, false); err != nil {
 		return err
 	}
 	switch {
-	case o.exe == "" && len(c.pids) == 0:
+	case c.exe == "" && len(c.pids) == 0:
 		return cli.Usage("symbolize needs -e FILE or -p PID", "addresses mean nothing without a file or a process", "")
-	case o.exe != "" && len(c.pids) > 0:
+	case c.exe != "" && len(c.pids) > 0:
 		return cli.Usage("symbolize takes -e FILE or -p PID, not both", "addresses are in one of them", "")
 	case len(c.pids) > 1:
 		return cli.Usage("symbolize takes one -p PID", "addresses are in one process", "")
 	}
-	lookup, done, err := c.addressLookup(o.exe)
+	lookup, done, err := c.addressLookup(c.exe)
 	if err != nil {
 		return err
 	}
@@ -51,7 +36,7 @@ func cmdSymbolize(args []string) error {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
-	return output.Symbolize(w, c.fs.Args(), os.Stdin, lookup, o.jsonOut, o.showAddr)
+	return output.Symbolize(w, c.fs.Args(), os.Stdin, lookup, c.addrJSON, c.showAddr)
 }
 
 // addressLookup names addresses in the ELF file exe, or in the live
@@ -59,7 +44,7 @@ func cmdSymbolize(args []string) error {
 func (c *common) addressLookup(exe string) (func(uint64) []report.Frame, func(), error) {
 	if exe == "" {
 		return live.Lookup(c.pids[0], c.newSymbolizer, live.Options{Sandbox: c.sandboxConfig(resolve.Options{}),
-			NoSandbox: c.noSandbox, Quiet: c.quiet, Say: c.say})
+			NoSandbox: c.noSandbox, Quiet: c.quiet, Say: cli.Say})
 	}
 	lookup, err := resolve.FileSymbolizer(c.newSymbolizer(), exe)
 	return lookup, nil, err

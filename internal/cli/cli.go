@@ -6,6 +6,12 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"stackshot/internal/safefile"
+	"stackshot/internal/term"
 	"strconv"
 	"strings"
 
@@ -161,4 +167,56 @@ func Failed(failed int) error {
 		return ExitError{Code: ExitTarget}
 	}
 	return nil
+}
+
+// NewFlagSet is a command's flag set: flags listed in the order they are
+// added, and errors returned (see FlagError), never printed.
+func NewFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// Help writes to w the help that args ask for (stackshot help ARGS...):
+// with no argument, the overview (help/overview.txt of pages); for a
+// command, its page (help/NAME.txt: the usage, a line "examples:", the
+// examples) with the flags it takes (flags) before the examples. A name
+// that is not a command (flags nil) is bad usage, said on stderr.
+func Help(w io.Writer, pages fs.FS, args []string, flags *pflag.FlagSet) int {
+	if len(args) == 0 {
+		b, _ := fs.ReadFile(pages, "help/overview.txt")
+		w.Write(b)
+		return ExitOK
+	}
+	if flags == nil {
+		fmt.Fprintf(os.Stderr, "stackshot: no command %q (the commands are dump, record, capture, report, symbolize and version; see 'stackshot help')\n", args[0])
+		return ExitUsage
+	}
+	b, _ := fs.ReadFile(pages, "help/"+args[0]+".txt")
+	text, examples, _ := strings.Cut(string(b), "\nexamples:\n")
+	fmt.Fprintf(w, "usage: %s\nflags:\n%s\nexamples:\n%s", text, flags.FlagUsages(), examples)
+	return ExitOK
+}
+
+// CheckOutput makes sure the output file path (-o) could be written (the
+// checks of safefile.Create, and a temporary file created beside it and
+// removed) before a long recording starts; a directory is bad usage.
+func CheckOutput(path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return Usage("cannot write to "+path, "it is a directory", "give a file name, e.g. -o "+filepath.Join(path, "stacks.txt"))
+	}
+	return safefile.Check(path)
+}
+
+// Say writes "stackshot: MSG" on stderr, as one line. Messages name
+// processes, threads, paths and files a target controls: everything a
+// terminal would act on is escaped (term.Escape), embedded newlines
+// included.
+func Say(msg string) {
+	fmt.Fprintln(os.Stderr, "stackshot: "+term.Escape(strings.TrimSuffix(msg, "\n")))
 }

@@ -32,12 +32,11 @@ var longOK = map[string]string{
 
 const (
 	maxFuncLines = 100
-	// maxCmdLines (lines of code, without comments and blank lines) is a
-	// ratchet, not the goal: the goal is under 800 lines of wiring; cmd
-	// holds more today (each command's flag checks and explained errors).
-	// It may only go down as the remaining engines (the live session's
-	// capture, resolve and identity loop) move into packages.
-	maxCmdLines = 1600
+	// maxCmdLines bounds cmd's non-test code, counted raw as wc -l counts
+	// it (comments and blank lines included): cmd is wiring (flags ->
+	// options -> calls into packages -> output); an engine that grows
+	// there belongs in a package (live, offline, cli, ...).
+	maxCmdLines = 800
 )
 
 func TestFunctionLength(t *testing.T) {
@@ -73,14 +72,10 @@ func TestCmdIsWiring(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "//") {
-				total++ // a line of code: comments and blank lines are free
-			}
-		}
+		total += strings.Count(string(b), "\n") // raw lines, as wc -l counts them
 	})
 	if total >= maxCmdLines {
-		t.Errorf("cmd holds %d lines of non-test code (fewer than %d): move engines into packages", total, maxCmdLines)
+		t.Errorf("cmd holds %d lines of non-test code (fewer than %d wanted, comments and blank lines included): move engines into packages", total, maxCmdLines)
 	}
 }
 
