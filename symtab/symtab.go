@@ -47,6 +47,7 @@ import (
 	"sync/atomic"
 
 	"stackshot/internal/bin"
+	"stackshot/internal/diskcache"
 	"stackshot/internal/safeelf"
 )
 
@@ -106,6 +107,18 @@ type Options struct {
 	FetchExecutable func(ctx context.Context, buildID string) (path string, err error)
 	// Opener opens every file the Symbolizer reads (nil: SystemOpener).
 	Opener Opener
+
+	// Cache keeps what is expensive to rebuild (decompressed debug
+	// sections) between runs, keyed by build id and file identity
+	// (a *diskcache.Cache). nil: nothing cached.
+	Cache Cache
+}
+
+// Cache is a store of payloads by key that checks what it returns
+// (diskcache.Cache); what it returns is still parsed as hostile.
+type Cache interface {
+	Get(k diskcache.Key, max int64) ([]byte, bool)
+	Put(k diskcache.Key, payload []byte) error
 }
 
 // ModuleRef says how to find the file behind a mapping of a target process.

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"stackshot/debuginfod"
+	"stackshot/internal/diskcache"
 	"stackshot/ptrace"
 	"stackshot/symtab"
 	"stackshot/unwind"
@@ -47,6 +48,7 @@ type common struct {
 	goroutines, noGoroutines   bool               // dump: goroutines of Go processes (goroutines.go)
 	otlp                       *otlpFlags         // record: sending to a collector (otlp.go)
 	noDebuginfod               bool               // --no-debuginfod
+	noCache                    bool               // --no-cache
 	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (debuginfod.go)
 	noSandbox                  bool               // parse the target's bytes in-process (sandbox.go)
 	boxExpired, boxBudget      bool               // what a sandboxed child's symbolizer could not do
@@ -148,6 +150,7 @@ func (c *common) register(name string, set int, v *common) {
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
 		if v == c { // (new: not among the flags every command once took)
 			fs.BoolVar(&v.noDebuginfod, "no-debuginfod", false, "never fetch debug files from the servers in DEBUGINFOD_URLS")
+			fs.BoolVar(&v.noCache, "no-cache", false, "neither read nor fill the cache of decompressed debug data (see STACKSHOT_CACHE_DIR)")
 		}
 	}
 	if set&fCapture != 0 {
@@ -312,6 +315,13 @@ func (c *common) newSymbolizer() *symtab.Symbolizer {
 	o := symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly(),
 		MaxDebugBytes: c.maxDebugBytes, PerfMap: c.perfMap}
 	c.addFetchers(&o)
+	if !c.noCache {
+		if dc, err := diskcache.Default(); err != nil && !c.quiet {
+			printErr("stackshot: %v", err)
+		} else if dc != nil {
+			o.Cache = dc
+		}
+	}
 	if c.timeout > 0 {
 		o.Context, c.cancelSym = context.WithDeadline(context.Background(), c.started.Add(c.timeout))
 	}
