@@ -107,6 +107,17 @@ func (f *openFile) cacheKey(s *elf.Section) (diskcache.Key, bool) {
 		Ctime: f.ctime, Part: fmt.Sprintf("%s@%d+%d", s.Name, s.Offset, s.FileSize)}, true
 }
 
+// cacheGet is the cache's entry for k, within the per-section cap and
+// charged to the budget (a module's cached tables are bounded as its
+// sections would be).
+func (s *Symbolizer) cacheGet(k diskcache.Key) ([]byte, bool) {
+	b, ok := s.opts.Cache.Get(k, s.budget.SectionCap())
+	if !ok || s.budget.Take(int64(len(b))) != nil {
+		return nil, false
+	}
+	return b, true
+}
+
 // cachedSection is section s decompressed, from the cache: exactly the
 // size the section header declares, within the per-section cap, charged
 // to the budget before it is read. The bytes are as hostile as the file's
