@@ -14,9 +14,9 @@ import (
 
 // resolveAll resolves pcs in path with a fresh Symbolizer using cache
 // (nil: none), every logical frame of every pc.
-func resolveAll(t *testing.T, cache *diskcache.Cache, path string, pcs []uint64) [][]Sym {
+func resolveAll(t *testing.T, cache *diskcache.Cache, namesOnly bool, path string, pcs []uint64) [][]Sym {
 	t.Helper()
-	o := Options{}
+	o := Options{NamesOnly: namesOnly}
 	if cache != nil {
 		o.Cache = cache
 	}
@@ -102,7 +102,8 @@ func TestCacheSameAnswers(t *testing.T) {
 			if len(pcs) < 200 {
 				t.Fatalf("only %d pcs", len(pcs))
 			}
-			want := resolveAll(t, nil, tg.path, pcs)
+			want := resolveAll(t, nil, false, tg.path, pcs)
+			wantNames := resolveAll(t, nil, true, tg.path, pcs)
 			dir := filepath.Join(t.TempDir(), "cache")
 			check := func(stage string) {
 				t.Helper()
@@ -111,12 +112,17 @@ func TestCacheSameAnswers(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				got := resolveAll(t, c, tg.path, pcs)
 				bad := 0
-				for i := range pcs {
-					if !reflect.DeepEqual(got[i], want[i]) {
-						if bad++; bad <= 10 {
-							t.Errorf("%s: %#x: got %+v, want %+v", stage, pcs[i], got[i], want[i])
+				for _, namesOnly := range []bool{true, false} {
+					got, want := resolveAll(t, c, namesOnly, tg.path, pcs), want
+					if namesOnly {
+						want = wantNames
+					}
+					for i := range pcs {
+						if !reflect.DeepEqual(got[i], want[i]) {
+							if bad++; bad <= 10 {
+								t.Errorf("%s (names only %v): %#x: got %+v, want %+v", stage, namesOnly, pcs[i], got[i], want[i])
+							}
 						}
 					}
 				}

@@ -238,3 +238,87 @@ func decodeUnit(b []byte) (*cuDecoded, error) {
 	dec.dem = make([]atomic.Pointer[string], len(dec.nodes))
 	return dec, nil
 }
+
+// kindSymbols is a module's merged symbol table (every table of the binary
+// and its debug file, as buildSymTable makes it) and the names of the
+// sources it came from.
+const kindSymbols = "symbols"
+
+// symbolsKey is the cache key of the symbol table of file with its debug
+// file debug (nil: none): both files' identities are in the key.
+func symbolsKey(file, debug *openFile) (diskcache.Key, bool) {
+	dbg := "none"
+	if debug != nil {
+		if debug.buildID == "" || debug.ino == 0 {
+			return diskcache.Key{}, false
+		}
+		dbg = fmt.Sprintf("%s/%d/%d/%d/%d", debug.buildID, debug.size, debug.dev, debug.ino, debug.ctime)
+	}
+	return dwarfKey(file, nil, kindSymbols, "debug="+dbg)
+}
+
+func encodeSymbols(t *symTable, sources []string) []byte {
+	out := le.AppendUint32(nil, uint32(len(sources)))
+	for _, s := range sources {
+		out = appendString(out, s)
+	}
+	n := 0
+	if t != nil {
+		n = t.count
+	}
+	out = le.AppendUint32(out, uint32(n))
+	for i := range n {
+		out = le.AppendUint64(out, t.addr[i])
+		out = le.AppendUint64(out, t.end[i])
+		out = le.AppendUint32(out, uint32(len(t.name[i])))
+	}
+	for i := range n {
+		out = append(out, t.name[i]...)
+	}
+	return out
+}
+
+// decodeSymbols checks and decodes a symbols entry: addresses strictly
+// increasing, each end past its address, names inside the entry.
+func decodeSymbols(b []byte) (*symTable, []string, error) {
+	r := bin.NewReader(b, le)
+	k := count(r, 4)
+	if k > 16 {
+		return nil, nil, errBadEntry
+	}
+	sources := make([]string, 0, k)
+	for range k {
+		sources = append(sources, readString(r))
+	}
+	n := count(r, 20)
+	if n > maxSymbols {
+		return nil, nil, errBadEntry
+	}
+	if n == 0 {
+		if r.Err() != nil || r.Left() != 0 {
+			return nil, nil, errBadEntry
+		}
+		return nil, sources, nil
+	}
+	t := &symTable{addr: make([]uint64, n), end: make([]uint64, n), name: make([]string, n), count: n}
+	lens := make([]uint32, n)
+	total := uint64(0)
+	for i := range n {
+		t.addr[i], t.end[i], lens[i] = r.U64(), r.U64(), r.U32()
+		if t.end[i] <= t.addr[i] || i > 0 && t.addr[i] <= t.addr[i-1] {
+			return nil, nil, errBadEntry
+		}
+		total += uint64(lens[i])
+	}
+	if r.Err() != nil || total != uint64(r.Left()) {
+		return nil, nil, errBadEntry
+	}
+	names := string(r.Rest()) // one copy; each name a substring of it
+	off := 0
+	for i, l := range lens {
+		t.name[i] = names[off : off+int(l)]
+		off += int(l)
+	}
+	t.dem = make([]atomic.Pointer[string], n)
+	return t, sources, nil
+}

@@ -5,7 +5,7 @@ import (
 )
 
 // FuzzCachedDWARF feeds cache payloads (a module's unit index, a decoded
-// unit) to their decoders: never a panic, and a unit they accept can be
+// unit, a symbol table) to their decoders: never a panic, and a unit they accept can be
 // looked up at every address it names.
 func FuzzCachedDWARF(f *testing.F) {
 	f.Add([]byte{})
@@ -16,6 +16,7 @@ func FuzzCachedDWARF(f *testing.F) {
 		nodes: []fnNode{{name: "f", ranges: [][2]uint64{{0x10, 0x20}}, entry: 0x10, parent: -1, children: []int32{1}, callFile: -1},
 			{name: "g", ranges: [][2]uint64{{0x14, 0x18}}, entry: 0x14, parent: 0, callFile: 1, callLine: 7}},
 	}))
+	f.Add(encodeSymbols(buildSymTable([]rawSym{{addr: 0x10, size: 8, name: "_Z1fv"}, {addr: 0x20, secEnd: 0x40, name: "g"}}), []string{"symtab"}))
 	f.Add(encodeIndex(&dwarfIndex{cus: []*cuInfo{{off: 11}, {off: 90}}, rng: []cuRange{{0x10, 0x20, 0}, {0x30, 0x40, 1}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if cus, rng, err := decodeIndex(b, 1<<20); err == nil {
@@ -24,6 +25,14 @@ func FuzzCachedDWARF(f *testing.F) {
 				if x.findCU(r.lo) == nil {
 					t.Fatalf("accepted range %+v finds no unit", r)
 				}
+			}
+		}
+		if st, _, err := decodeSymbols(b); err == nil && st != nil {
+			for i := range st.count {
+				if k, ok := st.lookup(st.addr[i]); !ok || k > i {
+					t.Fatalf("symbol %d at %#x not found", i, st.addr[i])
+				}
+				st.nameAt(i, true)
 			}
 		}
 		dec, err := decodeUnit(b)
