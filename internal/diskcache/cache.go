@@ -43,7 +43,10 @@ const (
 type Cache struct {
 	dir      *os.File
 	maxBytes int64
-	mu       sync.Mutex // serializes evictions
+	evictMu  sync.Mutex // serializes evictions
+	mu       sync.Mutex // guards evicted and written
+	evicted  bool       // once in this process
+	written  int64      // bytes put since the last eviction
 }
 
 // DefaultDir is where the cache lives: $STACKSHOT_CACHE_DIR, else root's
@@ -206,7 +209,7 @@ func (c *Cache) Put(k Key, payload []byte) error {
 	hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(key)))
 	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(len(payload)))
 	hdr = append(hdr, key...)
-	crc := crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, payload)
+	crc := crc32.Update(crc32.ChecksumIEEE(hdr), crc32.IEEETable, payload)
 	tail := binary.LittleEndian.AppendUint32(nil, crc)
 	for _, p := range [][]byte{hdr, payload, tail} {
 		if _, err := f.Write(p); err != nil {
@@ -217,15 +220,27 @@ func (c *Cache) Put(k Key, payload []byte) error {
 	if err := f.Commit(); err != nil {
 		return err
 	}
-	c.evict()
+	// The directory is scanned on this process's first write, then each
+	// time it has written an eighth of the bound: a run adds a handful of
+	// entries, and a scan per entry would cost more than the entry.
+	c.mu.Lock()
+	c.written += int64(len(hdr) + len(payload) + len(tail))
+	scan := !c.evicted || c.written > c.maxBytes/8
+	if scan {
+		c.evicted, c.written = true, 0
+	}
+	c.mu.Unlock()
+	if scan {
+		c.evict()
+	}
 	return nil
 }
 
 // evict removes the oldest entries (by last use) until the cache holds at
 // most maxBytes, and temporary files abandoned by a writer that died.
 func (c *Cache) evict() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.evictMu.Lock()
+	defer c.evictMu.Unlock()
 	dfd := int(c.dir.Fd())
 	rfd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
