@@ -258,7 +258,17 @@ func symbolsKey(file, debug *openFile) (diskcache.Key, bool) {
 }
 
 func encodeSymbols(t *symTable, sources []string) []byte {
-	out := le.AppendUint32(nil, uint32(len(sources)))
+	size := 8
+	for _, s := range sources {
+		size += 4 + len(s)
+	}
+	if t != nil {
+		size += 20 * t.count
+		for _, n := range t.name {
+			size += len(n)
+		}
+	}
+	out := le.AppendUint32(make([]byte, 0, size), uint32(len(sources)))
 	for _, s := range sources {
 		out = appendString(out, s)
 	}
