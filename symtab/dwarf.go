@@ -453,7 +453,7 @@ func (x *dwarfIndex) unit(cu *cuInfo) *cuDecoded {
 		cu.dec = dec
 		// Only a whole decode is kept: not one cut short by the deadline
 		// or by malformed DWARF.
-		if cached && dec.err == nil && x.expired() == nil {
+		if cached && dec.err == nil && x.expired() == nil && x.file.sym.unitPuts.Add(1) <= maxUnitPuts {
 			x.file.sym.opts.Cache.Put(key, encodeUnit(dec))
 		}
 	})

@@ -29,6 +29,13 @@ const (
 
 var errBadEntry = errors.New("bad cached DWARF entry")
 
+// maxUnitPuts bounds the units one Symbolizer writes to the cache: each is
+// a file (0.3-0.7 ms to create on a loaded machine), and symbolizing
+// 10,000 addresses of libc decodes 1,200 units. A dump needs a handful; a
+// wide symbolization warms the cache over a few runs instead of paying a
+// second in its first.
+const maxUnitPuts = 128
+
 // dwarfKey is the cache key of part of f's DWARF, alt being the dwz file
 // its names were read through (names differ without it).
 func dwarfKey(f *openFile, alt *altDWARF, kind, part string) (diskcache.Key, bool) {

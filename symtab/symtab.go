@@ -151,8 +151,9 @@ type Symbolizer struct {
 	opts   Options
 	budget *safeelf.Budget
 
-	expiredFlag atomic.Bool // a lookup was cut short by the Context
-	limitFlag   atomic.Bool // a file was refused for the budget
+	expiredFlag atomic.Bool  // a lookup was cut short by the Context
+	limitFlag   atomic.Bool  // a file was refused for the budget
+	unitPuts    atomic.Int32 // DWARF units written to the cache by this Symbolizer
 
 	mu        sync.Mutex
 	byBuildID map[string]*Module

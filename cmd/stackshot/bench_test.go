@@ -8,7 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -120,12 +123,7 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 	deep := testutil.Build(b, "gcc", []string{testutil.Testdata("realworld", "deep.c")}, "-O0", "-g")
 	eu, euErr := exec.LookPath("eu-stack")
 	baseline := os.Getenv("STACKSHOT_BASELINE")
-	type tool struct {
-		name string
-		bin  string
-		args []string
-		cold bool // run with an empty cache directory each time
-	}
+	type tool = cacheTool
 	cacheDir := b.TempDir()
 	for _, c := range []struct {
 		name string
@@ -147,7 +145,8 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 				b.Run(v.name, func(b *testing.B) {
 					// eu-stack -n 0: all frames, as stackshot shows (up to 1024).
 					ssArgs := append(append([]string{}, v.flags...), pid)
-					tools := []tool{{"stackshot", stackshotBin, ssArgs, false}, {"stackshot-cold", stackshotBin, ssArgs, true}}
+					tools := []tool{{"stackshot", stackshotBin, ssArgs, false}, {"stackshot-cold", stackshotBin, ssArgs, true},
+						{"stackshot-nocache", stackshotBin, append([]string{"--no-cache"}, ssArgs...), false}}
 					if euErr == nil {
 						tools = append(tools, tool{"eu-stack", eu, append(append([]string{"-n", "0"}, v.flags...), "-p", pid), false})
 						if v.flags == nil {
@@ -170,15 +169,7 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 							if k > 0 {
 								b.StopTimer()
 							}
-							cmd := exec.Command(tl.bin, tl.args...)
-							cmd.Env = append(os.Environ(), "STACKSHOT_CACHE_DIR="+cacheDir)
-							if tl.cold {
-								d, err := os.MkdirTemp(cacheDir, "cold")
-								if err != nil {
-									b.Fatal(err)
-								}
-								cmd.Env = append(os.Environ(), "STACKSHOT_CACHE_DIR="+filepath.Join(d, "c"))
-							}
+							cmd := tl.command(b, cacheDir)
 							start := time.Now()
 							if err := cmd.Run(); err != nil {
 								b.Fatalf("%s %v: %v", tl.bin, tl.args, err)
@@ -214,4 +205,110 @@ func median(v []float64) float64 {
 	}
 	sort.Float64s(v)
 	return v[len(v)/2]
+}
+
+// cacheTool is a command a benchmark times; cold runs it with an empty
+// cache directory each time, else it shares dir (warm).
+type cacheTool struct {
+	name string
+	bin  string
+	args []string
+	cold bool
+}
+
+func (tl cacheTool) command(b *testing.B, dir string) *exec.Cmd {
+	cmd := exec.Command(tl.bin, tl.args...)
+	cmd.Env = append(os.Environ(), "STACKSHOT_CACHE_DIR="+dir)
+	if tl.cold {
+		d, err := os.MkdirTemp(dir, "cold")
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.Env = append(os.Environ(), "STACKSHOT_CACHE_DIR="+filepath.Join(d, "c"))
+	}
+	return cmd
+}
+
+// BenchmarkSymbolizeVsTools resolves 10,000 addresses (`symbolize -a -e
+// FILE`, addresses on stdin) beside `addr2line -a -f -i -C -e FILE` and
+// `llvm-symbolizer --obj FILE` (when installed) in one run, the tools
+// alternating: glibc through its separate debug file (libc6-dbg) and the
+// Go toolchain's go binary. Addresses are spread over the functions nm
+// lists. stackshot runs warm (its cache filled by a first run), cold (an
+// empty cache directory each time) and with --no-cache; metrics are each
+// tool's median wall and CPU ms.
+func BenchmarkSymbolizeVsTools(b *testing.B) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	libc := "/lib/x86_64-linux-gnu/libc.so.6"
+	for _, in := range []struct{ name, file, nmFlag string }{{"glibc", libc, "-D"}, {"go", goBin, ""}} {
+		b.Run(in.name, func(b *testing.B) {
+			if _, err := os.Stat(in.file); err != nil {
+				b.Skipf("no %s: %v", in.file, err)
+			}
+			nmArgs := []string{"--defined-only", in.file}
+			if in.nmFlag != "" {
+				nmArgs = append([]string{in.nmFlag}, nmArgs...)
+			}
+			out, err := exec.Command("nm", nmArgs...).Output()
+			if err != nil {
+				b.Fatal(err)
+			}
+			var funcs []uint64
+			for _, l := range strings.Split(string(out), "\n") {
+				f := strings.Fields(l)
+				if len(f) == 3 && (f[1] == "T" || f[1] == "t") {
+					if a, err := strconv.ParseUint(f[0], 16, 64); err == nil {
+						funcs = append(funcs, a)
+					}
+				}
+			}
+			if len(funcs) == 0 {
+				b.Fatalf("nm lists no function in %s", in.file)
+			}
+			var input strings.Builder
+			for i := 0; i < 10000; i++ {
+				fmt.Fprintf(&input, "%#x\n", funcs[i*7919%len(funcs)]+uint64(i%13))
+			}
+			cacheDir := b.TempDir()
+			ss := []string{"symbolize", "-a", "-e", in.file}
+			tools := []cacheTool{{"stackshot", stackshotBin, ss, false}, {"stackshot-cold", stackshotBin, ss, true},
+				{"stackshot-nocache", stackshotBin, append(append([]string{}, ss...), "--no-cache"), false}}
+			if p, err := exec.LookPath("addr2line"); err == nil {
+				tools = append(tools, cacheTool{"addr2line", p, []string{"-a", "-f", "-i", "-C", "-e", in.file}, false})
+			}
+			if p, err := exec.LookPath("llvm-symbolizer"); err == nil {
+				tools = append(tools, cacheTool{"llvm-symbolizer", p, []string{"--obj", in.file}, false})
+			}
+			warm := tools[0].command(b, cacheDir)
+			warm.Stdin = strings.NewReader(input.String())
+			if err := warm.Run(); err != nil {
+				b.Fatal(err)
+			}
+			wall := make([][]float64, len(tools))
+			cpu := make([][]float64, len(tools))
+			for i := 0; i < b.N; i++ {
+				for k, tl := range tools {
+					if k > 0 {
+						b.StopTimer()
+					}
+					cmd := tl.command(b, cacheDir)
+					cmd.Stdin = strings.NewReader(input.String())
+					start := time.Now()
+					if err := cmd.Run(); err != nil {
+						b.Fatalf("%s %v: %v", tl.bin, tl.args, err)
+					}
+					wall[k] = append(wall[k], float64(time.Since(start).Microseconds())/1000)
+					ps := cmd.ProcessState
+					cpu[k] = append(cpu[k], float64((ps.UserTime()+ps.SystemTime()).Microseconds())/1000)
+					if k > 0 {
+						b.StartTimer()
+					}
+				}
+			}
+			for k, tl := range tools {
+				b.ReportMetric(median(wall[k]), tl.name+"-ms")
+				b.ReportMetric(median(cpu[k]), tl.name+"-cpu-ms")
+			}
+		})
+	}
 }
