@@ -128,7 +128,10 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 		if b, ok := f.sym.cacheGet(key); ok {
 			if cus, rng, err := decodeIndex(b, infoSec.Size); err == nil {
 				x.cus, x.rng = cus, rng
-				x.load = func() error { return x.loadData(f) }
+				x.load = func() error {
+					f.putSections = true
+					return x.loadData(f)
+				}
 				return x, nil
 			}
 		}

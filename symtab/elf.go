@@ -35,9 +35,14 @@ type openFile struct {
 	ef       *elf.File
 	dev, ino uint64
 	ctime    int64 // status change time (ns), part of a cache key
-	buildID  string
-	mismatch bool // found, but another build id or inode than the mapping's
-	sym      *Symbolizer
+	// putSections: decompressed sections are written to the cache. Only
+	// when a run needs them although the file's DWARF index was cached (a
+	// recurring need): a first run writes the small decoded tables, not
+	// megabytes of sections it may never read again.
+	putSections bool
+	buildID     string
+	mismatch    bool // found, but another build id or inode than the mapping's
+	sym         *Symbolizer
 }
 
 func (f *openFile) close() {
@@ -81,7 +86,7 @@ func (f *openFile) data(s *elf.Section) ([]byte, error) {
 		}
 	}
 	b, err := safeelf.SectionData(f.sym.opts.Context, s, f.size, f.sym.budget)
-	if err == nil && cached && uint64(len(b)) == s.Size {
+	if err == nil && cached && f.putSections && uint64(len(b)) == s.Size {
 		f.sym.opts.Cache.Put(key, b) // best effort: a failed write is a miss next time
 	}
 	if errors.Is(err, safeelf.ErrNoData) {
