@@ -12,8 +12,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-
-	"stackshot/internal/diskcache"
 )
 
 // Limits on DWARF input.
@@ -47,6 +45,8 @@ type dwarfIndex struct {
 	load          func() error // reads the sections when d is nil
 	loadOnce      sync.Once
 	loadErr       error
+
+	pack unitPack // decoded units kept in the cache
 }
 
 // ctxCheckEvery is how many DIEs, line rows or units are decoded between
@@ -434,17 +434,10 @@ func (x *dwarfIndex) findCU(pc uint64) *cuInfo {
 
 func (x *dwarfIndex) unit(cu *cuInfo) *cuDecoded {
 	cu.once.Do(func() {
-		var key diskcache.Key
-		cached := false
-		if x.file != nil {
-			key, cached = dwarfKey(x.file, x.alt, kindDWARFUnit, fmt.Sprintf("unit@%d", cu.off))
-		}
-		if cached {
-			if b, ok := x.file.sym.cacheGet(key); ok {
-				if dec, err := decodeUnit(b); err == nil {
-					cu.dec = dec
-					return
-				}
+		if b, ok := x.packedUnit(cu.off); ok {
+			if dec, err := decodeUnit(b); err == nil {
+				cu.dec = dec
+				return
 			}
 		}
 		dec := &cuDecoded{}
@@ -456,8 +449,8 @@ func (x *dwarfIndex) unit(cu *cuInfo) *cuDecoded {
 		cu.dec = dec
 		// Only a whole decode is kept: not one cut short by the deadline
 		// or by malformed DWARF.
-		if cached && dec.err == nil && x.expired() == nil && x.file.sym.unitPuts.Add(1) <= maxUnitPuts {
-			x.file.sym.opts.Cache.Put(key, encodeUnit(dec))
+		if dec.err == nil && x.expired() == nil {
+			x.addToPack(cu.off, dec)
 		}
 	})
 	return cu.dec

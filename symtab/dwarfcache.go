@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"stackshot/internal/bin"
@@ -23,18 +24,132 @@ import (
 // Cache kinds; bump dwarfCacheVersion when what they encode changes.
 const (
 	kindDWARFIndex    = "dwarf-index"
-	kindDWARFUnit     = "dwarf-unit"
+	kindDWARFUnits    = "dwarf-units"
 	dwarfCacheVersion = 1
 )
 
 var errBadEntry = errors.New("bad cached DWARF entry")
 
-// maxUnitPuts bounds the units one Symbolizer writes to the cache: each is
-// a file (0.3-0.7 ms to create on a loaded machine), and symbolizing
-// 10,000 addresses of libc decodes 1,200 units. A dump needs a handful; a
-// wide symbolization warms the cache over a few runs instead of paying a
-// second in its first.
-const maxUnitPuts = 128
+// unitPack is a module's decoded units, kept in the cache as one entry
+// (one file per unit cost 0.3-0.7 ms each to create on a loaded machine,
+// and symbolizing 10,000 addresses of libc decodes 1,200 units). The
+// entry is read on the first unit a run needs and rewritten, with the
+// units decoded since, after each of the first 8 new units, then at
+// every power of two, and by Symbolizer.Flush at the end of a command:
+// a few writes of a growing entry, never one per unit.
+type unitPack struct {
+	once    sync.Once
+	key     diskcache.Key
+	cached  bool
+	mu      sync.Mutex
+	units   map[dwarf.Offset][]byte // encoded, from the entry or decoded in this run
+	fresh   int                     // units decoded in this run
+	pending bool                    // decoded since the last write
+}
+
+// packedUnit returns the encoded unit at off from the module's pack.
+func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
+	p := &x.pack
+	p.once.Do(func() {
+		p.units = map[dwarf.Offset][]byte{}
+		if x.file == nil {
+			return
+		}
+		p.key, p.cached = dwarfKey(x.file, x.alt, kindDWARFUnits, "units")
+		if !p.cached {
+			return
+		}
+		x.file.sym.registerPack(x)
+		if b, ok := x.file.sym.cacheGet(p.key); ok {
+			if units, err := decodePack(b); err == nil {
+				p.units = units
+			}
+		}
+	})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.units[off]
+	return b, ok
+}
+
+// addToPack keeps a unit decoded in this run and writes the pack when
+// the count of new units reaches the next step.
+func (x *dwarfIndex) addToPack(off dwarf.Offset, dec *cuDecoded) {
+	p := &x.pack
+	if !p.cached {
+		return
+	}
+	p.mu.Lock()
+	p.units[off] = encodeUnit(dec)
+	p.fresh++
+	p.pending = true
+	write := p.fresh <= 8 || p.fresh&(p.fresh-1) == 0
+	p.mu.Unlock()
+	if write {
+		x.writePack()
+	}
+}
+
+// writePack writes the module's pack if it changed since the last write.
+func (x *dwarfIndex) writePack() {
+	p := &x.pack
+	p.mu.Lock()
+	if !p.pending || !p.cached {
+		p.mu.Unlock()
+		return
+	}
+	p.pending = false
+	b := encodePack(p.units)
+	p.mu.Unlock()
+	x.file.sym.opts.Cache.Put(p.key, b)
+}
+
+func encodePack(units map[dwarf.Offset][]byte) []byte {
+	offs := make([]dwarf.Offset, 0, len(units))
+	size := 4
+	for off, b := range units {
+		offs = append(offs, off)
+		size += 12 + len(b)
+	}
+	slices.Sort(offs)
+	out := le.AppendUint32(make([]byte, 0, size), uint32(len(offs)))
+	for _, off := range offs {
+		out = le.AppendUint64(out, uint64(off))
+		out = le.AppendUint32(out, uint32(len(units[off])))
+	}
+	for _, off := range offs {
+		out = append(out, units[off]...)
+	}
+	return out
+}
+
+// decodePack checks a pack's table (offsets strictly increasing, lengths
+// adding up to the bytes left) and returns each unit's bytes, decoded
+// (and checked) only when looked up.
+func decodePack(b []byte) (map[dwarf.Offset][]byte, error) {
+	r := bin.NewReader(b, le)
+	n := count(r, 12)
+	offs := make([]uint64, n)
+	lens := make([]uint32, n)
+	total := uint64(0)
+	for i := range n {
+		offs[i], lens[i] = r.U64(), r.U32()
+		if i > 0 && offs[i] <= offs[i-1] || offs[i] > 1<<62 {
+			return nil, errBadEntry
+		}
+		total += uint64(lens[i])
+	}
+	if r.Err() != nil || total != uint64(r.Left()) {
+		return nil, errBadEntry
+	}
+	rest := r.Rest()
+	units := make(map[dwarf.Offset][]byte, n)
+	for i := range n {
+		units[dwarf.Offset(offs[i])] = rest[:lens[i]:lens[i]]
+		rest = rest[lens[i]:]
+	}
+	return units, nil
+}
 
 // dwarfKey is the cache key of part of f's DWARF, alt being the dwz file
 // its names were read through (names differ without it).

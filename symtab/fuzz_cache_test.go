@@ -1,11 +1,12 @@
 package symtab
 
 import (
+	"debug/dwarf"
 	"testing"
 )
 
 // FuzzCachedDWARF feeds cache payloads (a module's unit index, a decoded
-// unit, a symbol table) to their decoders: never a panic, and a unit they accept can be
+// unit, a pack of units, a symbol table) to their decoders: never a panic, and a unit they accept can be
 // looked up at every address it names.
 func FuzzCachedDWARF(f *testing.F) {
 	f.Add([]byte{})
@@ -17,6 +18,7 @@ func FuzzCachedDWARF(f *testing.F) {
 			{name: "g", ranges: [][2]uint64{{0x14, 0x18}}, entry: 0x14, parent: 0, callFile: 1, callLine: 7}},
 	}))
 	f.Add(encodeSymbols(buildSymTable([]rawSym{{addr: 0x10, size: 8, name: "_Z1fv"}, {addr: 0x20, secEnd: 0x40, name: "g"}}), []string{"symtab"}))
+	f.Add(encodePack(map[dwarf.Offset][]byte{11: encodeUnit(&cuDecoded{}), 90: {1, 2, 3}}))
 	f.Add(encodeIndex(&dwarfIndex{cus: []*cuInfo{{off: 11}, {off: 90}}, rng: []cuRange{{0x10, 0x20, 0}, {0x30, 0x40, 1}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if cus, rng, err := decodeIndex(b, 1<<20); err == nil {
@@ -33,6 +35,11 @@ func FuzzCachedDWARF(f *testing.F) {
 					t.Fatalf("symbol %d at %#x not found", i, st.addr[i])
 				}
 				st.nameAt(i, true)
+			}
+		}
+		if units, err := decodePack(b); err == nil {
+			for _, u := range units {
+				decodeUnit(u)
 			}
 		}
 		dec, err := decodeUnit(b)

@@ -151,9 +151,11 @@ type Symbolizer struct {
 	opts   Options
 	budget *safeelf.Budget
 
-	expiredFlag atomic.Bool  // a lookup was cut short by the Context
-	limitFlag   atomic.Bool  // a file was refused for the budget
-	unitPuts    atomic.Int32 // DWARF units written to the cache by this Symbolizer
+	expiredFlag atomic.Bool // a lookup was cut short by the Context
+	limitFlag   atomic.Bool // a file was refused for the budget
+
+	packMu sync.Mutex
+	packs  []*dwarfIndex // modules whose decoded units go to the cache
 
 	mu        sync.Mutex
 	byBuildID map[string]*Module
@@ -180,9 +182,29 @@ func New(opts Options) *Symbolizer {
 	}
 }
 
-// Close releases every file the Symbolizer holds open. Modules must not be
-// used afterwards.
+// Flush writes to the cache (Options.Cache) what this Symbolizer decoded
+// and has not written yet, so that the next run decodes nothing again. A
+// command calls it once its output is written; Close calls it too.
+func (s *Symbolizer) Flush() {
+	s.packMu.Lock()
+	packs := s.packs
+	s.packMu.Unlock()
+	for _, x := range packs {
+		x.writePack()
+	}
+}
+
+// registerPack notes a module whose decoded units Flush writes.
+func (s *Symbolizer) registerPack(x *dwarfIndex) {
+	s.packMu.Lock()
+	s.packs = append(s.packs, x)
+	s.packMu.Unlock()
+}
+
+// Close releases every file the Symbolizer holds open, after a Flush.
+// Modules must not be used afterwards.
 func (s *Symbolizer) Close() error {
+	s.Flush()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := make(map[*Module]bool)

@@ -325,8 +325,14 @@ func (c *common) newSymbolizer() *symtab.Symbolizer {
 	if c.timeout > 0 {
 		o.Context, c.cancelSym = context.WithDeadline(context.Background(), c.started.Add(c.timeout))
 	}
-	return symtab.New(o)
+	sym := symtab.New(o)
+	flushAtExit = append(flushAtExit, sym)
+	return sym
 }
+
+// flushAtExit are the symbolizers whose decoded tables go to the cache
+// once the command is done (symtab.Symbolizer.Flush).
+var flushAtExit []*symtab.Symbolizer
 
 // symbolizerNotes says on stderr what the symbolizer could not do.
 func (c *common) symbolizerNotes(sym *symtab.Symbolizer) {

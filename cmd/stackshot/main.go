@@ -96,6 +96,9 @@ func run(args []string) int {
 		}
 	}
 	err := commands[cmd](args)
+	for _, sym := range flushAtExit {
+		sym.Flush()
+	}
 	var ue usageError
 	var ee exitError
 	switch {
