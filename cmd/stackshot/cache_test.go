@@ -130,3 +130,27 @@ func TestCacheSameOutput(t *testing.T) {
 		t.Errorf("stackshot wrote %d entries into another user's directory", len(ents))
 	}
 }
+
+// A dump of another user's process parses in the sandboxed child, which has
+// no cache: it writes no entry, shows what an uncached dump shows, and
+// warns about nothing.
+func TestCacheNotInSandbox(t *testing.T) {
+	tg := startService(t)
+	pid := strconv.Itoa(tg.PID)
+	want, _ := runCache(t, "", "-s", "-i", pid)
+	dir := filepath.Join(t.TempDir(), "cache")
+	for _, stage := range []string{"first", "second"} {
+		got, errOut := runCache(t, dir, "-s", "-i", pid)
+		if got != want || errOut != "" {
+			t.Fatalf("%s sandboxed dump with a cache directory: stderr %q\n got  %s\n want %s", stage, errOut, got, want)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("a sandboxed dump wrote %d cache entries", len(ents))
+	}
+	// The same process parsed in-process (--no-sandbox) does use it.
+	runCache(t, dir, "--no-sandbox", "-s", "-i", pid)
+	if ents, _ := os.ReadDir(dir); len(ents) == 0 {
+		t.Fatal("an in-process dump wrote no cache entry")
+	}
+}

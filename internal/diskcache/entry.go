@@ -1,6 +1,7 @@
 // Package diskcache is stackshot's per-user cache of what is expensive to
-// rebuild from a binary (decompressed debug sections), so that the second
-// run on the same binaries (cron, scripts) pays no decompression.
+// rebuild from a binary (symbol tables, DWARF unit indexes and decoded
+// units, decompressed debug sections: symtab decides), so that the second
+// run on the same binaries (cron, scripts) builds no table.
 //
 // An entry is one file, named by a hash of its key, holding a header, the
 // key itself, the payload and a checksum. Every read checks all of them: a
