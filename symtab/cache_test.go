@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 
 	"stackshot/internal/diskcache"
@@ -175,5 +176,44 @@ func TestCacheWarmSkipsSections(t *testing.T) {
 	}
 	if warm >= cold {
 		t.Fatalf("warm run charged %d bytes, cold %d", warm, cold)
+	}
+}
+
+// Lookups from many goroutines at once, cold then warm, through one cache:
+// the same answers as without it (run under -race by make test).
+func TestConcurrentCache(t *testing.T) {
+	bin := cxxDebug(t, "gz-zlib")
+	pcs := funcPCs(t, bin, func(string) bool { return true })
+	want := resolveAll(t, nil, false, bin, pcs)
+	dir := filepath.Join(t.TempDir(), "cache")
+	for _, stage := range []string{"cold", "warm"} {
+		c, err := diskcache.Open(dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := New(Options{Cache: c})
+		m := openFileModule(t, s, bin)
+		var wg sync.WaitGroup
+		errs := make(chan string, 8)
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range pcs {
+					i := (k + g*len(pcs)/8) % len(pcs)
+					if got := m.Lookup(pcs[i], nil); !reflect.DeepEqual(got, want[i]) {
+						errs <- fmt.Sprintf("%s: %#x: got %+v, want %+v", stage, pcs[i], got, want[i])
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		s.Close()
+		c.Close()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
 	}
 }

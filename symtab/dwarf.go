@@ -129,7 +129,7 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 			if cus, rng, err := decodeIndex(b, infoSec.Size); err == nil {
 				x.cus, x.rng = cus, rng
 				x.load = func() error {
-					f.putSections = true
+					f.putSections.Store(true)
 					return x.loadData(f)
 				}
 				return x, nil

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"stackshot/internal/contain"
 	"stackshot/internal/diskcache"
@@ -39,7 +40,7 @@ type openFile struct {
 	// when a run needs them although the file's DWARF index was cached (a
 	// recurring need): a first run writes the small decoded tables, not
 	// megabytes of sections it may never read again.
-	putSections bool
+	putSections atomic.Bool
 	buildID     string
 	mismatch    bool // found, but another build id or inode than the mapping's
 	sym         *Symbolizer
@@ -86,7 +87,7 @@ func (f *openFile) data(s *elf.Section) ([]byte, error) {
 		}
 	}
 	b, err := safeelf.SectionData(f.sym.opts.Context, s, f.size, f.sym.budget)
-	if err == nil && cached && f.putSections && uint64(len(b)) == s.Size {
+	if err == nil && cached && f.putSections.Load() && uint64(len(b)) == s.Size {
 		f.sym.opts.Cache.Put(key, b) // best effort: a failed write is a miss next time
 	}
 	if errors.Is(err, safeelf.ErrNoData) {
