@@ -150,7 +150,7 @@ func (c *common) register(name string, set int, v *common) {
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
 		if v == c { // (new: not among the flags every command once took)
 			fs.BoolVar(&v.noDebuginfod, "no-debuginfod", false, "never fetch debug files from the servers in DEBUGINFOD_URLS")
-			fs.BoolVar(&v.noCache, "no-cache", false, "neither read nor fill the cache of decompressed debug data (see STACKSHOT_CACHE_DIR)")
+			fs.BoolVar(&v.noCache, "no-cache", false, "neither read nor fill the cache of symbol and debug tables (see STACKSHOT_CACHE_DIR)")
 		}
 	}
 	if set&fCapture != 0 {
