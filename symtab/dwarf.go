@@ -27,7 +27,7 @@ const (
 // dwarfIndex is a module's DWARF: a sorted table of address ranges to
 // compilation units, each unit decoded on first use.
 type dwarfIndex struct {
-	d     *dwarf.Data
+	d     *dwarf.Data // nil until data() when the index came from the cache
 	order binary.ByteOrder
 	cus   []*cuInfo
 	rng   []cuRange // sorted by lo
@@ -39,6 +39,14 @@ type dwarfIndex struct {
 	alt *altDWARF // the dwz file, or nil
 
 	ctx context.Context // Options.Context: decoding stops when it is done
+
+	file          *openFile    // where the DWARF is read from (nil in tests)
+	info, aranges []byte       // raw sections, for the index
+	load          func() error // reads the sections when d is nil
+	loadOnce      sync.Once
+	loadErr       error
+
+	pack unitPack // decoded units kept in the cache
 }
 
 // ctxCheckEvery is how many DIEs, line rows or units are decoded between
@@ -105,6 +113,45 @@ type fnNode struct {
 // file it refers to, or nil.
 func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 	ef := f.ef
+	infoSec := ef.Section(".debug_info")
+	if (infoSec == nil || infoSec.Type == elf.SHT_NOBITS) && ef.Section(".zdebug_info") == nil {
+		return nil, ErrNoSymbols
+	}
+	x := &dwarfIndex{order: ef.ByteOrder, alt: alt, file: f}
+	if f.sym != nil {
+		x.ctx = f.sym.opts.Context
+	}
+	// A warm run: the unit index from the cache, the DWARF sections read
+	// (and dwarf.New run) only when a unit is not cached either.
+	key, cached := dwarfKey(f, alt, kindDWARFIndex, "index")
+	if cached && infoSec != nil && infoSec.Type != elf.SHT_NOBITS {
+		if b, ok := f.sym.cacheGet(key); ok {
+			if cus, rng, err := decodeIndex(b, infoSec.Size); err == nil {
+				x.cus, x.rng = cus, rng
+				x.load = func() error {
+					f.putSections.Store(true)
+					return x.loadData(f)
+				}
+				return x, nil
+			}
+		}
+	}
+	if err := x.loadData(f); err != nil {
+		return nil, err
+	}
+	err := safely("dwarf", func() error { return x.buildIndex(x.info, x.aranges) })
+	if err != nil {
+		return nil, fmt.Errorf("dwarf: %w", err)
+	}
+	if cached && x.expired() == nil {
+		f.sym.opts.Cache.Put(key, encodeIndex(x))
+	}
+	return x, nil
+}
+
+// loadData reads f's DWARF sections and parses them with debug/dwarf.
+func (x *dwarfIndex) loadData(f *openFile) error {
+	ef := f.ef
 	sec := func(name string) ([]byte, error) {
 		s := ef.Section(".debug_" + name)
 		if s == nil {
@@ -114,9 +161,6 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 			return nil, nil
 		}
 		return f.data(s) // decompressed within the budget
-	}
-	if s := ef.Section(".debug_info"); (s == nil || s.Type == elf.SHT_NOBITS) && ef.Section(".zdebug_info") == nil {
-		return nil, ErrNoSymbols
 	}
 	// Read (and mostly decompress) the sections in parallel: on a cold
 	// start this is a third of the work. Each read is charged to the
@@ -141,17 +185,13 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 	get := map[string][]byte{}
 	for i, n := range names {
 		if errs[i] != nil {
-			return nil, errs[i]
+			return errs[i]
 		}
 		get[n] = datas[i]
 	}
 	info := get["info"]
 	if len(info) == 0 {
-		return nil, ErrNoSymbols
-	}
-	x := &dwarfIndex{order: ef.ByteOrder, alt: alt}
-	if f.sym != nil {
-		x.ctx = f.sym.opts.Context
+		return ErrNoSymbols
 	}
 	err := safely("dwarf", func() error {
 		d, err := dwarf.New(get["abbrev"], nil, nil, info, get["line"], nil, get["ranges"], get["str"])
@@ -166,13 +206,28 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 			}
 		}
 		x.d = d
+		x.info, x.aranges = info, get["aranges"]
 		x.line, x.str, x.lineStr = get["line"], get["str"], get["line_str"]
-		return x.buildIndex(info, get["aranges"])
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dwarf: %w", err)
+		return fmt.Errorf("dwarf: %w", err)
 	}
-	return x, nil
+	return nil
+}
+
+// data makes sure the DWARF sections are loaded (a module whose index
+// came from the cache reads them on its first uncached unit).
+func (x *dwarfIndex) data() error {
+	x.loadOnce.Do(func() {
+		if x.load != nil {
+			x.loadErr = x.load()
+		}
+	})
+	if x.loadErr == nil && x.d == nil {
+		return ErrNoSymbols
+	}
+	return x.loadErr
 }
 
 // unitHeader is a compilation unit found in .debug_info.
@@ -379,11 +434,24 @@ func (x *dwarfIndex) findCU(pc uint64) *cuInfo {
 
 func (x *dwarfIndex) unit(cu *cuInfo) *cuDecoded {
 	cu.once.Do(func() {
+		if b, ok := x.packedUnit(cu.off); ok {
+			if dec, err := decodeUnit(b); err == nil {
+				cu.dec = dec
+				return
+			}
+		}
 		dec := &cuDecoded{}
-		if err := safely("dwarf unit", func() error { return x.decode(cu.off, dec) }); err != nil {
+		if err := x.data(); err != nil {
+			dec.err = err
+		} else if err := safely("dwarf unit", func() error { return x.decode(cu.off, dec) }); err != nil {
 			dec.err = err
 		}
 		cu.dec = dec
+		// Only a whole decode is kept: not one cut short by the deadline
+		// or by malformed DWARF.
+		if dec.err == nil && x.expired() == nil {
+			x.addToPack(cu.off, dec)
+		}
 	})
 	return cu.dec
 }

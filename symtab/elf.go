@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"stackshot/internal/contain"
+	"stackshot/internal/diskcache"
 	"stackshot/internal/safeelf"
 )
 
@@ -33,9 +35,15 @@ type openFile struct {
 	size     int64
 	ef       *elf.File
 	dev, ino uint64
-	buildID  string
-	mismatch bool // found, but another build id or inode than the mapping's
-	sym      *Symbolizer
+	ctime    int64 // status change time (ns), part of a cache key
+	// putSections: decompressed sections are written to the cache. Only
+	// when a run needs them although the file's DWARF index was cached (a
+	// recurring need): a first run writes the small decoded tables, not
+	// megabytes of sections it may never read again.
+	putSections atomic.Bool
+	buildID     string
+	mismatch    bool // found, but another build id or inode than the mapping's
+	sym         *Symbolizer
 }
 
 func (f *openFile) close() {
@@ -72,7 +80,16 @@ func (f *openFile) data(s *elf.Section) ([]byte, error) {
 	if f.sym == nil {
 		return sectionData(s, f.size)
 	}
+	key, cached := f.cacheKey(s)
+	if cached {
+		if b, ok := f.cachedSection(key, s); ok {
+			return b, nil
+		}
+	}
 	b, err := safeelf.SectionData(f.sym.opts.Context, s, f.size, f.sym.budget)
+	if err == nil && cached && f.putSections.Load() && uint64(len(b)) == s.Size {
+		f.sym.opts.Cache.Put(key, b) // best effort: a failed write is a miss next time
+	}
 	if errors.Is(err, safeelf.ErrNoData) {
 		return nil, ErrNoSymbols
 	}
@@ -81,6 +98,47 @@ func (f *openFile) data(s *elf.Section) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", s.Name, err)
 	}
 	return b, nil
+}
+
+// cacheKey is the cache key of section s of f, and whether s is worth
+// caching: a compressed section (decompressing is the cost; a plain one
+// is read as fast from the file) of a file with a build id and a known
+// identity on disk.
+func (f *openFile) cacheKey(s *elf.Section) (diskcache.Key, bool) {
+	if f.sym.opts.Cache == nil || s.Flags&elf.SHF_COMPRESSED == 0 || s.Type == elf.SHT_NOBITS ||
+		f.buildID == "" || f.ino == 0 {
+		return diskcache.Key{}, false
+	}
+	return diskcache.Key{Kind: "section", BuildID: f.buildID, Size: f.size, Dev: f.dev, Ino: f.ino,
+		Ctime: f.ctime, Part: fmt.Sprintf("%s@%d+%d", s.Name, s.Offset, s.FileSize)}, true
+}
+
+// cacheGet is the cache's entry for k, within the per-section cap and
+// charged to the budget (a module's cached tables are bounded as its
+// sections would be).
+func (s *Symbolizer) cacheGet(k diskcache.Key) ([]byte, bool) {
+	b, ok := s.opts.Cache.Get(k, s.budget.SectionCap())
+	if !ok || s.budget.Take(int64(len(b))) != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// cachedSection is section s decompressed, from the cache: exactly the
+// size the section header declares, within the per-section cap, charged
+// to the budget before it is read. The bytes are as hostile as the file's
+// and are parsed as such.
+func (f *openFile) cachedSection(key diskcache.Key, s *elf.Section) ([]byte, bool) {
+	b := f.sym.budget
+	if s.Size == 0 || s.Size > uint64(b.SectionCap()) || b.Take(int64(s.Size)) != nil {
+		return nil, false
+	}
+	data, ok := f.sym.opts.Cache.Get(key, int64(s.Size))
+	if !ok || uint64(len(data)) != s.Size {
+		b.Give(int64(s.Size))
+		return nil, false
+	}
+	return data, true
 }
 
 // elfBuildID returns the hex GNU build id of ef: from the

@@ -159,6 +159,7 @@ func (s *Symbolizer) openELF(root, p string, follow bool) (*openFile, error) {
 	f.closer = fh
 	f.dev = uint64(st.Dev)
 	f.ino = st.Ino
+	f.ctime = st.Ctim.Nano()
 	return f, nil
 }
 

@@ -78,9 +78,6 @@ func (m *Module) loadSources() *sources {
 			src.partial = true
 		}
 	}()
-	ef := m.file.ef
-	var raw []rawSym
-	var err error
 	if m.sym.expired() != nil {
 		src.syms = buildSymTable(nil)
 		return src
@@ -125,6 +122,38 @@ func (m *Module) loadSources() *sources {
 			src.names = append(src.names, "gopclntab")
 		}
 	}
+	// The merged symbol table: from the cache when this binary and its
+	// debug file were seen before, else read from every table and kept.
+	key, cached := symbolsKey(m.file, src.debug)
+	got := false
+	if cached {
+		if b, ok := m.sym.cacheGet(key); ok {
+			if t, names, err := decodeSymbols(b); err == nil {
+				src.syms, got = t, true
+				src.names = append(src.names, names...)
+			}
+		}
+	}
+	if !got {
+		nNames, nErrs := len(src.names), len(src.errs)
+		src.syms = m.collectSymbols(src)
+		if cached && len(src.errs) == nErrs && m.sym.expired() == nil {
+			m.sym.opts.Cache.Put(key, encodeSymbols(src.syms, src.names[nNames:]))
+		}
+	}
+	if src.dw != nil {
+		src.dw.syms = src.syms
+	}
+	return src
+}
+
+// collectSymbols reads every symbol table of the module (its debug file's
+// .symtab, its own .symtab, .gnu_debugdata, .dynsym) into one table,
+// noting the sources found and the errors met in src.
+func (m *Module) collectSymbols(src *sources) *symTable {
+	ef := m.file.ef
+	var raw []rawSym
+	var err error
 	if src.debug != nil && hasSymtab(src.debug.ef) {
 		raw, err = collectSyms(src.debug, false, rankDebugSymtab, raw)
 		if err == nil {
@@ -156,11 +185,7 @@ func (m *Module) loadSources() *sources {
 	if err == nil && len(raw) > n {
 		src.names = append(src.names, "dynsym")
 	}
-	src.syms = buildSymTable(raw)
-	if src.dw != nil {
-		src.dw.syms = src.syms
-	}
-	return src
+	return buildSymTable(raw)
 }
 
 // goTable returns the Go pclntab of the binary, loading it on first use.

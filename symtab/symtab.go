@@ -47,6 +47,7 @@ import (
 	"sync/atomic"
 
 	"stackshot/internal/bin"
+	"stackshot/internal/diskcache"
 	"stackshot/internal/safeelf"
 )
 
@@ -106,6 +107,18 @@ type Options struct {
 	FetchExecutable func(ctx context.Context, buildID string) (path string, err error)
 	// Opener opens every file the Symbolizer reads (nil: SystemOpener).
 	Opener Opener
+
+	// Cache keeps what is expensive to rebuild (decompressed debug
+	// sections) between runs, keyed by build id and file identity
+	// (a *diskcache.Cache). nil: nothing cached.
+	Cache Cache
+}
+
+// Cache is a store of payloads by key that checks what it returns
+// (diskcache.Cache); what it returns is still parsed as hostile.
+type Cache interface {
+	Get(k diskcache.Key, max int64) ([]byte, bool)
+	Put(k diskcache.Key, payload []byte) error
 }
 
 // ModuleRef says how to find the file behind a mapping of a target process.
@@ -141,6 +154,9 @@ type Symbolizer struct {
 	expiredFlag atomic.Bool // a lookup was cut short by the Context
 	limitFlag   atomic.Bool // a file was refused for the budget
 
+	packMu sync.Mutex
+	packs  []*dwarfIndex // modules whose decoded units go to the cache
+
 	mu        sync.Mutex
 	byBuildID map[string]*Module
 	byInode   map[devIno]*Module
@@ -166,9 +182,29 @@ func New(opts Options) *Symbolizer {
 	}
 }
 
-// Close releases every file the Symbolizer holds open. Modules must not be
-// used afterwards.
+// Flush writes to the cache (Options.Cache) what this Symbolizer decoded
+// and has not written yet, so that the next run decodes nothing again. A
+// command calls it once its output is written; Close calls it too.
+func (s *Symbolizer) Flush() {
+	s.packMu.Lock()
+	packs := s.packs
+	s.packMu.Unlock()
+	for _, x := range packs {
+		x.writePack()
+	}
+}
+
+// registerPack notes a module whose decoded units Flush writes.
+func (s *Symbolizer) registerPack(x *dwarfIndex) {
+	s.packMu.Lock()
+	s.packs = append(s.packs, x)
+	s.packMu.Unlock()
+}
+
+// Close releases every file the Symbolizer holds open, after a Flush.
+// Modules must not be used afterwards.
 func (s *Symbolizer) Close() error {
+	s.Flush()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := make(map[*Module]bool)

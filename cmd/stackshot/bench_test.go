@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -96,15 +100,18 @@ func BenchmarkDump(b *testing.B) {
 	}
 }
 
-// BenchmarkDumpVsEuStack times the text dump (a fresh process each time,
-// nothing cached: the pstack use) beside elfutils' eu-stack on the same
+// BenchmarkDumpVsEuStack times the text dump (a fresh process each time:
+// the pstack use) beside elfutils' eu-stack on the same
 // target in the same run, the tools alternating so all see the same
 // machine load. Targets: one thread, 16 and 512 threads blocked in
 // pthread_cond_wait (testdata/targets/many.c), and one thread 1,000
 // frames deep (testdata/realworld/deep.c). Variants: "plain" (`stackshot
 // PID` against `eu-stack -n 0 -p PID`, and `eu-stack -q`, which prints no
 // names at all) and "lines" (`stackshot -s -i` against `eu-stack -s -i`:
-// file:line and inlined frames). ns/op is stackshot's wall time; the
+// file:line and inlined frames). "stackshot" runs with its cache filled
+// (the second run of cron or a script), "stackshot-cold" with an empty
+// cache directory each time (it pays the cache's writes too); ns/op is
+// the warm stackshot's wall time; the
 // custom metrics are each tool's median wall time (TOOL-ms) and CPU time
 // (user+system, which a loaded machine disturbs less: TOOL-cpu-ms), and
 // stackshot's median peak RSS (stackshot-maxrss-MiB).
@@ -116,11 +123,8 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 	deep := testutil.Build(b, "gcc", []string{testutil.Testdata("realworld", "deep.c")}, "-O0", "-g")
 	eu, euErr := exec.LookPath("eu-stack")
 	baseline := os.Getenv("STACKSHOT_BASELINE")
-	type tool struct {
-		name string
-		bin  string
-		args []string
-	}
+	type tool = cacheTool
+	cacheDir := b.TempDir()
 	for _, c := range []struct {
 		name string
 		bin  string
@@ -140,15 +144,22 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 			}{{"plain", nil}, {"lines", []string{"-s", "-i"}}} {
 				b.Run(v.name, func(b *testing.B) {
 					// eu-stack -n 0: all frames, as stackshot shows (up to 1024).
-					tools := []tool{{"stackshot", stackshotBin, append(append([]string{}, v.flags...), pid)}}
+					ssArgs := append(append([]string{}, v.flags...), pid)
+					tools := []tool{{"stackshot", stackshotBin, ssArgs, false}, {"stackshot-cold", stackshotBin, ssArgs, true},
+						{"stackshot-nocache", stackshotBin, append([]string{"--no-cache"}, ssArgs...), false}}
 					if euErr == nil {
-						tools = append(tools, tool{"eu-stack", eu, append(append([]string{"-n", "0"}, v.flags...), "-p", pid)})
+						tools = append(tools, tool{"eu-stack", eu, append(append([]string{"-n", "0"}, v.flags...), "-p", pid), false})
 						if v.flags == nil {
-							tools = append(tools, tool{"eu-stack-q", eu, []string{"-q", "-n", "0", "-p", pid}})
+							tools = append(tools, tool{"eu-stack-q", eu, []string{"-q", "-n", "0", "-p", pid}, false})
 						}
 					}
 					if baseline != "" {
-						tools = append(tools, tool{"baseline", baseline, append(append([]string{}, v.flags...), pid)})
+						tools = append(tools, tool{"baseline", baseline, append(append([]string{}, v.flags...), pid), false})
+					}
+					// "stackshot" runs warm (cron's second run): one run
+					// first fills the cache.
+					if err := exec.Command(stackshotBin, ssArgs...).Run(); err != nil {
+						b.Fatal(err)
 					}
 					wall := make([][]float64, len(tools))
 					cpu := make([][]float64, len(tools))
@@ -158,7 +169,7 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 							if k > 0 {
 								b.StopTimer()
 							}
-							cmd := exec.Command(tl.bin, tl.args...)
+							cmd := tl.command(b, cacheDir)
 							start := time.Now()
 							if err := cmd.Run(); err != nil {
 								b.Fatalf("%s %v: %v", tl.bin, tl.args, err)
@@ -194,4 +205,110 @@ func median(v []float64) float64 {
 	}
 	sort.Float64s(v)
 	return v[len(v)/2]
+}
+
+// cacheTool is a command a benchmark times; cold runs it with an empty
+// cache directory each time, else it shares dir (warm).
+type cacheTool struct {
+	name string
+	bin  string
+	args []string
+	cold bool
+}
+
+func (tl cacheTool) command(b *testing.B, dir string) *exec.Cmd {
+	cmd := exec.Command(tl.bin, tl.args...)
+	cmd.Env = append(os.Environ(), "STACKSHOT_CACHE_DIR="+dir)
+	if tl.cold {
+		d, err := os.MkdirTemp(dir, "cold")
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.Env = append(os.Environ(), "STACKSHOT_CACHE_DIR="+filepath.Join(d, "c"))
+	}
+	return cmd
+}
+
+// BenchmarkSymbolizeVsTools resolves 10,000 addresses (`symbolize -a -e
+// FILE`, addresses on stdin) beside `addr2line -a -f -i -C -e FILE` and
+// `llvm-symbolizer --obj FILE` (when installed) in one run, the tools
+// alternating: glibc through its separate debug file (libc6-dbg) and the
+// Go toolchain's go binary. Addresses are spread over the functions nm
+// lists. stackshot runs warm (its cache filled by a first run), cold (an
+// empty cache directory each time) and with --no-cache; metrics are each
+// tool's median wall and CPU ms.
+func BenchmarkSymbolizeVsTools(b *testing.B) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	libc := "/lib/x86_64-linux-gnu/libc.so.6"
+	for _, in := range []struct{ name, file, nmFlag string }{{"glibc", libc, "-D"}, {"go", goBin, ""}} {
+		b.Run(in.name, func(b *testing.B) {
+			if _, err := os.Stat(in.file); err != nil {
+				b.Skipf("no %s: %v", in.file, err)
+			}
+			nmArgs := []string{"--defined-only", in.file}
+			if in.nmFlag != "" {
+				nmArgs = append([]string{in.nmFlag}, nmArgs...)
+			}
+			out, err := exec.Command("nm", nmArgs...).Output()
+			if err != nil {
+				b.Fatal(err)
+			}
+			var funcs []uint64
+			for _, l := range strings.Split(string(out), "\n") {
+				f := strings.Fields(l)
+				if len(f) == 3 && (f[1] == "T" || f[1] == "t") {
+					if a, err := strconv.ParseUint(f[0], 16, 64); err == nil {
+						funcs = append(funcs, a)
+					}
+				}
+			}
+			if len(funcs) == 0 {
+				b.Fatalf("nm lists no function in %s", in.file)
+			}
+			var input strings.Builder
+			for i := 0; i < 10000; i++ {
+				fmt.Fprintf(&input, "%#x\n", funcs[i*7919%len(funcs)]+uint64(i%13))
+			}
+			cacheDir := b.TempDir()
+			ss := []string{"symbolize", "-a", "-e", in.file}
+			tools := []cacheTool{{"stackshot", stackshotBin, ss, false}, {"stackshot-cold", stackshotBin, ss, true},
+				{"stackshot-nocache", stackshotBin, append(append([]string{}, ss...), "--no-cache"), false}}
+			if p, err := exec.LookPath("addr2line"); err == nil {
+				tools = append(tools, cacheTool{"addr2line", p, []string{"-a", "-f", "-i", "-C", "-e", in.file}, false})
+			}
+			if p, err := exec.LookPath("llvm-symbolizer"); err == nil {
+				tools = append(tools, cacheTool{"llvm-symbolizer", p, []string{"--obj", in.file}, false})
+			}
+			warm := tools[0].command(b, cacheDir)
+			warm.Stdin = strings.NewReader(input.String())
+			if err := warm.Run(); err != nil {
+				b.Fatal(err)
+			}
+			wall := make([][]float64, len(tools))
+			cpu := make([][]float64, len(tools))
+			for i := 0; i < b.N; i++ {
+				for k, tl := range tools {
+					if k > 0 {
+						b.StopTimer()
+					}
+					cmd := tl.command(b, cacheDir)
+					cmd.Stdin = strings.NewReader(input.String())
+					start := time.Now()
+					if err := cmd.Run(); err != nil {
+						b.Fatalf("%s %v: %v", tl.bin, tl.args, err)
+					}
+					wall[k] = append(wall[k], float64(time.Since(start).Microseconds())/1000)
+					ps := cmd.ProcessState
+					cpu[k] = append(cpu[k], float64((ps.UserTime()+ps.SystemTime()).Microseconds())/1000)
+					if k > 0 {
+						b.StartTimer()
+					}
+				}
+			}
+			for k, tl := range tools {
+				b.ReportMetric(median(wall[k]), tl.name+"-ms")
+				b.ReportMetric(median(cpu[k]), tl.name+"-cpu-ms")
+			}
+		})
+	}
 }

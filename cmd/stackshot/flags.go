@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -48,6 +47,7 @@ type common struct {
 	showAddr, addrJSON         bool               // symbolize: -a, --json
 	otlp                       *otlpFlags         // record: sending to a collector (otlp.go)
 	noDebuginfod               bool               // --no-debuginfod
+	noCache                    bool               // --no-cache
 	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (options.go)
 	noSandbox                  bool               // parse the target's bytes in-process (options.go)
 }
@@ -152,6 +152,7 @@ func (c *common) register(name string, set int, v *common) {
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
 		if v == c { // (new: not among the flags every command once took)
 			fs.BoolVar(&v.noDebuginfod, "no-debuginfod", false, "never fetch debug files from the servers in DEBUGINFOD_URLS")
+			fs.BoolVar(&v.noCache, "no-cache", false, "neither read nor fill the cache of symbol and debug tables (see STACKSHOT_CACHE_DIR)")
 		}
 	}
 	if set&fCapture != 0 {
@@ -235,5 +236,3 @@ func (c *common) check() error {
 	}
 	return nil
 }
-
-func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }

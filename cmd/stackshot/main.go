@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 
 	"github.com/spf13/pflag"
@@ -18,10 +19,7 @@ import (
 	"stackshot/sandbox"
 )
 
-var (
-	version = "0.1.0-dev"
-	commit  = "unknown"
-)
+var version, commit = "0.1.0-dev", "unknown" // (set by the Makefile's -ldflags -X)
 
 func main() {
 	// The sandboxed child (see package sandbox): nothing else runs there.
@@ -31,17 +29,15 @@ func main() {
 	sandbox.Prepare()
 	// STACKSHOT_CPUPROFILE=FILE profiles stackshot itself (for development).
 	if path := os.Getenv("STACKSHOT_CPUPROFILE"); path != "" {
-		if f, err := safefile.Create(path, safefile.Private); err == nil {
+		f, err := safefile.Create(path, safefile.Private)
+		if err == nil {
 			pprof.StartCPUProfile(f)
 			code := run(os.Args[1:])
 			pprof.StopCPUProfile()
-			if err := f.Commit(); err != nil {
-				fmt.Fprintf(os.Stderr, "stackshot: %v\n", err)
-			}
+			cli.Exit(f.Commit(), "", cli.Say) // (says why the profile is not written)
 			os.Exit(code)
-		} else {
-			fmt.Fprintf(os.Stderr, "stackshot: STACKSHOT_CPUPROFILE: %v\n", err)
 		}
+		cli.Exit(err, "", cli.Say)
 	}
 	os.Exit(run(os.Args[1:]))
 }
@@ -55,7 +51,7 @@ func run(args []string) int {
 	if len(args) > 0 {
 		switch a := args[0]; {
 		case a == "version" || a == "--version":
-			fmt.Printf("stackshot %s (commit %s, %s)\n", version, commit, goVersion())
+			fmt.Printf("stackshot %s (commit %s, %s %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return cli.ExitOK
 		case a == "help" || a == "-h" || a == "--help":
 			return help(args[1:])
@@ -64,6 +60,9 @@ func run(args []string) int {
 		}
 	}
 	err := commands[cmd](args)
+	for _, sym := range flushAtExit { // (their decoded tables go to the cache)
+		sym.Flush()
+	}
 	if errors.Is(err, pflag.ErrHelp) {
 		return help([]string{cmd})
 	}

@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	stackshotBin = filepath.Join(dir, "stackshot")
+	// Every stackshot the tests run caches into this run's own directory,
+	// never the user's: what an earlier run left there cannot change a
+	// test (tests of the cache itself give their own directory).
+	os.Setenv("STACKSHOT_CACHE_DIR", filepath.Join(dir, "cache"))
 	build := exec.Command("go", "build", "-o", stackshotBin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
 	out, err := build.CombinedOutput()

@@ -11,6 +11,7 @@ import (
 
 	"stackshot/debuginfod"
 	"stackshot/internal/cli"
+	"stackshot/internal/diskcache"
 	"stackshot/internal/term"
 	"stackshot/live"
 	"stackshot/ptrace"
@@ -58,11 +59,20 @@ func (c *common) symtabOptions() symtab.Options {
 func (c *common) newSymbolizer() *symtab.Symbolizer {
 	o := c.symtabOptions()
 	c.addFetchers(&o)
+	if dc, err := diskcache.Default(c.noCache); dc != nil {
+		o.Cache = dc
+	} else if err != nil && !c.quiet {
+		cli.Say(err.Error())
+	}
 	if c.timeout > 0 {
 		o.Context, c.cancelSym = context.WithDeadline(context.Background(), c.started.Add(c.timeout))
 	}
-	return symtab.New(o)
+	sym := symtab.New(o)
+	flushAtExit = append(flushAtExit, sym)
+	return sym
 }
+
+var flushAtExit []*symtab.Symbolizer // their decoded tables go to the cache when the command is done
 
 // symbolizerNotes says on stderr what the symbolizer (a session's, with
 // its children's) could not do.

@@ -91,13 +91,14 @@ func umask() os.FileMode {
 // File is a file being written; it appears at its destination only on
 // Commit.
 type File struct {
-	f     *os.File
-	dir   *os.File
-	path  string // destination as given
-	base  string // destination's name in dir
-	tmp   string // temporary name in dir
-	mode  Mode
-	ended bool
+	f      *os.File
+	dir    *os.File
+	path   string // destination as given
+	base   string // destination's name in dir
+	tmp    string // temporary name in dir
+	mode   Mode
+	ended  bool
+	nosync bool
 }
 
 // Create starts writing path. Nothing appears at path until Commit; Abort
@@ -122,6 +123,11 @@ func Create(path string, m Mode) (*File, error) {
 // Write writes to the temporary file.
 func (f *File) Write(p []byte) (int, error) { return f.f.Write(p) }
 
+// SkipSync makes Commit rename without syncing first: for files whose
+// reader checks them whole (a cache entry's checksum), durability is not
+// worth a disk flush.
+func (f *File) SkipSync() { f.nosync = true }
+
 // Commit syncs the file and renames it over the destination.
 func (f *File) Commit() error {
 	if f.ended {
@@ -134,8 +140,10 @@ func (f *File) Commit() error {
 		unix.Unlinkat(int(f.dir.Fd()), f.tmp, 0)
 		return fmt.Errorf("writing %s (%w)", f.path, err)
 	}
-	if err := f.f.Sync(); err != nil {
-		return fail(unwrap(err))
+	if !f.nosync {
+		if err := f.f.Sync(); err != nil {
+			return fail(unwrap(err))
+		}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.f.Fd()), &st); err != nil {
@@ -157,7 +165,9 @@ func (f *File) Commit() error {
 	if err := unix.Fstatat(dfd, f.base, &got, unix.AT_SYMLINK_NOFOLLOW); err != nil || got.Dev != st.Dev || got.Ino != st.Ino {
 		return fmt.Errorf("writing %s (the file was replaced while it was written; write into a directory only you can change)", f.path)
 	}
-	f.dir.Sync() // the rename itself durable (best effort: some filesystems refuse)
+	if !f.nosync {
+		f.dir.Sync() // the rename itself durable (best effort: some filesystems refuse)
+	}
 	return nil
 }
 
@@ -170,6 +180,33 @@ func (f *File) Abort() {
 	f.f.Close()
 	unix.Unlinkat(int(f.dir.Fd()), f.tmp, 0)
 	f.dir.Close()
+}
+
+// CreateAt starts writing the file name in the directory dir (an open
+// descriptor the caller has already checked, such as a private cache
+// directory): the same temporary name, checks and rename as Create, with
+// no path walked. dir stays the caller's: Commit and Abort leave it open.
+func CreateAt(dir *os.File, name string, m Mode) (*File, error) {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("cannot write %q (not a plain file name)", name)
+	}
+	path := filepath.Join(dir.Name(), name)
+	// A duplicate of dir, so that Commit and Abort close only their own.
+	fd, err := unix.FcntlInt(dir.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot write %s (%v)", path, err)
+	}
+	d := os.NewFile(uintptr(fd), dir.Name())
+	if err := checkDest(d, path, name); err != nil {
+		d.Close()
+		return nil, err
+	}
+	f, tmp, err := createTemp(d, path, name, m)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return &File{f: f, dir: d, path: path, base: name, tmp: tmp, mode: m}, nil
 }
 
 // WriteFile writes data to path as one whole file.

@@ -88,3 +88,46 @@ func TestWalkDirLinks(t *testing.T) {
 		}
 	}
 }
+
+// CreateAt writes a plain name in an open directory: mode as asked,
+// nothing before Commit, a symlink or a path refused, the caller's
+// descriptor left open.
+func TestCreateAt(t *testing.T) {
+	base := t.TempDir()
+	dir, err := os.Open(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	for _, bad := range []string{"", ".", "..", "a/b"} {
+		if _, err := CreateAt(dir, bad, Private); err == nil {
+			t.Errorf("CreateAt(%q) accepted", bad)
+		}
+	}
+	f, err := CreateAt(dir, "entry", Private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SkipSync()
+	f.Write([]byte("data"))
+	if _, err := os.Lstat(filepath.Join(base, "entry")); err == nil {
+		t.Error("entry exists before Commit")
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Lstat(filepath.Join(base, "entry"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("entry: %v %v, want mode 0600", st, err)
+	}
+	if _, err := dir.Stat(); err != nil {
+		t.Fatalf("the caller's directory was closed: %v", err)
+	}
+	os.Symlink("/etc/passwd", filepath.Join(base, "link"))
+	if _, err := CreateAt(dir, "link", Private); err == nil {
+		t.Error("CreateAt over a symlink accepted")
+	}
+	if ents, _ := os.ReadDir(base); len(ents) != 2 {
+		t.Errorf("directory holds %d entries, want entry and link", len(ents))
+	}
+}

@@ -1,0 +1,290 @@
+//go:build linux
+
+package diskcache
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"stackshot/internal/safefile"
+)
+
+// DefaultMaxBytes bounds the cache's total size; the oldest entries (by
+// last use) are removed past it.
+const DefaultMaxBytes = 256 << 20
+
+// Environment variables read by Default.
+const (
+	EnvDir     = "STACKSHOT_CACHE_DIR" // the cache directory, instead of the default
+	EnvNoCache = "STACKSHOT_NO_CACHE"  // "1": no cache at all, as --no-cache
+)
+
+const (
+	entrySuffix = ".c"
+	maxEntries  = 100000           // directory entries looked at by one eviction
+	staleTemp   = 10 * time.Minute // a temporary file older than this was abandoned
+)
+
+// Cache is an open cache directory. Its methods are safe for concurrent
+// use; a nil *Cache is a cache that holds nothing.
+type Cache struct {
+	dir      *os.File
+	maxBytes int64
+	evictMu  sync.Mutex // serializes evictions
+	mu       sync.Mutex // guards evicted and written
+	evicted  bool       // once in this process
+	written  int64      // bytes put since the last eviction
+}
+
+// DefaultDir is where the cache lives: $STACKSHOT_CACHE_DIR, else root's
+// /var/cache/stackshot, else $XDG_CACHE_HOME/stackshot, else
+// ~/.cache/stackshot. "" when none can be named (no home).
+func DefaultDir() string {
+	if d := os.Getenv(EnvDir); d != "" {
+		return d
+	}
+	if os.Geteuid() == 0 {
+		return "/var/cache/stackshot"
+	}
+	if x := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "stackshot")
+	}
+	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
+		return filepath.Join(h, ".cache", "stackshot")
+	}
+	return ""
+}
+
+// Default opens the cache where DefaultDir says, creating it; nil and no
+// error when off (--no-cache), when STACKSHOT_NO_CACHE=1 or when no
+// directory can be named. An error
+// means the directory is not safe to use (the caller warns once and goes
+// on without a cache).
+func Default(off bool) (*Cache, error) {
+	if off || os.Getenv(EnvNoCache) == "1" {
+		return nil, nil
+	}
+	d := DefaultDir()
+	if d == "" {
+		return nil, nil
+	}
+	return Open(d, DefaultMaxBytes)
+}
+
+// Open opens (creating it, mode 0700, with its parent when that is missing)
+// the cache directory dir, holding at most maxBytes. The directory must be
+// a real directory (not a symlink), owned by stackshot's effective user,
+// writable by no one else; otherwise it is not used.
+func Open(dir string, maxBytes int64) (*Cache, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if err := unix.Mkdir(dir, 0o700); errors.Is(err, unix.ENOENT) {
+		// ~/.cache itself may be missing (XDG: create it 0700).
+		unix.Mkdir(filepath.Dir(dir), 0o700)
+		unix.Mkdir(dir, 0o700)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return nil, fmt.Errorf("not using the cache %s (it is not a directory, or is a symbolic link; remove it or set %s)", dir, EnvDir)
+		}
+		return nil, fmt.Errorf("not using the cache %s (%v; create it mode 0700 or set %s, or give --no-cache)", dir, err, EnvDir)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("not using the cache %s (%v)", dir, err)
+	}
+	switch {
+	case int(st.Uid) != os.Geteuid():
+		unix.Close(fd)
+		return nil, fmt.Errorf("not using the cache %s (it belongs to uid %d, not to uid %d that stackshot runs as; remove it or set %s)", dir, st.Uid, os.Geteuid(), EnvDir)
+	case st.Mode&0o022 != 0:
+		unix.Close(fd)
+		return nil, fmt.Errorf("not using the cache %s (other users may write to it, mode %04o; chmod 700 it)", dir, st.Mode&0o7777)
+	}
+	return &Cache{dir: os.NewFile(uintptr(fd), dir), maxBytes: maxBytes}, nil
+}
+
+// Close releases the directory.
+func (c *Cache) Close() error {
+	if c == nil {
+		return nil
+	}
+	return c.dir.Close()
+}
+
+// Dir is the cache's directory.
+func (c *Cache) Dir() string { return c.dir.Name() }
+
+// EntryName is the file name of k's entry in the directory.
+func EntryName(k Key) string {
+	h := sha256.Sum256(k.encode())
+	return hex.EncodeToString(h[:20]) + entrySuffix
+}
+
+// maxPayload is the largest payload one entry may hold.
+func (c *Cache) maxPayload() int64 { return c.maxBytes / 2 }
+
+// Get returns the payload stored under k, at most max bytes, or false.
+// An entry that is not a regular file of ours, too large, truncated,
+// corrupt, or of another key or format is removed and reported as a miss.
+func (c *Cache) Get(k Key, max int64) ([]byte, bool) {
+	if c == nil || max < 0 {
+		return nil, false
+	}
+	name := EntryName(k)
+	dfd := int(c.dir.Fd())
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			unix.Unlinkat(dfd, name, 0) // a planted symlink: never followed, removed
+		}
+		return nil, false
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return nil, false
+	}
+	limit := headerBytes + maxKeyBytes + crcBytes + min(max, c.maxPayload())
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 || st.Size < headerBytes+crcBytes || st.Size > limit {
+		unix.Unlinkat(dfd, name, 0)
+		return nil, false
+	}
+	b := make([]byte, st.Size)
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, st.Size), b); err != nil {
+		unix.Unlinkat(dfd, name, 0)
+		return nil, false
+	}
+	payload, err := Decode(k, b)
+	if err != nil || int64(len(payload)) > max {
+		unix.Unlinkat(dfd, name, 0)
+		return nil, false
+	}
+	// Last use, for oldest-first eviction.
+	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
+	unix.UtimesNanoAt(dfd, name, now, unix.AT_SYMLINK_NOFOLLOW)
+	return payload, true
+}
+
+// Put stores payload under k, atomically (a temporary file renamed over
+// the entry, mode 0600), then removes the oldest entries past the size
+// bound. A payload larger than half the bound is not stored.
+func (c *Cache) Put(k Key, payload []byte) error {
+	if c == nil {
+		return nil
+	}
+	if int64(len(payload)) > c.maxPayload() {
+		return fmt.Errorf("cache entry of %d bytes is over the cap of %d", len(payload), c.maxPayload())
+	}
+	key := k.encode()
+	if len(key) > maxKeyBytes {
+		return fmt.Errorf("cache key of %d bytes is too long", len(key))
+	}
+	f, err := safefile.CreateAt(c.dir, EntryName(k), safefile.Private)
+	if err != nil {
+		return err
+	}
+	// The checksum on read, not fsync, is what guards against a torn
+	// write: a cache needs no durability.
+	f.SkipSync()
+	hdr := make([]byte, 0, headerBytes+len(key))
+	hdr = append(hdr, magic...)
+	hdr = binary.LittleEndian.AppendUint32(hdr, FormatVersion)
+	hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(key)))
+	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(len(payload)))
+	hdr = append(hdr, key...)
+	crc := crc32.Update(crc32.ChecksumIEEE(hdr), crc32.IEEETable, payload)
+	tail := binary.LittleEndian.AppendUint32(nil, crc)
+	for _, p := range [][]byte{hdr, payload, tail} {
+		if _, err := f.Write(p); err != nil {
+			f.Abort()
+			return fmt.Errorf("writing the cache entry (%v; check the free space)", err)
+		}
+	}
+	if err := f.Commit(); err != nil {
+		return err
+	}
+	// The directory is scanned on this process's first write, then each
+	// time it has written an eighth of the bound: a run adds a handful of
+	// entries, and a scan per entry would cost more than the entry.
+	c.mu.Lock()
+	c.written += int64(len(hdr) + len(payload) + len(tail))
+	scan := !c.evicted || c.written > c.maxBytes/8
+	if scan {
+		c.evicted, c.written = true, 0
+	}
+	c.mu.Unlock()
+	if scan {
+		c.evict()
+	}
+	return nil
+}
+
+// evict removes the oldest entries (by last use) until the cache holds at
+// most maxBytes, and temporary files abandoned by a writer that died.
+func (c *Cache) evict() {
+	c.evictMu.Lock()
+	defer c.evictMu.Unlock()
+	dfd := int(c.dir.Fd())
+	rfd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	d := os.NewFile(uintptr(rfd), c.dir.Name())
+	names, _ := d.Readdirnames(maxEntries)
+	d.Close()
+	type ent struct {
+		name  string
+		size  int64
+		mtime int64
+	}
+	var ents []ent
+	var total int64
+	now := time.Now()
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(dfd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		if strings.HasPrefix(n, ".") && strings.Contains(n, ".stackshot-") {
+			if now.Sub(time.Unix(st.Mtim.Unix())) > staleTemp {
+				unix.Unlinkat(dfd, n, 0)
+			}
+			continue
+		}
+		if !strings.HasSuffix(n, entrySuffix) || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		ents = append(ents, ent{n, st.Size, st.Mtim.Nano()})
+		total += st.Size
+	}
+	if total <= c.maxBytes {
+		return
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].mtime < ents[j].mtime })
+	for _, e := range ents {
+		if total <= c.maxBytes {
+			break
+		}
+		if unix.Unlinkat(dfd, e.name, 0) == nil {
+			total -= e.size
+		}
+	}
+}
