@@ -56,6 +56,12 @@ type Stats struct {
 	Exited       bool  // every target exited before the end
 	OffCPU       int64 // thread captures left out: not running, and OffCPU was not asked for
 	UniqueStacks int   // distinct stacks across threads (Samples are per thread name)
+	// Sampler is how running threads were sampled: "perf" (perf events,
+	// no stop) or "ptrace" (stopped); SamplerWhy says why not perf.
+	Sampler, SamplerWhy string
+	Perf                int64 // of NoStop, the samples of running threads taken from perf events
+	PerfHeld            int64 // of those, a runnable thread's previous sample: it waited for a CPU
+	PerfLost            int64 // perf samples the kernel dropped (a ring was full)
 }
 
 // ProfileFormats lists what record can write, and the -o extensions that

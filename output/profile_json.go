@@ -32,6 +32,9 @@ import (
 //	    "truncated_by_reason": {"depth": 2, "no-cfi": 1},
 //	    "pause_us": {"median": 12.5, "p99": 40.1, "max": 88},  // per-thread ptrace pause
 //	    "no_stop": 3000, "stopped": 950, "proc_only": 10,      // how thread samples were taken
+//	    "sampler": "perf",                    // running threads: "perf" (perf events, no stop) or "ptrace" (stopped)
+//	    "perf": 2990, "perf_held": 40,        // samples from perf events (within no_stop); of those, a runnable
+//	                                          // thread's latest sample, taken before it waited for a CPU
 //	    "exited": false,                      // every target exited before the end
 //	    "off_cpu": 2970,                      // clock "cpu": thread captures left out, not running
 //	    "unique_stacks": 57                   // distinct stacks across threads (by function)
@@ -86,6 +89,9 @@ type jsonProfileStats struct {
 	Exited      bool             `json:"exited"`
 	OffCPU      int64            `json:"off_cpu"`
 	Unique      int              `json:"unique_stacks"`
+	Sampler     string           `json:"sampler,omitempty"`
+	Perf        int64            `json:"perf"`
+	PerfHeld    int64            `json:"perf_held"`
 }
 
 type jsonStack struct {
@@ -161,6 +167,7 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 		PauseUS: jsonPause{Median: st.PauseMedUS, P99: st.PauseP99US, Max: st.PauseMaxUS},
 		NoStop:  st.NoStop, Stopped: st.Stopped, ProcOnly: st.ProcOnly, Exited: st.Exited,
 		OffCPU: st.OffCPU, Unique: st.UniqueStacks,
+		Sampler: st.Sampler, Perf: st.Perf, PerfHeld: st.PerfHeld,
 	}
 	for k, v := range st.TruncatedWhy {
 		jp.Stats.TruncatedBy[k] = v

@@ -10,6 +10,16 @@
 // and perf do: a profile then shows where CPU time goes. With Config.Idle it
 // keeps every thread's stack at every tick, a wall-clock profile that also
 // shows where threads wait.
+//
+// Running threads are sampled with perf events where the kernel allows
+// them (package perfsample): each thread's own clock event copies its
+// registers and the top of its stack while it runs, and no thread is ever
+// stopped. A thread that is runnable but waiting for a CPU at a tick is
+// counted with its most recent perf sample: it has not run since, so that
+// is its stack, taken at most one perf period of its own CPU time before
+// it was switched out. Blocked threads (--idle) are read through /proc
+// without a stop in both cases. Where perf events are refused (or Config
+// asks), each tick stops the running threads with ptrace instead.
 package sampler
 
 import (
@@ -18,7 +28,9 @@ import (
 	"fmt"
 	"time"
 
+	"stackshot/internal/arch"
 	"stackshot/output"
+	"stackshot/perfsample"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -47,6 +59,30 @@ type Config struct {
 	// Identity returns what tells a process from a later one with the same
 	// pid (nil: its start time, field 22 of /proc/PID/stat).
 	Identity func(pid int) (uint64, error)
+	// Source says how running threads are sampled.
+	Source Source
+}
+
+// Source is how running threads are sampled.
+type Source int
+
+const (
+	SourceAuto   Source = iota // perf events where the kernel allows them, else ptrace stops
+	SourcePerf                 // perf events, or fail
+	SourcePtrace               // ptrace stops
+)
+
+// ParseSource reads a --sampler value: auto, perf or ptrace.
+func ParseSource(v string) (Source, error) {
+	switch v {
+	case "auto", "":
+		return SourceAuto, nil
+	case "perf":
+		return SourcePerf, nil
+	case "ptrace":
+		return SourcePtrace, nil
+	}
+	return 0, fmt.Errorf("--sampler %q: want auto, perf or ptrace", v)
 }
 
 // MaxFreq is the highest sampling frequency.
@@ -97,7 +133,16 @@ type Sampler struct {
 	start   time.Time
 	elapsed time.Duration
 	end     End
+	// usePerf: running threads are sampled with perf events; perfWhy says
+	// why not, when they could not be.
+	usePerf bool
+	perfWhy string
+	perfCfg perfsample.Config
+	tids    []int
 }
+
+// methodPerf marks a thread whose registers and stack are a perf sample's.
+const methodPerf = "perf"
 
 // target is one process being sampled.
 type target struct {
@@ -112,6 +157,16 @@ type target struct {
 	comm     string
 	exe      string
 	tids     map[int]bool
+	perf     *perfsample.Set       // nil: running threads are stopped
+	latest   map[int]*latestSample // each thread's most recent perf sample
+}
+
+// latestSample is a thread's most recent perf sample, in buffers reused
+// from sample to sample.
+type latestSample struct {
+	regs  [arch.UserRegsCount]uint64
+	stack []byte
+	fresh bool // taken since the previous tick
 }
 
 // New returns a Sampler that unwinds and names frames with res.
@@ -128,9 +183,32 @@ func New(res *resolve.Resolver, cfg Config) (*Sampler, error) {
 	if cfg.Identity == nil {
 		cfg.Identity = StartTime
 	}
-	return &Sampler{cfg: cfg, res: res, cache: procmaps.NewTaskCache(),
-		agg: aggregator{idx: map[string]int{}}, stats: output.Stats{TruncatedWhy: map[string]int64{}}}, nil
+	s := &Sampler{cfg: cfg, res: res, cache: procmaps.NewTaskCache(),
+		agg: aggregator{idx: map[string]int{}}, stats: output.Stats{TruncatedWhy: map[string]int64{}}}
+	s.perfCfg = perfsample.Config{Freq: cfg.Freq, StackBytes: min(cfg.Capture.StackBytes, perfsample.MaxStackBytes)}
+	stops := cfg.Capture.Mode == ptrace.ModeStop || cfg.Capture.Consistent
+	switch {
+	case cfg.Source == SourcePtrace:
+		s.perfWhy = "asked for"
+	case stops && cfg.Source == SourcePerf:
+		return nil, fmt.Errorf("--sampler perf with --mode stop or --consistent: perf events stop no thread")
+	case stops:
+		s.perfWhy = "stops asked for"
+	case cfg.Source == SourcePerf:
+		s.usePerf = true // Add fails if the kernel refuses
+	default:
+		if err := perfsample.Probe(s.perfCfg); err != nil {
+			s.perfWhy = "perf events refused: " + err.Error()
+		} else {
+			s.usePerf = true
+		}
+	}
+	return s, nil
 }
+
+// Perf reports whether running threads are to be sampled with perf
+// events, not stopped: the caller's first capture then stops none either.
+func (s *Sampler) Perf() bool { return s.usePerf }
 
 // StartTime is a process's start time in clock ticks after boot (field 22
 // of /proc/PID/stat): with the pid, it names one process for its lifetime.
@@ -152,14 +230,49 @@ func (s *Sampler) Add(p *ptrace.Process) error {
 	}
 	t := &target{pid: p.PID, identity: id, mem: ptrace.MemReader{PID: p.MemPID()}, last: p,
 		comm: p.Comm, exe: p.Exe, mapsAt: time.Now(), tids: map[int]bool{}}
+	if s.usePerf {
+		set, err := perfsample.Open(p.PID, s.userTIDs(p), s.perfCfg)
+		switch {
+		case err == nil:
+			t.perf, t.latest = set, map[int]*latestSample{}
+		case s.cfg.Source == SourcePerf:
+			return fmt.Errorf("process %d: sampling with perf events: %w", p.PID, err)
+		default:
+			s.perfWhy = "perf events refused: " + err.Error()
+		}
+	}
 	t.space = s.res.Space(p, t.mem)
 	s.res.Process(p, t.mem)
 	s.targets = append(s.targets, t)
 	return nil
 }
 
-// Close releases the /proc files kept open across ticks.
-func (s *Sampler) Close() { s.cache.Close() }
+// userTIDs lists p's threads that are not kernel threads.
+func (s *Sampler) userTIDs(p *ptrace.Process) []int {
+	s.tids = s.tids[:0]
+	for i := range p.Threads {
+		if !p.Threads[i].Kernel {
+			s.tids = append(s.tids, p.Threads[i].TID)
+		}
+	}
+	return s.tids
+}
+
+// Close releases the /proc files kept open across ticks, and the perf
+// events.
+func (s *Sampler) Close() {
+	s.cache.Close()
+	for _, t := range s.targets {
+		t.closePerf()
+	}
+}
+
+func (t *target) closePerf() {
+	if t.perf != nil {
+		t.perf.Close()
+		t.perf = nil
+	}
+}
 
 // Run samples until the duration is over, the deadline comes, Cancel is
 // closed, or no target is left, and says which.
@@ -244,6 +357,10 @@ func (s *Sampler) sample(t *target) bool {
 	}
 	opt.Reuse = t.last
 	opt.Cache = s.cache
+	if t.perf != nil {
+		// Running threads come from their perf samples: stop none.
+		opt.Mode, opt.Consistent = ptrace.ModeNoStop, false
+	}
 	opt.RefreshMaps = t.stale || time.Since(t.mapsAt) > time.Second
 	if opt.RefreshMaps {
 		t.mapsAt, t.stale = time.Now(), false
@@ -272,10 +389,18 @@ func (s *Sampler) sample(t *target) bool {
 	}
 	t.last = p
 	t.space.Update(p)
+	if t.perf != nil {
+		s.readPerf(t, p)
+	}
 	for i := range p.Threads {
-		if th := &p.Threads[i]; !th.Kernel {
-			s.thread(t, th)
+		th := &p.Threads[i]
+		if th.Kernel {
+			continue
 		}
+		if t.perf != nil && onCPU(th) && th.Method != ptrace.MethodNoStop {
+			s.fromPerf(t, p, th)
+		}
+		s.thread(t, th)
 	}
 	return true
 }
@@ -294,8 +419,66 @@ func (s *Sampler) same(t *target) bool {
 	return true
 }
 
+// readPerf follows p's threads with perf events (new ones opened, exited
+// ones closed) and keeps each thread's most recent sample.
+func (s *Sampler) readPerf(t *target, p *ptrace.Process) {
+	t.perf.Sync(s.userTIDs(p))
+	for tid := range t.latest {
+		if !slicesContains(s.tids, tid) {
+			delete(t.latest, tid)
+		}
+	}
+	t.perf.Read(func(smp *perfsample.Sample) {
+		if !smp.HasRegs || !slicesContains(s.tids, smp.TID) {
+			return
+		}
+		l := t.latest[smp.TID]
+		if l == nil {
+			l = &latestSample{}
+			t.latest[smp.TID] = l
+		}
+		l.regs = smp.Regs
+		l.stack = append(l.stack[:0], smp.Stack...)
+		l.fresh = true
+	})
+}
+
+func slicesContains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// fromPerf gives a running thread the registers and stack of its most
+// recent perf sample; false when it has none yet (a thread just started,
+// or one that has run only in the kernel).
+func (s *Sampler) fromPerf(t *target, p *ptrace.Process, th *ptrace.Thread) bool {
+	l := t.latest[th.TID]
+	if l == nil {
+		return false
+	}
+	if !l.fresh {
+		s.stats.PerfHeld++ // waiting for a CPU since its last sample
+	}
+	l.fresh = false
+	sp := l.regs[arch.UserRSP]
+	th.Method, th.Err, th.Outcome = methodPerf, "", ptrace.OutcomeCaptured
+	th.Regs, th.StackAddr, th.Stack = l.regs[:], sp, l.stack
+	th.StackLo, th.StackHi = 0, 0
+	if m, ok := procmaps.Maps(p.Maps).Find(sp); ok {
+		th.StackLo, th.StackHi = m.Start, m.End
+	} else {
+		t.stale = true // a stack mapped since the maps were read
+	}
+	return true
+}
+
 func (s *Sampler) lose(t *target, why string) {
 	t.gone = true
+	t.closePerf()
 	if s.cfg.Warn != nil {
 		s.cfg.Warn(fmt.Sprintf("process %d %s after %s", t.pid, why, time.Since(s.start).Round(time.Millisecond)))
 	}
@@ -317,6 +500,9 @@ func (s *Sampler) thread(t *target, th *ptrace.Thread) {
 		s.hist.add(th.PauseNS)
 	case ptrace.MethodNoStop:
 		s.stats.NoStop++
+	case methodPerf:
+		s.stats.NoStop++
+		s.stats.Perf++
 	default:
 		s.stats.ProcOnly++
 	}
@@ -362,6 +548,15 @@ func (s *Sampler) Profile() *output.Profile {
 	st.PauseMaxUS = float64(s.hist.maxNS) / 1000
 	st.Exited = s.end == EndExited
 	st.UniqueStacks = uniqueStacks(s.agg.samples)
+	st.Sampler, st.SamplerWhy = "ptrace", s.perfWhy
+	for _, t := range s.targets {
+		if t.latest != nil { // perf events were opened on it
+			st.Sampler = "perf"
+		}
+		if t.perf != nil {
+			st.PerfLost += int64(t.perf.Lost)
+		}
+	}
 	p := &output.Profile{Start: s.start, Duration: s.elapsed, FreqHz: s.cfg.Freq, OffCPU: s.cfg.Idle,
 		Samples: s.agg.samples, Stats: st}
 	for _, t := range s.targets {

@@ -41,6 +41,7 @@ type common struct {
 	sysroot                    string             // report: where the capture's files are looked up first
 	coreMemory                 string             // capture: what memory a core carries
 	perfMap                    string             // report: the JIT perf map of the captured process
+	sampler                    string             // record: how running threads are sampled
 	started                    time.Time          // when the command began: --timeout counts from here
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
 	diag                       diagFlags          // dump: --group, --interval, --count (diagnose.go)
@@ -165,6 +166,7 @@ func (c *common) register(name string, set int, v *common) {
 		fs.DurationVarP(&v.duration, "duration", "d", 10*time.Second, "how long to record")
 		fs.BoolVar(&v.perThread, "per-thread", false, "thread name as the root frame")
 		fs.BoolVar(&v.idle, "idle", false, "also sample threads that are not running (a wall-clock profile)")
+		fs.StringVar(&v.sampler, "sampler", "auto", "running threads: perf (perf events, no stop), ptrace (stops) or auto")
 	}
 	if set&fSandbox != 0 {
 		fs.BoolVar(&v.noSandbox, "no-sandbox", false, "parse the target's files and stacks inside stackshot itself, not in an unprivileged child")

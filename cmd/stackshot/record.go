@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"stackshot/output"
+	"stackshot/ptrace"
 	"stackshot/sampler"
 )
 
@@ -28,6 +29,10 @@ func cmdRecord(args []string) error {
 	}
 	if c.duration <= 0 {
 		return usageErr("--duration "+c.duration.String(), "want a positive duration", "")
+	}
+	source, err := sampler.ParseSource(c.sampler)
+	if err != nil {
+		return usageErr(err.Error(), "", "")
 	}
 	format, err := output.FormatFor(c.output, c.format)
 	if err != nil {
@@ -52,13 +57,16 @@ func cmdRecord(args []string) error {
 	defer stop()
 	progress := !c.quiet && isTerminal(2)
 	smp, err := sampler.New(s.res, sampler.Config{Freq: c.freq, Duration: c.duration, Deadline: deadline,
-		Capture: s.captureOptions(time.Time{}), CaptureTimeout: c.timeout, Kernel: c.kernel, Idle: c.idle,
+		Capture: s.captureOptions(time.Time{}), CaptureTimeout: c.timeout, Kernel: c.kernel, Idle: c.idle, Source: source,
 		Warn:     func(msg string) { s.warn("%s%s", clearLine(progress), msg) },
 		Progress: showProgress(progress)})
 	if err != nil {
 		return usageErr(err.Error(), "", "")
 	}
 	defer smp.Close()
+	if m, _ := c.captureMode(); smp.Perf() && m == ptrace.ModeAuto {
+		c.mode = "nostop" // with perf events, the first capture stops no thread either
+	}
 	for _, pid := range c.pids {
 		p, err := s.capture(pid, deadline)
 		if err != nil {

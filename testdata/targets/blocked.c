@@ -10,6 +10,8 @@
  *   jitter    jit_a -> jit_b -> nanosleep(random < 500us), then
  *             jit_b -> jit_work -> jit_leaf (busy)   only with "jitter"
  *   spinner   spin_a -> spin_b -> spin_c (busy loop)   only with argv[1] == "spin"
+ *   busy-K    busyK_a -> busyK_b (busy loop), K = 0..3   only with "busy":
+ *             with spin, five busy threads, more than a small machine's cores
  *   main      main -> main_wait -> read(stdin)
  *
  * Protocol on stdin/stdout: prints "ready" once every thread is in place;
@@ -148,6 +150,18 @@ NOINLINE static void spin_c(void) {
 NOINLINE static void spin_b(void) { spin_c(); KEEP(); }
 NOINLINE static void spin_a(void) { spin_b(); KEEP(); }
 
+/* Four busy threads, each in functions of its own. */
+#define BUSY(k)                                                              \
+	NOINLINE static void busy##k##_b(void) {                             \
+		atomic_fetch_add(&started, 1);                               \
+		for (;;) spin_counter += 3 + k;                              \
+	}                                                                    \
+	NOINLINE static void busy##k##_a(void) { busy##k##_b(); KEEP(); }
+BUSY(0)
+BUSY(1)
+BUSY(2)
+BUSY(3)
+
 static void *start(void *arg) {
 	void (*fn)(void) = (void (*)(void))arg;
 	fn();
@@ -203,6 +217,13 @@ int main(int argc, char **argv) {
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "spin") == 0) { spawn("spinner", spin_a); want++; }
 		if (strcmp(argv[i], "jitter") == 0) { spawn("jitter", jit_a); want++; }
+		if (strcmp(argv[i], "busy") == 0) {
+			spawn("busy-0", busy0_a);
+			spawn("busy-1", busy1_a);
+			spawn("busy-2", busy2_a);
+			spawn("busy-3", busy3_a);
+			want += 4;
+		}
 	}
 	while (atomic_load(&started) < want) usleep(1000);
 	printf("ready\n");
