@@ -62,6 +62,7 @@ type Stats struct {
 	Perf                int64 // of NoStop, the samples of running threads taken from perf events
 	PerfHeld            int64 // of those, a runnable thread's previous sample: it waited for a CPU
 	PerfLost            int64 // perf samples the kernel dropped (a ring was full)
+	CaughtUp            int64 // of Ticks, instants a late tick stood for (perf events kept sampling meanwhile)
 }
 
 // ProfileFormats lists what record can write, and the -o extensions that

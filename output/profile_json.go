@@ -35,6 +35,7 @@ import (
 //	    "sampler": "perf",                    // running threads: "perf" (perf events, no stop) or "ptrace" (stopped)
 //	    "perf": 2990, "perf_held": 40,        // samples from perf events (within no_stop); of those, a runnable
 //	                                          // thread's latest sample, taken before it waited for a CPU
+//	    "caught_up": 12,                      // of ticks, instants a late tick stood for (perf only)
 //	    "exited": false,                      // every target exited before the end
 //	    "off_cpu": 2970,                      // clock "cpu": thread captures left out, not running
 //	    "unique_stacks": 57                   // distinct stacks across threads (by function)
@@ -92,6 +93,7 @@ type jsonProfileStats struct {
 	Sampler     string           `json:"sampler,omitempty"`
 	Perf        int64            `json:"perf"`
 	PerfHeld    int64            `json:"perf_held"`
+	CaughtUp    int64            `json:"caught_up"`
 }
 
 type jsonStack struct {
@@ -167,7 +169,7 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 		PauseUS: jsonPause{Median: st.PauseMedUS, P99: st.PauseP99US, Max: st.PauseMaxUS},
 		NoStop:  st.NoStop, Stopped: st.Stopped, ProcOnly: st.ProcOnly, Exited: st.Exited,
 		OffCPU: st.OffCPU, Unique: st.UniqueStacks,
-		Sampler: st.Sampler, Perf: st.Perf, PerfHeld: st.PerfHeld,
+		Sampler: st.Sampler, Perf: st.Perf, PerfHeld: st.PerfHeld, CaughtUp: st.CaughtUp,
 	}
 	for k, v := range st.TruncatedWhy {
 		jp.Stats.TruncatedBy[k] = v

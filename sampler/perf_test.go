@@ -166,3 +166,39 @@ func TestSamplerPerfNewAndExitedThread(t *testing.T) {
 		t.Errorf("%d perf events open after the late thread exited, want one per live thread: %d", n, live)
 	}
 }
+
+// A tick that came late stands for the instants it missed when perf
+// events sample: a busy thread, running or runnable throughout, counts
+// once per instant (its samples the kernel took meanwhile, then its
+// latest); a blocked thread that has not run counts once per instant; one
+// that has run, once.
+func TestSamplerPerfLateTick(t *testing.T) {
+	needPerf(t)
+	tg := testutil.Start(t, buildTarget(t, "blocked"), "spin", "busy")
+	s, _ := newSampler(t, tg.PID, Config{Duration: time.Second, Source: SourcePerf, Idle: true})
+	s.start = time.Now()
+	covers := []int{1, 1, 4, 2}
+	total := 0
+	for _, c := range covers {
+		time.Sleep(20 * time.Millisecond) // (lets the kernel take samples between ticks)
+		if s.tick(c) != 1 {
+			t.Fatal("target lost")
+		}
+		total += c
+	}
+	counts := map[string]int64{}
+	for _, smp := range s.Profile().Samples {
+		counts[smp.Thread] += smp.Count
+	}
+	for _, name := range []string{"spinner", "busy-0", "busy-1", "busy-2", "busy-3"} {
+		if counts[name] != int64(total) {
+			t.Errorf("busy thread %s: %d samples, want one per instant: %d", name, counts[name], total)
+		}
+	}
+	t.Logf("samples per thread over %d instants: %v", total, counts)
+	for _, name := range []string{"reader", "condwait", "epoller"} {
+		if n := counts[name]; n < int64(len(covers)) || n > int64(total) {
+			t.Errorf("blocked thread %s: %d samples, want %d to %d", name, n, len(covers), total)
+		}
+	}
+}

@@ -157,16 +157,37 @@ type target struct {
 	comm     string
 	exe      string
 	tids     map[int]bool
-	perf     *perfsample.Set       // nil: running threads are stopped
-	latest   map[int]*latestSample // each thread's most recent perf sample
+	perf     *perfsample.Set     // nil: running threads are stopped
+	latest   map[int]*perfThread // each thread's most recent perf samples
 }
 
-// latestSample is a thread's most recent perf sample, in buffers reused
+// maxCatchUp is how many of a thread's perf samples are kept between
+// ticks; maxLate bounds how late a tick may be and still stand for the
+// instants it missed (when every target is sampled with perf events);
+// later than that, they are skipped, as with ptrace stops.
+const (
+	maxCatchUp = 8
+	maxLate    = 250 * time.Millisecond
+)
+
+// perfThread keeps a thread's most recent perf samples, in buffers reused
 // from sample to sample.
-type latestSample struct {
+type perfThread struct {
+	held  [maxCatchUp]heldSample // a ring: next is where the next one goes
+	next  int
+	count int  // samples kept
+	fresh int  // samples taken since the previous tick (at most maxCatchUp)
+	wasR  bool // the thread was running or runnable at the previous tick
+}
+
+type heldSample struct {
 	regs  [arch.UserRegsCount]uint64
 	stack []byte
-	fresh bool // taken since the previous tick
+}
+
+// recent returns the i-th most recent sample (0: the latest).
+func (pt *perfThread) recent(i int) *heldSample {
+	return &pt.held[(pt.next-1-i+2*maxCatchUp)%maxCatchUp]
 }
 
 // New returns a Sampler that unwinds and names frames with res.
@@ -234,7 +255,7 @@ func (s *Sampler) Add(p *ptrace.Process) error {
 		set, err := perfsample.Open(p.PID, s.userTIDs(p), s.perfCfg)
 		switch {
 		case err == nil:
-			t.perf, t.latest = set, map[int]*latestSample{}
+			t.perf, t.latest = set, map[int]*perfThread{}
 		case s.cfg.Source == SourcePerf:
 			return fmt.Errorf("process %d: sampling with perf events: %w", p.PID, err)
 		default:
@@ -292,6 +313,7 @@ func (s *Sampler) Run() End {
 		if !due.Before(stop) {
 			break
 		}
+		cover := 1
 		if d := time.Until(due); d > 0 {
 			timer.Reset(d)
 			select {
@@ -299,17 +321,30 @@ func (s *Sampler) Run() End {
 			case <-s.cfg.Capture.Cancel:
 			}
 		} else if -d > period {
-			// Late by more than a period: skip to the current slot rather
-			// than bunching samples (the schedule never drifts).
-			n = int64(time.Since(s.start) / period)
-			continue
+			cur := int64(time.Since(s.start) / period)
+			if !s.allPerf() || time.Duration(cur-n)*period > maxLate {
+				// Late by more than a period: skip to the current slot
+				// rather than bunching samples (the schedule never
+				// drifts).
+				n = cur
+				continue
+			}
+			// Every target is sampled with perf events: the kernel went
+			// on sampling while this tick was late, so it stands for the
+			// instants it missed too.
+			cover = int(cur-n) + 1
+			n = cur
+			if !s.start.Add(time.Duration(n) * period).Before(stop) {
+				break
+			}
 		}
 		if s.cancelled() {
 			s.end = EndInterrupted
 			break
 		}
-		s.stats.Ticks++
-		if s.tick() == 0 {
+		s.stats.Ticks += int64(cover)
+		s.stats.CaughtUp += int64(cover - 1)
+		if s.tick(cover) == 0 {
 			s.end = EndExited
 			break
 		}
@@ -333,20 +368,31 @@ func (s *Sampler) cancelled() bool {
 	}
 }
 
-// tick samples every live target once and returns how many are left.
-func (s *Sampler) tick() int {
+// allPerf reports whether every live target is sampled with perf events.
+func (s *Sampler) allPerf() bool {
+	for _, t := range s.targets {
+		if !t.gone && t.perf == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// tick samples every live target once, for cover sampling instants, and
+// returns how many are left.
+func (s *Sampler) tick(cover int) int {
 	live := 0
 	for _, t := range s.targets {
-		if !t.gone && s.sample(t) {
+		if !t.gone && s.sample(t, cover) {
 			live++
 		}
 	}
 	return live
 }
 
-// sample captures one target and aggregates its threads' stacks; false
-// when the target is gone.
-func (s *Sampler) sample(t *target) bool {
+// sample captures one target and aggregates its threads' stacks, for
+// cover instants; false when the target is gone.
+func (s *Sampler) sample(t *target, cover int) bool {
 	if !s.same(t) {
 		return false
 	}
@@ -397,10 +443,19 @@ func (s *Sampler) sample(t *target) bool {
 		if th.Kernel {
 			continue
 		}
-		if t.perf != nil && onCPU(th) && th.Method != ptrace.MethodNoStop {
-			s.fromPerf(t, p, th)
+		switch {
+		case t.perf != nil && onCPU(th) && th.Method != ptrace.MethodNoStop:
+			s.perfThread(t, p, th, cover)
+		case th.Reused:
+			// Blocked, and it has not run since the previous tick: it
+			// was so at every instant this tick stands for.
+			s.thread(t, th, int64(cover))
+		default:
+			s.thread(t, th, 1)
 		}
-		s.thread(t, th)
+		if pt := t.latest[th.TID]; pt != nil && !onCPU(th) {
+			pt.wasR = false
+		}
 	}
 	return true
 }
@@ -432,14 +487,17 @@ func (s *Sampler) readPerf(t *target, p *ptrace.Process) {
 		if !smp.HasRegs || !slicesContains(s.tids, smp.TID) {
 			return
 		}
-		l := t.latest[smp.TID]
-		if l == nil {
-			l = &latestSample{}
-			t.latest[smp.TID] = l
+		pt := t.latest[smp.TID]
+		if pt == nil {
+			pt = &perfThread{}
+			t.latest[smp.TID] = pt
 		}
-		l.regs = smp.Regs
-		l.stack = append(l.stack[:0], smp.Stack...)
-		l.fresh = true
+		h := &pt.held[pt.next]
+		h.regs = smp.Regs
+		h.stack = append(h.stack[:0], smp.Stack...)
+		pt.next = (pt.next + 1) % maxCatchUp
+		pt.count = min(pt.count+1, maxCatchUp)
+		pt.fresh = min(pt.fresh+1, maxCatchUp)
 	})
 }
 
@@ -452,28 +510,55 @@ func slicesContains(s []int, v int) bool {
 	return false
 }
 
-// fromPerf gives a running thread the registers and stack of its most
-// recent perf sample; false when it has none yet (a thread just started,
-// or one that has run only in the kernel).
-func (s *Sampler) fromPerf(t *target, p *ptrace.Process, th *ptrace.Thread) bool {
-	l := t.latest[th.TID]
-	if l == nil {
-		return false
+// perfThread adds a running thread's stacks from its perf samples, for
+// the cover instants this tick stands for (1 unless it came late): each
+// sample the kernel took since the previous tick counts once, at most
+// cover; the instants left are counted with its latest sample if it was
+// already running or runnable at the previous tick (it has not run since
+// that sample, or ran without being sampled: waiting for a CPU), or once
+// if it has no fresh sample at all. A thread without any perf sample yet
+// (just started, or running only in the kernel) is counted from /proc
+// only.
+func (s *Sampler) perfThread(t *target, p *ptrace.Process, th *ptrace.Thread, cover int) {
+	pt := t.latest[th.TID]
+	if pt == nil || pt.count == 0 {
+		s.thread(t, th, 1)
+		return
 	}
-	if !l.fresh {
-		s.stats.PerfHeld++ // waiting for a CPU since its last sample
+	fresh := min(pt.fresh, cover, pt.count)
+	pad := 0
+	switch {
+	case fresh == 0:
+		pad = 1
+		if pt.wasR {
+			pad = cover
+		}
+	case fresh < cover && pt.wasR:
+		pad = cover - fresh
 	}
-	l.fresh = false
-	sp := l.regs[arch.UserRSP]
+	pt.fresh, pt.wasR = 0, true
 	th.Method, th.Err, th.Outcome = methodPerf, "", ptrace.OutcomeCaptured
-	th.Regs, th.StackAddr, th.Stack = l.regs[:], sp, l.stack
+	for i := fresh - 1; i >= 0; i-- { // oldest first
+		s.fromPerf(t, p, th, pt.recent(i))
+		s.thread(t, th, 1)
+	}
+	if pad > 0 {
+		s.stats.PerfHeld += int64(pad)
+		s.fromPerf(t, p, th, pt.recent(0))
+		s.thread(t, th, int64(pad))
+	}
+}
+
+// fromPerf gives a thread the registers and stack of a perf sample.
+func (s *Sampler) fromPerf(t *target, p *ptrace.Process, th *ptrace.Thread, h *heldSample) {
+	sp := h.regs[arch.UserRSP]
+	th.Regs, th.StackAddr, th.Stack = h.regs[:], sp, h.stack
 	th.StackLo, th.StackHi = 0, 0
 	if m, ok := procmaps.Maps(p.Maps).Find(sp); ok {
 		th.StackLo, th.StackHi = m.Start, m.End
 	} else {
 		t.stale = true // a stack mapped since the maps were read
 	}
-	return true
 }
 
 func (s *Sampler) lose(t *target, why string) {
@@ -487,8 +572,8 @@ func (s *Sampler) lose(t *target, why string) {
 // onCPU reports whether a thread was running (or runnable) when captured.
 func onCPU(th *ptrace.Thread) bool { return th.State == "R" }
 
-// thread adds one thread's stack.
-func (s *Sampler) thread(t *target, th *ptrace.Thread) {
+// thread adds one thread's stack, w times.
+func (s *Sampler) thread(t *target, th *ptrace.Thread, w int64) {
 	t.tids[th.TID] = true
 	if !s.cfg.Idle && !onCPU(th) {
 		s.stats.OffCPU++
@@ -496,24 +581,24 @@ func (s *Sampler) thread(t *target, th *ptrace.Thread) {
 	}
 	switch th.Method {
 	case ptrace.MethodPtrace:
-		s.stats.Stopped++
+		s.stats.Stopped += w
 		s.hist.add(th.PauseNS)
 	case ptrace.MethodNoStop:
-		s.stats.NoStop++
+		s.stats.NoStop += w
 	case methodPerf:
-		s.stats.NoStop++
-		s.stats.Perf++
+		s.stats.NoStop += w
+		s.stats.Perf += w
 	default:
-		s.stats.ProcOnly++
+		s.stats.ProcOnly += w
 	}
 	fr, why, ok := t.space.Unwind(th, s.frames[:0])
 	s.frames = fr
 	if ok && !why.Complete() {
-		s.stats.Truncated++
-		s.stats.TruncatedWhy[why.String()]++
+		s.stats.Truncated += w
+		s.stats.TruncatedWhy[why.String()] += w
 	} else if !ok {
-		s.stats.Truncated++
-		s.stats.TruncatedWhy["no registers"]++
+		s.stats.Truncated += w
+		s.stats.TruncatedWhy["no registers"] += w
 	}
 	for _, f := range fr {
 		if t.space.Missing(f.PC) {
@@ -521,8 +606,8 @@ func (s *Sampler) thread(t *target, th *ptrace.Thread) {
 		}
 	}
 	s.agg.key = stackKey(s.agg.key[:0], t.pid, th, fr, s.cfg.Kernel)
-	s.stats.Samples++
-	s.agg.add(s.agg.key, func() output.Sample {
+	s.stats.Samples += w
+	s.agg.add(s.agg.key, w, func() output.Sample {
 		return output.Sample{PID: t.pid, TID: th.TID, Thread: th.Name,
 			Frames: s.res.Frames(t.space, th, fr, ok, nil)}
 	})
@@ -573,13 +658,13 @@ type aggregator struct {
 	key     []byte
 }
 
-func (a *aggregator) add(key []byte, make func() output.Sample) {
+func (a *aggregator) add(key []byte, w int64, make func() output.Sample) {
 	if i, ok := a.idx[string(key)]; ok {
-		a.samples[i].Count++
+		a.samples[i].Count += w
 		return
 	}
 	s := make()
-	s.Count = 1
+	s.Count = w
 	a.idx[string(key)] = len(a.samples)
 	a.samples = append(a.samples, s)
 }

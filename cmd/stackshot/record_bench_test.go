@@ -3,14 +3,18 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"stackshot/internal/testutil"
+	"stackshot/perfsample"
 )
 
 // runSpin runs the 8-thread spinning target for secs seconds while
@@ -41,21 +45,34 @@ func runSpin(b *testing.B, bin string, secs float64, profiler func(pid int) *exe
 
 // BenchmarkRecordOverhead measures what `record -F 99` costs its target:
 // an 8-thread spinning target's throughput with and without it, and the
-// largest stall any of its threads saw; the same with `perf record -F 99 -g`
-// where perf works. Runs are interleaved to share the machine's noise.
+// largest stall any of its threads saw; with perf events (the default
+// where allowed), with ptrace stops, and beside `perf record -F 99
+// --call-graph dwarf` (what stackshot's perf sampling does: registers and
+// 8 KiB of stack per sample) and `-g` (frame pointers) where perf works.
+// Runs are interleaved to share the machine's noise.
 func BenchmarkRecordOverhead(b *testing.B) {
 	bin := buildHot(b)
 	const secs = 4.0
 	dir := b.TempDir()
+	stackshot := func(sampler string) func(pid int) *exec.Cmd {
+		return func(pid int) *exec.Cmd {
+			return exec.Command(stackshotBin, "record", "-q", "-F", "99", "-d", fmt.Sprintf("%gs", secs), "--sampler", sampler,
+				"-o", filepath.Join(dir, "s.folded"), fmt.Sprint(pid))
+		}
+	}
 	profilers := map[string]func(pid int) *exec.Cmd{
-		"stackshot": func(pid int) *exec.Cmd {
-			return exec.Command(stackshotBin, "record", "-q", "-F", "99", "-d", fmt.Sprintf("%gs", secs), "-o", filepath.Join(dir, "s.folded"), fmt.Sprint(pid))
-		},
+		"stackshot-ptrace": stackshot("ptrace"),
+	}
+	if perfsample.Probe(perfsample.Config{Freq: 99}) == nil {
+		profilers["stackshot-perf"] = stackshot("perf")
 	}
 	if perf, err := exec.LookPath("perf"); err == nil {
 		if exec.Command(perf, "record", "-q", "-F", "99", "-g", "-o", filepath.Join(dir, "probe.data"), "--", "true").Run() == nil {
-			profilers["perf"] = func(pid int) *exec.Cmd {
-				return exec.Command(perf, "record", "-q", "-F", "99", "-g", "-o", filepath.Join(dir, "perf.data"), "-p", fmt.Sprint(pid), "--", "sleep", fmt.Sprint(secs))
+			for name, cg := range map[string]string{"perf-fp": "fp", "perf-dwarf": "dwarf"} {
+				profilers[name] = func(pid int) *exec.Cmd {
+					return exec.Command(perf, "record", "-q", "-F", "99", "--call-graph", cg, "-o", filepath.Join(dir, name+".data"),
+						"-p", fmt.Sprint(pid), "--", "sleep", fmt.Sprint(secs))
+				}
 			}
 		}
 	}
@@ -84,5 +101,71 @@ func BenchmarkRecordOverhead(b *testing.B) {
 	for name := range profilers {
 		b.ReportMetric(median(res[name]), name+"-loss-%")
 		b.ReportMetric(median(stalls[name]), name+"-maxstall-us")
+	}
+}
+
+// BenchmarkRecordRate measures how many of the samples asked for `record
+// -F 99` delivers for each thread of a process with more busy threads than
+// cores (8 spinning threads; the machine has 2 cores): with perf events
+// and with ptrace stops, interleaved. A thread's rate is its samples over
+// F x the recording's duration; the metrics are the worst thread's, in
+// percent, and the ticks achieved per second.
+func BenchmarkRecordRate(b *testing.B) {
+	bin := buildHot(b)
+	const secs = 4.0
+	dir := b.TempDir()
+	samplers := []string{"ptrace"}
+	if perfsample.Probe(perfsample.Config{Freq: 99}) == nil {
+		samplers = append(samplers, "perf")
+	}
+	worst := map[string][]float64{}
+	hz := map[string][]float64{}
+	for i := 0; i < b.N*2; i++ {
+		for _, smp := range samplers {
+			out := filepath.Join(dir, smp+".json")
+			runSpin(b, bin, secs+1, func(pid int) *exec.Cmd {
+				return exec.Command(stackshotBin, "record", "-q", "-F", "99", "-d", fmt.Sprintf("%gs", secs), "--sampler", smp,
+					"-o", out, fmt.Sprint(pid))
+			})
+			data, err := os.ReadFile(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var prof struct {
+				DurationNS int64 `json:"duration_ns"`
+				Stats      struct {
+					AchievedHz float64 `json:"achieved_hz"`
+				} `json:"stats"`
+				Stacks []struct {
+					Thread string `json:"thread"`
+					Count  int64  `json:"count"`
+				} `json:"stacks"`
+			}
+			if err := json.Unmarshal(data, &prof); err != nil {
+				b.Fatal(err)
+			}
+			per := map[string]int64{}
+			for _, st := range prof.Stacks {
+				if strings.HasPrefix(st.Thread, "spin-") {
+					per[st.Thread] += st.Count
+				}
+			}
+			asked := 99 * float64(prof.DurationNS) / 1e9
+			w := 100.0
+			for k := range 8 {
+				w = min(w, 100*float64(per[fmt.Sprintf("spin-%d", k)])/asked)
+			}
+			worst[smp] = append(worst[smp], w)
+			hz[smp] = append(hz[smp], prof.Stats.AchievedHz)
+			b.Logf("%s: %.1f Hz of 99; per thread %v of %.0f asked (worst %.1f%%)", smp, prof.Stats.AchievedHz, per, asked, w)
+		}
+	}
+	median := func(v []float64) float64 {
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	for _, smp := range samplers {
+		b.ReportMetric(median(worst[smp]), smp+"-worst-thread-%")
+		b.ReportMetric(median(hz[smp]), smp+"-Hz")
 	}
 }
