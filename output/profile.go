@@ -57,7 +57,8 @@ type Stats struct {
 	OffCPU       int64 // thread captures left out: not running, and OffCPU was not asked for
 	UniqueStacks int   // distinct stacks across threads (Samples are per thread name)
 	// Sampler is how running threads were sampled: "perf" (perf events,
-	// no stop) or "ptrace" (stopped); SamplerWhy says why not perf.
+	// no stop) or "ptrace" (stopped); SamplerWhy says why not perf, or
+	// what perf could not do.
 	Sampler, SamplerWhy string
 	Perf                int64 // of NoStop, the samples of running threads taken from perf events
 	PerfHeld            int64 // of those, a runnable thread's previous sample: it waited for a CPU

@@ -33,7 +33,7 @@ func (e *RefusedError) Error() string {
 	switch {
 	case errors.Is(e.Err, unix.EACCES), errors.Is(e.Err, unix.EPERM):
 		p, _ := os.ReadFile("/proc/sys/kernel/perf_event_paranoid")
-		return fmt.Sprintf("perf_event_open: %v; kernel.perf_event_paranoid is %s, or CAP_PERFMON or a seccomp filter is missing",
+		return fmt.Sprintf("perf_event_open: %v (kernel.perf_event_paranoid is %s, no CAP_PERFMON, or a seccomp filter)",
 			e.Err, trimNL(p))
 	case errors.Is(e.Err, unix.ENOSYS), errors.Is(e.Err, unix.ENOENT), errors.Is(e.Err, unix.EOPNOTSUPP):
 		return fmt.Sprintf("perf_event_open: %v; this kernel has no perf events", e.Err)

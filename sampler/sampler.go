@@ -640,6 +640,9 @@ func (s *Sampler) Profile() *output.Profile {
 		}
 		if t.perf != nil {
 			st.PerfLost += int64(t.perf.Lost)
+			if t.perf.UserOnly() {
+				st.SamplerWhy = "kernel profiling refused: a thread is sampled only while it runs user code"
+			}
 		}
 	}
 	p := &output.Profile{Start: s.start, Duration: s.elapsed, FreqHz: s.cfg.Freq, OffCPU: s.cfg.Idle,

@@ -18,9 +18,9 @@ import (
 )
 
 // runSpin runs the 8-thread spinning target for secs seconds while
-// profiler (nil: none) samples it, and returns its iterations and its
-// largest stall between progress checks.
-func runSpin(b *testing.B, bin string, secs float64, profiler func(pid int) *exec.Cmd) (iters, stallUS int64) {
+// profiler (nil: none) samples it, and returns its iterations, its
+// largest stall between progress checks and the CPU time it had.
+func runSpin(b *testing.B, bin string, secs float64, profiler func(pid int) *exec.Cmd) (iters, stallUS, cpuUS int64) {
 	b.Helper()
 	tg := testutil.Start(b, bin, "spin", "8", fmt.Sprint(secs))
 	var prof *exec.Cmd
@@ -37,10 +37,10 @@ func runSpin(b *testing.B, bin string, secs float64, profiler func(pid int) *exe
 	if prof != nil {
 		prof.Wait()
 	}
-	if _, err := fmt.Sscanf(line, "iters %d maxstall_us %d", &iters, &stallUS); err != nil {
+	if _, err := fmt.Sscanf(line, "iters %d maxstall_us %d cpu_us %d", &iters, &stallUS, &cpuUS); err != nil || cpuUS <= 0 {
 		b.Fatalf("target said %q: %v", line, err)
 	}
-	return iters, stallUS
+	return iters, stallUS, cpuUS
 }
 
 // BenchmarkRecordOverhead measures what `record -F 99` costs its target:
@@ -49,7 +49,12 @@ func runSpin(b *testing.B, bin string, secs float64, profiler func(pid int) *exe
 // where allowed), with ptrace stops, and beside `perf record -F 99
 // --call-graph dwarf` (what stackshot's perf sampling does: registers and
 // 8 KiB of stack per sample) and `-g` (frame pointers) where perf works.
-// Runs are interleaved to share the machine's noise.
+// Runs are interleaved to share the machine's noise. Two losses: of
+// iterations (what the target did in the time), and of iterations per
+// second of the target's own CPU time, which a loaded machine's neighbours
+// disturb less (it leaves out the CPU a neighbour took, and with it the
+// time a ptrace stop held a thread off the CPU; it keeps what the profiler
+// costs inside the target: perf's copy of each sample, caches).
 func BenchmarkRecordOverhead(b *testing.B) {
 	bin := buildHot(b)
 	const secs = 4.0
@@ -78,19 +83,22 @@ func BenchmarkRecordOverhead(b *testing.B) {
 	}
 	// Interleaved rounds; medians, so one noisy neighbour moment does not
 	// decide the result.
-	const rounds = 3
+	const rounds = 5
 	res := map[string][]float64{}
+	cpuRes := map[string][]float64{}
 	stalls := map[string][]float64{}
 	for i := 0; i < b.N*rounds; i++ {
-		base, baseStall := runSpin(b, bin, secs, nil)
+		base, baseStall, baseCPU := runSpin(b, bin, secs, nil)
 		stalls["base"] = append(stalls["base"], float64(baseStall))
 		for name, pf := range profilers {
-			it, stall := runSpin(b, bin, secs, pf)
+			it, stall, cpu := runSpin(b, bin, secs, pf)
 			loss := 100 * (1 - float64(it)/float64(base))
+			cpuLoss := 100 * (1 - (float64(it)/float64(cpu))/(float64(base)/float64(baseCPU)))
 			res[name] = append(res[name], loss)
+			cpuRes[name] = append(cpuRes[name], cpuLoss)
 			stalls[name] = append(stalls[name], float64(stall))
-			b.Logf("%s: %d iterations vs %d alone (%.2f%% loss), max stall %dus vs %dus alone",
-				name, it, base, loss, stall, baseStall)
+			b.Logf("%s: %d iterations vs %d alone (%.2f%% loss; per CPU second %.2f%%), max stall %dus vs %dus alone",
+				name, it, base, loss, cpuLoss, stall, baseStall)
 		}
 	}
 	median := func(v []float64) float64 {
@@ -100,6 +108,7 @@ func BenchmarkRecordOverhead(b *testing.B) {
 	b.ReportMetric(median(stalls["base"]), "base-maxstall-us")
 	for name := range profilers {
 		b.ReportMetric(median(res[name]), name+"-loss-%")
+		b.ReportMetric(median(cpuRes[name]), name+"-cpuloss-%")
 		b.ReportMetric(median(stalls[name]), name+"-maxstall-us")
 	}
 }
@@ -123,7 +132,7 @@ func BenchmarkRecordRate(b *testing.B) {
 	for i := 0; i < b.N*2; i++ {
 		for _, smp := range samplers {
 			out := filepath.Join(dir, smp+".json")
-			runSpin(b, bin, secs+1, func(pid int) *exec.Cmd {
+			runSpin(b, bin, secs+3, func(pid int) *exec.Cmd { // (outlives the recording)
 				return exec.Command(stackshotBin, "record", "-q", "-F", "99", "-d", fmt.Sprintf("%gs", secs), "--sampler", smp,
 					"-o", out, fmt.Sprint(pid))
 			})

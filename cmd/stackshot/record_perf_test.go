@@ -3,9 +3,12 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -101,4 +104,65 @@ func TestRecordSamplerUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want 2 and a --sampler usage error", args, code, errOut)
 		}
 	}
+}
+
+// Run as another user, under the machine's kernel.perf_event_paranoid:
+// at 2, perf events sample user code only, and the summary says so; at 3
+// and above (Debian's default), they are refused and record falls back to
+// ptrace stops, saying why; below 2, nothing is refused. The chains are
+// the same in every case.
+func TestRecordPerfAsAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: the target and stackshot run as another user")
+	}
+	setpriv := testutil.Need(t, "setpriv")
+	b, err := os.ReadFile("/proc/sys/kernel/perf_event_paranoid")
+	if err != nil {
+		testutil.Skip(t, "no perf events here: "+err.Error())
+	}
+	paranoid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	// stackshot where the other user may run it.
+	dir, err := os.MkdirTemp("", "stackshot-perfuser")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "stackshot")
+	data, err := os.ReadFile(stackshotBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil || os.Chmod(dir, 0o755) != nil {
+		t.Fatal(err)
+	}
+	as := []string{"--reuid", fmt.Sprint(serviceUID), "--regid", fmt.Sprint(serviceUID), "--clear-groups", "--"}
+	tg := testutil.Start(t, setpriv, append(as, buildBlocked(t, blockedVariants[1].flags), "busy")...)
+	// (the target's pid is setpriv's: it execs)
+	cmd := exec.Command(setpriv, append(as, bin, "record", "-F", "99", "-d", "1s", "--per-thread", "-o", "-", "--format", "folded", fmt.Sprint(tg.PID))...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("record as uid %d: %v\n%s", serviceUID, err, se.String())
+	}
+	path := filepath.Join(t.TempDir(), "p.folded")
+	if err := os.WriteFile(path, so.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ch := perThreadChains(t, path)
+	for k := range 4 {
+		name, chain := fmt.Sprintf("busy-%d", k), fmt.Sprintf("__clone3;start_thread;start;busy%d_a;busy%d_b", k, k)
+		if len(ch[name]) != 1 || ch[name][chain] == 0 {
+			t.Errorf("thread %s has stacks %v, want only %q", name, ch[name], chain)
+		}
+	}
+	summary := se.String()
+	want := map[bool]string{
+		paranoid <= 1: "stackshot: sampled with perf events: ",
+		paranoid == 2: "stackshot: perf events: kernel profiling refused: a thread is sampled only while it runs user code",
+		paranoid >= 3: "stackshot: sampled with ptrace stops (perf events refused: perf_event_open: permission denied (kernel.perf_event_paranoid is " + strconv.Itoa(paranoid),
+	}[true]
+	if !strings.Contains(summary, want) {
+		t.Errorf("perf_event_paranoid %d: summary lacks %q:\n%s", paranoid, want, summary)
+	}
+	t.Logf("perf_event_paranoid %d:\n%s", paranoid, summary)
 }
