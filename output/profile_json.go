@@ -33,8 +33,10 @@ import (
 //	    "pause_us": {"median": 12.5, "p99": 40.1, "max": 88},  // per-thread ptrace pause
 //	    "no_stop": 3000, "stopped": 950, "proc_only": 10,      // how thread samples were taken
 //	    "sampler": "perf",                    // running threads: "perf" (perf events, no stop) or "ptrace" (stopped)
+//	    "sampler_why": "...",                 // why not perf, or what perf could not do (omitted when nothing)
 //	    "perf": 2990, "perf_held": 40,        // samples from perf events (within no_stop); of those, a runnable
 //	                                          // thread's latest sample, taken before it waited for a CPU
+//	    "perf_lost": 0,                       // perf samples the kernel dropped (a ring buffer was full)
 //	    "caught_up": 12,                      // of ticks, instants a late tick stood for (perf only)
 //	    "exited": false,                      // every target exited before the end
 //	    "off_cpu": 2970,                      // clock "cpu": thread captures left out, not running
@@ -91,8 +93,10 @@ type jsonProfileStats struct {
 	OffCPU      int64            `json:"off_cpu"`
 	Unique      int              `json:"unique_stacks"`
 	Sampler     string           `json:"sampler,omitempty"`
+	SamplerWhy  string           `json:"sampler_why,omitempty"`
 	Perf        int64            `json:"perf"`
 	PerfHeld    int64            `json:"perf_held"`
+	PerfLost    int64            `json:"perf_lost"`
 	CaughtUp    int64            `json:"caught_up"`
 }
 
@@ -169,7 +173,8 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 		PauseUS: jsonPause{Median: st.PauseMedUS, P99: st.PauseP99US, Max: st.PauseMaxUS},
 		NoStop:  st.NoStop, Stopped: st.Stopped, ProcOnly: st.ProcOnly, Exited: st.Exited,
 		OffCPU: st.OffCPU, Unique: st.UniqueStacks,
-		Sampler: st.Sampler, Perf: st.Perf, PerfHeld: st.PerfHeld, CaughtUp: st.CaughtUp,
+		Sampler: st.Sampler, SamplerWhy: st.SamplerWhy, Perf: st.Perf, PerfHeld: st.PerfHeld, PerfLost: st.PerfLost,
+		CaughtUp: st.CaughtUp,
 	}
 	for k, v := range st.TruncatedWhy {
 		jp.Stats.TruncatedBy[k] = v
