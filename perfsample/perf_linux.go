@@ -83,7 +83,15 @@ type Set struct {
 
 	Lost uint64 // samples the kernel dropped: a ring was full
 	Bad  uint64 // records that did not parse (dropped)
+	// Err is why the last thread that could not get an event did not
+	// (the per-user bound on locked memory for rings, out of files).
+	Err    error
+	failed map[int]bool // threads that could not get an event: not tried again
 }
+
+// Unopened is how many live threads could not get an event: they are not
+// sampled.
+func (s *Set) Unopened() int { return len(s.failed) }
 
 // UserOnly reports whether kernel profiling was refused, so samples are
 // taken only while a thread runs user code: a thread in a system call is
@@ -146,14 +154,16 @@ func Open(pid int, tids []int, cfg Config) (*Set, error) {
 	for pages*os.Getpagesize() < need {
 		pages *= 2
 	}
-	s := &Set{pid: pid, attr: attr, pages: pages, rings: map[int]*ring{}, seen: map[int]bool{},
+	s := &Set{pid: pid, attr: attr, pages: pages, rings: map[int]*ring{}, seen: map[int]bool{}, failed: map[int]bool{},
 		scratch: make([]byte, 1<<16)}
 	var first error
 	for _, tid := range tids {
 		err := s.open(tid)
 		switch {
-		case err == nil, len(s.rings) > 0 || errors.Is(err, unix.ESRCH):
+		case err == nil || errors.Is(err, unix.ESRCH):
 			// (a thread that exited meanwhile is not sampled)
+		case len(s.rings) > 0:
+			s.failed[tid], s.Err = true, err
 		case refused(err):
 			s.Close()
 			return nil, &RefusedError{Err: err}
@@ -216,14 +226,21 @@ func (s *Set) Sync(tids []int) {
 	clear(s.seen)
 	for _, tid := range tids {
 		s.seen[tid] = true
-		if s.rings[tid] == nil {
-			s.open(tid) // a thread that cannot be opened (exited) is not sampled
+		if s.rings[tid] == nil && !s.failed[tid] {
+			if err := s.open(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+				s.failed[tid], s.Err = true, err
+			}
 		}
 	}
 	for tid, r := range s.rings {
 		if !s.seen[tid] {
 			r.close()
 			delete(s.rings, tid)
+		}
+	}
+	for tid := range s.failed {
+		if !s.seen[tid] {
+			delete(s.failed, tid)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"stackshot/internal/arch"
@@ -640,8 +641,16 @@ func (s *Sampler) Profile() *output.Profile {
 		}
 		if t.perf != nil {
 			st.PerfLost += int64(t.perf.Lost)
+			var notes []string
 			if t.perf.UserOnly() {
-				st.SamplerWhy = "kernel profiling refused: a thread is sampled only while it runs user code"
+				notes = append(notes, "kernel profiling refused: a thread is sampled only while it runs user code")
+			}
+			if n := t.perf.Unopened(); n > 0 {
+				notes = append(notes, fmt.Sprintf("%d threads of process %d got no event (%v): they show from /proc only while running",
+					n, t.pid, t.perf.Err))
+			}
+			if len(notes) > 0 {
+				st.SamplerWhy = strings.Join(notes, "; ")
 			}
 		}
 	}
