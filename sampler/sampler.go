@@ -139,7 +139,9 @@ type Sampler struct {
 	usePerf bool
 	perfWhy string
 	perfCfg perfsample.Config
-	tids    []int
+	tids    []int        // a target's user threads, this tick
+	live    map[int]bool // the same, as a set
+	lost    int64        // perf samples dropped, of targets since closed
 }
 
 // methodPerf marks a thread whose registers and stack are a perf sample's.
@@ -205,7 +207,7 @@ func New(res *resolve.Resolver, cfg Config) (*Sampler, error) {
 	if cfg.Identity == nil {
 		cfg.Identity = StartTime
 	}
-	s := &Sampler{cfg: cfg, res: res, cache: procmaps.NewTaskCache(),
+	s := &Sampler{cfg: cfg, res: res, cache: procmaps.NewTaskCache(), live: map[int]bool{},
 		agg: aggregator{idx: map[string]int{}}, stats: output.Stats{TruncatedWhy: map[string]int64{}}}
 	s.perfCfg = perfsample.Config{Freq: cfg.Freq, StackBytes: min(cfg.Capture.StackBytes, perfsample.MaxStackBytes)}
 	stops := cfg.Capture.Mode == ptrace.ModeStop || cfg.Capture.Consistent
@@ -285,12 +287,13 @@ func (s *Sampler) userTIDs(p *ptrace.Process) []int {
 func (s *Sampler) Close() {
 	s.cache.Close()
 	for _, t := range s.targets {
-		t.closePerf()
+		s.closePerf(t)
 	}
 }
 
-func (t *target) closePerf() {
+func (s *Sampler) closePerf(t *target) {
 	if t.perf != nil {
+		s.lost += int64(t.perf.Lost)
 		t.perf.Close()
 		t.perf = nil
 	}
@@ -479,13 +482,17 @@ func (s *Sampler) same(t *target) bool {
 // ones closed) and keeps each thread's most recent sample.
 func (s *Sampler) readPerf(t *target, p *ptrace.Process) {
 	t.perf.Sync(s.userTIDs(p))
+	clear(s.live)
+	for _, tid := range s.tids {
+		s.live[tid] = true
+	}
 	for tid := range t.latest {
-		if !slicesContains(s.tids, tid) {
+		if !s.live[tid] {
 			delete(t.latest, tid)
 		}
 	}
 	t.perf.Read(func(smp *perfsample.Sample) {
-		if !smp.HasRegs || !slicesContains(s.tids, smp.TID) {
+		if !smp.HasRegs || !s.live[smp.TID] {
 			return
 		}
 		pt := t.latest[smp.TID]
@@ -500,15 +507,6 @@ func (s *Sampler) readPerf(t *target, p *ptrace.Process) {
 		pt.count = min(pt.count+1, maxCatchUp)
 		pt.fresh = min(pt.fresh+1, maxCatchUp)
 	})
-}
-
-func slicesContains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // perfThread adds a running thread's stacks from its perf samples, for
@@ -564,7 +562,7 @@ func (s *Sampler) fromPerf(t *target, p *ptrace.Process, th *ptrace.Thread, h *h
 
 func (s *Sampler) lose(t *target, why string) {
 	t.gone = true
-	t.closePerf()
+	s.closePerf(t)
 	if s.cfg.Warn != nil {
 		s.cfg.Warn(fmt.Sprintf("process %d %s after %s", t.pid, why, time.Since(s.start).Round(time.Millisecond)))
 	}
@@ -635,6 +633,7 @@ func (s *Sampler) Profile() *output.Profile {
 	st.Exited = s.end == EndExited
 	st.UniqueStacks = uniqueStacks(s.agg.samples)
 	st.Sampler, st.SamplerWhy = "ptrace", s.perfWhy
+	st.PerfLost = s.lost
 	for _, t := range s.targets {
 		if t.latest != nil { // perf events were opened on it
 			st.Sampler = "perf"
