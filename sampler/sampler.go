@@ -458,7 +458,8 @@ func (s *Sampler) sample(t *target, cover int) bool {
 			s.thread(t, th, 1)
 		}
 		if pt := t.latest[th.TID]; pt != nil && !onCPU(th) {
-			pt.wasR = false
+			// Not running now: what it was sampled doing is over.
+			pt.wasR, pt.fresh = false, 0
 		}
 	}
 	return true
