@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"stackshot/internal/arch"
 	"stackshot/internal/testutil"
 	"stackshot/procmaps"
@@ -116,5 +118,60 @@ func TestOpenGone(t *testing.T) {
 	}
 	if _, refused := err.(*RefusedError); refused {
 		t.Errorf("a missing thread reads as refused: %v", err)
+	}
+}
+
+// fakeRing is a ring in ordinary memory, laid out as the kernel's: a
+// record can wrap around the end.
+func fakeRing(size int) *ring {
+	return &ring{page: &unix.PerfEventMmapPage{}, data: make([]byte, size)}
+}
+
+// put writes rec at the ring's head, wrapping, and advances the head.
+func (r *ring) put(rec []byte) {
+	size := uint64(len(r.data))
+	for i, b := range rec {
+		r.data[(r.page.Data_head+uint64(i))%size] = b
+	}
+	r.page.Data_head += uint64(len(rec))
+}
+
+// Draining reads every record in order, a record that wraps around the
+// ring's end included, frees the room, and allocates nothing per sample.
+func TestDrainWrapsAndDoesNotAllocate(t *testing.T) {
+	s := &Set{scratch: make([]byte, 1<<16)}
+	r := fakeRing(1024)
+	rec := encode(7, 8, perfOrder(), regsABI64, []byte("0123456789abcdef"), 320, 16) // 528 bytes
+	var got []int
+	fn := func(smp *Sample) {
+		got = append(got, smp.TID)
+		if string(smp.Stack) != "0123456789abcdef" || smp.Regs[arch.UserRIP] != 1008 {
+			t.Errorf("sample %d: stack %q, ip %d", len(got), smp.Stack, smp.Regs[arch.UserRIP])
+		}
+	}
+	for round := 0; round < 5; round++ { // the second record of a round wraps every other round
+		r.put(rec)
+		s.drain(r, fn)
+	}
+	if len(got) != 5 || r.page.Data_tail != r.page.Data_head || s.Bad != 0 {
+		t.Fatalf("%d samples, tail %d head %d, %d bad", len(got), r.page.Data_tail, r.page.Data_head, s.Bad)
+	}
+	// A lost record counts, a size past the head is dropped whole.
+	lost := make([]byte, 24)
+	binary.LittleEndian.PutUint32(lost, recordLost)
+	binary.LittleEndian.PutUint16(lost[6:], 24)
+	binary.LittleEndian.PutUint64(lost[16:], 3)
+	r.put(lost)
+	s.drain(r, fn)
+	bad := append([]byte(nil), rec[:64]...) // says 528 bytes, has 64
+	r.put(bad)
+	s.drain(r, fn)
+	if s.Lost != 3 || s.Bad != 1 || len(got) != 5 || r.page.Data_tail != r.page.Data_head {
+		t.Errorf("lost %d bad %d samples %d tail %d head %d", s.Lost, s.Bad, len(got), r.page.Data_tail, r.page.Data_head)
+	}
+	got = got[:0:cap(got)]
+	nop := func(*Sample) {}
+	if n := testing.AllocsPerRun(100, func() { r.put(rec); s.drain(r, nop) }); n != 0 {
+		t.Errorf("%v allocations per sample drained", n)
 	}
 }
