@@ -64,6 +64,7 @@ type Stats struct {
 	PerfHeld            int64 // of those, a runnable thread's previous sample: it waited for a CPU
 	PerfLost            int64 // perf samples the kernel dropped (a ring was full)
 	CaughtUp            int64 // of Ticks, instants a late tick stood for (perf events kept sampling meanwhile)
+	PerfNone            int64 // running threads left out: no perf sample yet (just started, or no event)
 }
 
 // ProfileFormats lists what record can write, and the -o extensions that

@@ -38,6 +38,7 @@ import (
 //	                                          // thread's latest sample, taken before it waited for a CPU
 //	    "perf_lost": 0,                       // perf samples the kernel dropped (a ring buffer was full)
 //	    "caught_up": 12,                      // of ticks, instants a late tick stood for (perf only)
+//	    "perf_none": 1,                       // running threads left out: no perf sample of them yet
 //	    "exited": false,                      // every target exited before the end
 //	    "off_cpu": 2970,                      // clock "cpu": thread captures left out, not running
 //	    "unique_stacks": 57                   // distinct stacks across threads (by function)
@@ -98,6 +99,7 @@ type jsonProfileStats struct {
 	PerfHeld    int64            `json:"perf_held"`
 	PerfLost    int64            `json:"perf_lost"`
 	CaughtUp    int64            `json:"caught_up"`
+	PerfNone    int64            `json:"perf_none"`
 }
 
 type jsonStack struct {
@@ -174,7 +176,7 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 		NoStop:  st.NoStop, Stopped: st.Stopped, ProcOnly: st.ProcOnly, Exited: st.Exited,
 		OffCPU: st.OffCPU, Unique: st.UniqueStacks,
 		Sampler: st.Sampler, SamplerWhy: st.SamplerWhy, Perf: st.Perf, PerfHeld: st.PerfHeld, PerfLost: st.PerfLost,
-		CaughtUp: st.CaughtUp,
+		CaughtUp: st.CaughtUp, PerfNone: st.PerfNone,
 	}
 	for k, v := range st.TruncatedWhy {
 		jp.Stats.TruncatedBy[k] = v

@@ -50,6 +50,7 @@ type readProfile struct {
 		PerfHeld   int64  `json:"perf_held"`
 		PerfLost   int64  `json:"perf_lost"`
 		CaughtUp   int64  `json:"caught_up"`
+		PerfNone   int64  `json:"perf_none"`
 	} `json:"stats"`
 	Stacks []struct {
 		PID    int               `json:"pid"`
@@ -89,7 +90,7 @@ func backToProfile(t *testing.T, r *readProfile) *Profile {
 		PauseP99US: st.PauseUS.P99, PauseMaxUS: st.PauseUS.Max, NoStop: st.NoStop, Stopped: st.Stopped,
 		ProcOnly: st.ProcOnly, Exited: st.Exited, OffCPU: st.OffCPU, UniqueStacks: st.Unique,
 		Sampler: st.Sampler, SamplerWhy: st.SamplerWhy, Perf: st.Perf, PerfHeld: st.PerfHeld, PerfLost: st.PerfLost,
-		CaughtUp: st.CaughtUp}
+		CaughtUp: st.CaughtUp, PerfNone: st.PerfNone}
 	for _, s := range r.Stacks {
 		smp := Sample{PID: s.PID, TID: s.TID, Thread: s.Thread, Count: s.Count}
 		for _, raw := range s.Frames {
@@ -138,7 +139,7 @@ func TestProfileJSONRoundTrip(t *testing.T) {
 	p.Stats.Exited = true
 	p.Stats.OffCPU, p.Stats.UniqueStacks = 17, 3
 	p.Stats.Sampler, p.Stats.SamplerWhy = "perf", "kernel profiling refused: a thread is sampled only while it runs user code"
-	p.Stats.Perf, p.Stats.PerfHeld, p.Stats.PerfLost, p.Stats.CaughtUp = 40, 12, 2, 5
+	p.Stats.Perf, p.Stats.PerfHeld, p.Stats.PerfLost, p.Stats.CaughtUp, p.Stats.PerfNone = 40, 12, 2, 5, 1
 	p.OffCPU = true // "clock": "wall"
 	// A signal frame and a build-id mismatch, as dump would show them.
 	p.Samples[7].Frames = append([]report.Frame{

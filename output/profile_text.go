@@ -211,6 +211,9 @@ func WriteSummary(w io.Writer, p *Profile, end, where string) {
 	case st.Sampler == "perf":
 		fmt.Fprintf(w, "stackshot: sampled with perf events: %d samples of running threads (%d of them a runnable thread's latest, as it waited for a CPU), %d dropped by the kernel; %d of the ticks were late and stood for the instants they missed\n",
 			st.Perf, st.PerfHeld, st.PerfLost, st.CaughtUp)
+		if st.PerfNone > 0 {
+			fmt.Fprintf(w, "stackshot: %d captures of running threads left out: no perf sample of them (just started, or no event)\n", st.PerfNone)
+		}
 		if st.SamplerWhy != "" {
 			fmt.Fprintf(w, "stackshot: perf events: %s\n", st.SamplerWhy)
 		}

@@ -517,12 +517,13 @@ func (s *Sampler) readPerf(t *target, p *ptrace.Process) {
 // already running or runnable at the previous tick (it has not run since
 // that sample, or ran without being sampled: waiting for a CPU), or once
 // if it has no fresh sample at all. A thread without any perf sample yet
-// (just started, or running only in the kernel) is counted from /proc
-// only.
+// (just started, or running only in the kernel) is left out and counted:
+// there is no stack to show for it.
 func (s *Sampler) perfThread(t *target, p *ptrace.Process, th *ptrace.Thread, cover int) {
 	pt := t.latest[th.TID]
 	if pt == nil || pt.count == 0 {
-		s.thread(t, th, 1)
+		t.tids[th.TID] = true
+		s.stats.PerfNone++
 		return
 	}
 	fresh := min(pt.fresh, cover, pt.count)
@@ -646,7 +647,7 @@ func (s *Sampler) Profile() *output.Profile {
 				notes = append(notes, "kernel profiling refused: a thread is sampled only while it runs user code")
 			}
 			if n := t.perf.Unopened(); n > 0 {
-				notes = append(notes, fmt.Sprintf("%d threads of process %d got no event (%v): they show from /proc only while running",
+				notes = append(notes, fmt.Sprintf("%d threads of process %d got no event (%v): they are left out while running",
 					n, t.pid, t.perf.Err))
 			}
 			if len(notes) > 0 {
