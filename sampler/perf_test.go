@@ -67,7 +67,9 @@ func mapKeys[V any](m map[string]V) []string {
 func TestSamplerPerfNoStop(t *testing.T) {
 	needPerf(t)
 	tg := testutil.Start(t, buildTarget(t, "blocked"), "spin", "busy")
-	s, warnings := newSampler(t, tg.PID, Config{Duration: time.Second, Source: SourcePerf})
+	// (2 s: on a loaded machine, each busy thread is to run the 10 ms of
+	// CPU time of its first sample)
+	s, warnings := newSampler(t, tg.PID, Config{Duration: 2 * time.Second, Source: SourcePerf})
 	if !s.Perf() {
 		t.Fatal("sampler with SourcePerf does not use perf events")
 	}
@@ -127,7 +129,7 @@ func TestSamplerPerfNewAndExitedThread(t *testing.T) {
 	needPerf(t)
 	tg := testutil.Start(t, buildTarget(t, "blocked"))
 	progress := make(chan time.Duration, 100)
-	s, _ := newSampler(t, tg.PID, Config{Duration: 3 * time.Second, Source: SourcePerf,
+	s, _ := newSampler(t, tg.PID, Config{Duration: 4 * time.Second, Source: SourcePerf,
 		Progress: func(p Progress) {
 			select {
 			case progress <- p.Elapsed:
@@ -140,9 +142,9 @@ func TestSamplerPerfNewAndExitedThread(t *testing.T) {
 	if got := tg.Ask("b"); got != "late on" {
 		t.Fatalf("target says %q to b", got)
 	}
-	// Let the new thread be sampled for a second of the run.
+	// Let the new thread be sampled for two seconds of the run.
 	for start := <-progress; ; {
-		if el := <-progress; el-start > time.Second {
+		if el := <-progress; el-start > 2*time.Second {
 			break
 		}
 	}
@@ -175,7 +177,34 @@ func TestSamplerPerfLateTick(t *testing.T) {
 	tg := testutil.Start(t, buildTarget(t, "blocked"), "spin", "busy")
 	s, _ := newSampler(t, tg.PID, Config{Duration: time.Second, Source: SourcePerf, Idle: true})
 	s.start = time.Now()
-	covers := []int{1, 1, 4, 2}
+	busy := []string{"spinner", "busy-0", "busy-1", "busy-2", "busy-3"}
+	counts := func() map[string]int64 {
+		c := map[string]int64{}
+		for _, smp := range s.Profile().Samples {
+			c[smp.Thread] += smp.Count
+		}
+		return c
+	}
+	// Tick until every busy thread has had a perf sample (a thread is left
+	// out until then).
+	for end := time.Now().Add(20 * time.Second); ; {
+		if s.tick(1) != 1 {
+			t.Fatal("target lost")
+		}
+		c, all := counts(), true
+		for _, name := range busy {
+			all = all && c[name] > 0
+		}
+		if all {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("busy threads not all sampled in 20s: %v", c)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := counts()
+	covers := []int{1, 4, 2}
 	total := 0
 	for _, c := range covers {
 		time.Sleep(20 * time.Millisecond) // (lets the kernel take samples between ticks)
@@ -184,18 +213,18 @@ func TestSamplerPerfLateTick(t *testing.T) {
 		}
 		total += c
 	}
-	counts := map[string]int64{}
-	for _, smp := range s.Profile().Samples {
-		counts[smp.Thread] += smp.Count
+	delta := counts()
+	for name := range delta {
+		delta[name] -= before[name]
 	}
-	for _, name := range []string{"spinner", "busy-0", "busy-1", "busy-2", "busy-3"} {
-		if counts[name] != int64(total) {
-			t.Errorf("busy thread %s: %d samples, want one per instant: %d", name, counts[name], total)
+	for _, name := range busy {
+		if delta[name] != int64(total) {
+			t.Errorf("busy thread %s: %d samples, want one per instant: %d", name, delta[name], total)
 		}
 	}
-	t.Logf("samples per thread over %d instants: %v", total, counts)
+	t.Logf("samples per thread over %d instants: %v", total, delta)
 	for _, name := range []string{"reader", "condwait", "epoller"} {
-		if n := counts[name]; n < int64(len(covers)) || n > int64(total) {
+		if n := delta[name]; n < int64(len(covers)) || n > int64(total) {
 			t.Errorf("blocked thread %s: %d samples, want %d to %d", name, n, len(covers), total)
 		}
 	}

@@ -56,7 +56,7 @@ func TestRecordPerfEventsNoStop(t *testing.T) {
 			tg := testutil.Start(t, buildBlocked(t, v.flags), "spin", "busy")
 			for _, sampler := range []string{"auto", "ptrace"} {
 				out := filepath.Join(t.TempDir(), "p.folded")
-				_, errOut, code := runSS(t, "record", "-F", "99", "-d", "1s", "--per-thread", "--sampler", sampler, "-o", out, fmt.Sprint(tg.PID))
+				_, errOut, code := runSS(t, "record", "-F", "99", "-d", "2s", "--per-thread", "--sampler", sampler, "-o", out, fmt.Sprint(tg.PID))
 				if code != 0 {
 					t.Fatalf("%s: exit %d: %s", sampler, code, errOut)
 				}
