@@ -138,7 +138,7 @@ func TestRecordPerfAsAnotherUser(t *testing.T) {
 	as := []string{"--reuid", fmt.Sprint(serviceUID), "--regid", fmt.Sprint(serviceUID), "--clear-groups", "--"}
 	tg := testutil.Start(t, setpriv, append(as, buildBlocked(t, blockedVariants[1].flags), "busy")...)
 	// (the target's pid is setpriv's: it execs)
-	cmd := exec.Command(setpriv, append(as, bin, "record", "-F", "99", "-d", "1s", "--per-thread", "-o", "-", "--format", "folded", fmt.Sprint(tg.PID))...)
+	cmd := exec.Command(setpriv, append(as, bin, "record", "-F", "99", "-d", "2s", "--per-thread", "-o", "-", "--format", "folded", fmt.Sprint(tg.PID))...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Run(); err != nil {
