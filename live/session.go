@@ -127,6 +127,10 @@ func (s *Session) CaptureOptions(deadline time.Time) ptrace.Options {
 	return o
 }
 
+// UseMode sets the mode of later captures (record's first capture stops no
+// thread when perf events sample the running ones).
+func (s *Session) UseMode(m ptrace.Mode) { s.o.Capture.Mode = m }
+
 // capture takes one raw snapshot of pid, with build ids and the vdso.
 func (s *Session) capture(pid int, deadline time.Time) (*ptrace.Process, error) {
 	resume := s.o.Debuginfod.Pause() // (fetches wait for the threads to run again)

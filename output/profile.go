@@ -56,6 +56,15 @@ type Stats struct {
 	Exited       bool  // every target exited before the end
 	OffCPU       int64 // thread captures left out: not running, and OffCPU was not asked for
 	UniqueStacks int   // distinct stacks across threads (Samples are per thread name)
+	// Sampler is how running threads were sampled: "perf" (perf events,
+	// no stop) or "ptrace" (stopped); SamplerWhy says why not perf, or
+	// what perf could not do.
+	Sampler, SamplerWhy string
+	Perf                int64 // of NoStop, the samples of running threads taken from perf events
+	PerfHeld            int64 // of those, a runnable thread's previous sample: it waited for a CPU
+	PerfLost            int64 // perf samples the kernel dropped (a ring was full)
+	CaughtUp            int64 // of Ticks, instants a late tick stood for (perf events kept sampling meanwhile)
+	PerfNone            int64 // running threads left out: no perf sample yet (just started, or no event)
 }
 
 // ProfileFormats lists what record can write, and the -o extensions that

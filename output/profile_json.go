@@ -32,6 +32,13 @@ import (
 //	    "truncated_by_reason": {"depth": 2, "no-cfi": 1},
 //	    "pause_us": {"median": 12.5, "p99": 40.1, "max": 88},  // per-thread ptrace pause
 //	    "no_stop": 3000, "stopped": 950, "proc_only": 10,      // how thread samples were taken
+//	    "sampler": "perf",                    // running threads: "perf" (perf events, no stop) or "ptrace" (stopped)
+//	    "sampler_why": "...",                 // why not perf, or what perf could not do (omitted when nothing)
+//	    "perf": 2990, "perf_held": 40,        // samples from perf events (within no_stop); of those, a runnable
+//	                                          // thread's latest sample, taken before it waited for a CPU
+//	    "perf_lost": 0,                       // perf samples the kernel dropped (a ring buffer was full)
+//	    "caught_up": 12,                      // of ticks, instants a late tick stood for (perf only)
+//	    "perf_none": 1,                       // running threads left out: no perf sample of them yet
 //	    "exited": false,                      // every target exited before the end
 //	    "off_cpu": 2970,                      // clock "cpu": thread captures left out, not running
 //	    "unique_stacks": 57                   // distinct stacks across threads (by function)
@@ -86,6 +93,13 @@ type jsonProfileStats struct {
 	Exited      bool             `json:"exited"`
 	OffCPU      int64            `json:"off_cpu"`
 	Unique      int              `json:"unique_stacks"`
+	Sampler     string           `json:"sampler,omitempty"`
+	SamplerWhy  string           `json:"sampler_why,omitempty"`
+	Perf        int64            `json:"perf"`
+	PerfHeld    int64            `json:"perf_held"`
+	PerfLost    int64            `json:"perf_lost"`
+	CaughtUp    int64            `json:"caught_up"`
+	PerfNone    int64            `json:"perf_none"`
 }
 
 type jsonStack struct {
@@ -161,6 +175,8 @@ func WriteProfileJSON(w io.Writer, p *Profile) error {
 		PauseUS: jsonPause{Median: st.PauseMedUS, P99: st.PauseP99US, Max: st.PauseMaxUS},
 		NoStop:  st.NoStop, Stopped: st.Stopped, ProcOnly: st.ProcOnly, Exited: st.Exited,
 		OffCPU: st.OffCPU, Unique: st.UniqueStacks,
+		Sampler: st.Sampler, SamplerWhy: st.SamplerWhy, Perf: st.Perf, PerfHeld: st.PerfHeld, PerfLost: st.PerfLost,
+		CaughtUp: st.CaughtUp, PerfNone: st.PerfNone,
 	}
 	for k, v := range st.TruncatedWhy {
 		jp.Stats.TruncatedBy[k] = v

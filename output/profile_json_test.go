@@ -38,12 +38,19 @@ type readProfile struct {
 			P99    float64 `json:"p99"`
 			Max    float64 `json:"max"`
 		} `json:"pause_us"`
-		NoStop   int64 `json:"no_stop"`
-		Stopped  int64 `json:"stopped"`
-		ProcOnly int64 `json:"proc_only"`
-		Exited   bool  `json:"exited"`
-		OffCPU   int64 `json:"off_cpu"`
-		Unique   int   `json:"unique_stacks"`
+		NoStop     int64  `json:"no_stop"`
+		Stopped    int64  `json:"stopped"`
+		ProcOnly   int64  `json:"proc_only"`
+		Exited     bool   `json:"exited"`
+		OffCPU     int64  `json:"off_cpu"`
+		Unique     int    `json:"unique_stacks"`
+		Sampler    string `json:"sampler"`
+		SamplerWhy string `json:"sampler_why"`
+		Perf       int64  `json:"perf"`
+		PerfHeld   int64  `json:"perf_held"`
+		PerfLost   int64  `json:"perf_lost"`
+		CaughtUp   int64  `json:"caught_up"`
+		PerfNone   int64  `json:"perf_none"`
 	} `json:"stats"`
 	Stacks []struct {
 		PID    int               `json:"pid"`
@@ -81,7 +88,9 @@ func backToProfile(t *testing.T, r *readProfile) *Profile {
 	p.Stats = Stats{Ticks: st.Ticks, Samples: st.Samples, AchievedHz: st.AchievedHz, Threads: st.Threads,
 		Truncated: st.Truncated, TruncatedWhy: st.TruncatedBy, PauseMedUS: st.PauseUS.Median,
 		PauseP99US: st.PauseUS.P99, PauseMaxUS: st.PauseUS.Max, NoStop: st.NoStop, Stopped: st.Stopped,
-		ProcOnly: st.ProcOnly, Exited: st.Exited, OffCPU: st.OffCPU, UniqueStacks: st.Unique}
+		ProcOnly: st.ProcOnly, Exited: st.Exited, OffCPU: st.OffCPU, UniqueStacks: st.Unique,
+		Sampler: st.Sampler, SamplerWhy: st.SamplerWhy, Perf: st.Perf, PerfHeld: st.PerfHeld, PerfLost: st.PerfLost,
+		CaughtUp: st.CaughtUp, PerfNone: st.PerfNone}
 	for _, s := range r.Stacks {
 		smp := Sample{PID: s.PID, TID: s.TID, Thread: s.Thread, Count: s.Count}
 		for _, raw := range s.Frames {
@@ -129,6 +138,8 @@ func TestProfileJSONRoundTrip(t *testing.T) {
 	p.Duration = 9*time.Second + 987654321
 	p.Stats.Exited = true
 	p.Stats.OffCPU, p.Stats.UniqueStacks = 17, 3
+	p.Stats.Sampler, p.Stats.SamplerWhy = "perf", "kernel profiling refused: a thread is sampled only while it runs user code"
+	p.Stats.Perf, p.Stats.PerfHeld, p.Stats.PerfLost, p.Stats.CaughtUp, p.Stats.PerfNone = 40, 12, 2, 5, 1
 	p.OffCPU = true // "clock": "wall"
 	// A signal frame and a build-id mismatch, as dump would show them.
 	p.Samples[7].Frames = append([]report.Frame{

@@ -175,6 +175,16 @@ func pprofComments(p *Profile) []string {
 	if st.Truncated > 0 {
 		c = append(c, fmt.Sprintf("truncated stacks: %d (%s)", st.Truncated, reasonList(st.TruncatedWhy)))
 	}
+	switch {
+	case st.Sampler == "perf":
+		c = append(c, fmt.Sprintf("running threads sampled with perf events, no stop: %d samples, %d of them a runnable thread's latest",
+			st.Perf, st.PerfHeld))
+	case st.Sampler != "":
+		c = append(c, "running threads sampled with ptrace stops")
+	}
+	if st.SamplerWhy != "" {
+		c = append(c, "sampler: "+st.SamplerWhy)
+	}
 	if st.PauseMaxUS > 0 {
 		c = append(c, fmt.Sprintf("per-thread pause: median %.1fus, p99 %.1fus, max %.1fus",
 			st.PauseMedUS, st.PauseP99US, st.PauseMaxUS))

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -361,5 +362,23 @@ func TestPprofRealBinary(t *testing.T) {
 	flat, cum, outText := pprofTop(t, path)
 	if flat["hot_a"] != 30 || flat["hot_b"] != 10 || flat["main"] != 0 || cum["main"] != 40 {
 		t.Errorf("pprof -top: flat %v cum %v\n%s", flat, cum, outText)
+	}
+}
+
+// The pprof profile says how running threads were sampled, and why not
+// with perf events.
+func TestPprofSamplerComment(t *testing.T) {
+	for _, c := range []struct {
+		sampler, why, want string
+	}{
+		{"perf", "", "running threads sampled with perf events, no stop: 40 samples, 12 of them a runnable thread's latest"},
+		{"ptrace", "perf events refused: perf_event_open: permission denied", "sampler: perf events refused: perf_event_open: permission denied"},
+	} {
+		p := fixtureProfile()
+		p.Stats.Sampler, p.Stats.SamplerWhy, p.Stats.Perf, p.Stats.PerfHeld = c.sampler, c.why, 40, 12
+		_, pp := writePprofFile(t, p)
+		if !slices.Contains(pp.Comments, c.want) {
+			t.Errorf("%s: comments %q lack %q", c.sampler, pp.Comments, c.want)
+		}
 	}
 }

@@ -207,6 +207,21 @@ func WriteSummary(w io.Writer, p *Profile, end, where string) {
 	if !p.OffCPU && st.OffCPU > 0 {
 		fmt.Fprintf(w, "stackshot: %d captures of threads not running left out (--idle keeps them)\n", st.OffCPU)
 	}
+	switch {
+	case st.Sampler == "perf":
+		fmt.Fprintf(w, "stackshot: sampled with perf events: %d samples of running threads (%d of them a runnable thread's latest, as it waited for a CPU), %d dropped by the kernel; %d of the ticks were late and stood for the instants they missed\n",
+			st.Perf, st.PerfHeld, st.PerfLost, st.CaughtUp)
+		if st.PerfNone > 0 {
+			fmt.Fprintf(w, "stackshot: %d captures of running threads left out: no perf sample of them (just started, or no event)\n", st.PerfNone)
+		}
+		if st.SamplerWhy != "" {
+			fmt.Fprintf(w, "stackshot: perf events: %s\n", st.SamplerWhy)
+		}
+	case st.Sampler != "" && st.SamplerWhy != "":
+		fmt.Fprintf(w, "stackshot: sampled with ptrace stops (%s)\n", st.SamplerWhy)
+	case st.Sampler != "":
+		fmt.Fprintf(w, "stackshot: sampled with ptrace stops\n")
+	}
 	fmt.Fprintf(w, "stackshot: samples read: %d without a stop, %d stopped (pause median %.0fus, p99 %.0fus, max %.0fus), %d from /proc only\n",
 		st.NoStop, st.Stopped, st.PauseMedUS, st.PauseP99US, st.PauseMaxUS, st.ProcOnly)
 	if st.Truncated > 0 {

@@ -10,15 +10,28 @@
 // and perf do: a profile then shows where CPU time goes. With Config.Idle it
 // keeps every thread's stack at every tick, a wall-clock profile that also
 // shows where threads wait.
+//
+// Running threads are sampled with perf events where the kernel allows
+// them (package perfsample): each thread's own clock event copies its
+// registers and the top of its stack while it runs, and no thread is ever
+// stopped. A thread that is runnable but waiting for a CPU at a tick is
+// counted with its most recent perf sample: it has not run since, so that
+// is its stack, taken at most one perf period of its own CPU time before
+// it was switched out. Blocked threads (--idle) are read through /proc
+// without a stop in both cases. Where perf events are refused (or Config
+// asks), each tick stops the running threads with ptrace instead.
 package sampler
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"stackshot/internal/arch"
 	"stackshot/output"
+	"stackshot/perfsample"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -47,7 +60,34 @@ type Config struct {
 	// Identity returns what tells a process from a later one with the same
 	// pid (nil: its start time, field 22 of /proc/PID/stat).
 	Identity func(pid int) (uint64, error)
+	// Source says how running threads are sampled.
+	Source Source
 }
+
+// Source is how running threads are sampled.
+type Source int
+
+const (
+	SourceAuto   Source = iota // perf events where the kernel allows them, else ptrace stops
+	SourcePerf                 // perf events, or fail
+	SourcePtrace               // ptrace stops
+)
+
+var sourceNames = []string{SourceAuto: "auto", SourcePerf: "perf", SourcePtrace: "ptrace"}
+
+// Set reads a --sampler value: auto, perf or ptrace (Source is a flag value).
+func (s *Source) Set(v string) error {
+	for i, name := range sourceNames {
+		if v == name {
+			*s = Source(i)
+			return nil
+		}
+	}
+	return errors.New("want auto, perf or ptrace")
+}
+
+func (s *Source) String() string { return sourceNames[*s] }
+func (s *Source) Type() string   { return "sampler" }
 
 // MaxFreq is the highest sampling frequency.
 const MaxFreq = 10000
@@ -97,7 +137,18 @@ type Sampler struct {
 	start   time.Time
 	elapsed time.Duration
 	end     End
+	// usePerf: running threads are sampled with perf events; perfWhy says
+	// why not, when they could not be.
+	usePerf bool
+	perfWhy string
+	perfCfg perfsample.Config
+	tids    []int        // a target's user threads, this tick
+	live    map[int]bool // the same, as a set
+	lost    int64        // perf samples dropped, of targets since closed
 }
+
+// methodPerf marks a thread whose registers and stack are a perf sample's.
+const methodPerf = "perf"
 
 // target is one process being sampled.
 type target struct {
@@ -112,6 +163,37 @@ type target struct {
 	comm     string
 	exe      string
 	tids     map[int]bool
+	perf     *perfsample.Set     // nil: running threads are stopped
+	latest   map[int]*perfThread // each thread's most recent perf samples
+}
+
+// maxCatchUp is how many of a thread's perf samples are kept between
+// ticks; maxLate bounds how late a tick may be and still stand for the
+// instants it missed (when every target is sampled with perf events);
+// later than that, they are skipped, as with ptrace stops.
+const (
+	maxCatchUp = 8
+	maxLate    = 250 * time.Millisecond
+)
+
+// perfThread keeps a thread's most recent perf samples, in buffers reused
+// from sample to sample.
+type perfThread struct {
+	held  [maxCatchUp]heldSample // a ring: next is where the next one goes
+	next  int
+	count int  // samples kept
+	fresh int  // samples taken since the previous tick (at most maxCatchUp)
+	wasR  bool // the thread was running or runnable at the previous tick
+}
+
+type heldSample struct {
+	regs  [arch.UserRegsCount]uint64
+	stack []byte
+}
+
+// recent returns the i-th most recent sample (0: the latest).
+func (pt *perfThread) recent(i int) *heldSample {
+	return &pt.held[(pt.next-1-i+2*maxCatchUp)%maxCatchUp]
 }
 
 // New returns a Sampler that unwinds and names frames with res.
@@ -128,9 +210,32 @@ func New(res *resolve.Resolver, cfg Config) (*Sampler, error) {
 	if cfg.Identity == nil {
 		cfg.Identity = StartTime
 	}
-	return &Sampler{cfg: cfg, res: res, cache: procmaps.NewTaskCache(),
-		agg: aggregator{idx: map[string]int{}}, stats: output.Stats{TruncatedWhy: map[string]int64{}}}, nil
+	s := &Sampler{cfg: cfg, res: res, cache: procmaps.NewTaskCache(), live: map[int]bool{},
+		agg: aggregator{idx: map[string]int{}}, stats: output.Stats{TruncatedWhy: map[string]int64{}}}
+	s.perfCfg = perfsample.Config{Freq: cfg.Freq, StackBytes: min(cfg.Capture.StackBytes, perfsample.MaxStackBytes)}
+	stops := cfg.Capture.Mode == ptrace.ModeStop || cfg.Capture.Consistent
+	switch {
+	case cfg.Source == SourcePtrace:
+		s.perfWhy = "asked for"
+	case stops && cfg.Source == SourcePerf:
+		return nil, fmt.Errorf("--sampler perf with --mode stop or --consistent: perf events stop no thread")
+	case stops:
+		s.perfWhy = "stops asked for"
+	case cfg.Source == SourcePerf:
+		s.usePerf = true // Add fails if the kernel refuses
+	default:
+		if err := perfsample.Probe(s.perfCfg); err != nil {
+			s.perfWhy = "perf events refused: " + err.Error()
+		} else {
+			s.usePerf = true
+		}
+	}
+	return s, nil
 }
+
+// Perf reports whether running threads are to be sampled with perf
+// events, not stopped: the caller's first capture then stops none either.
+func (s *Sampler) Perf() bool { return s.usePerf }
 
 // StartTime is a process's start time in clock ticks after boot (field 22
 // of /proc/PID/stat): with the pid, it names one process for its lifetime.
@@ -152,14 +257,50 @@ func (s *Sampler) Add(p *ptrace.Process) error {
 	}
 	t := &target{pid: p.PID, identity: id, mem: ptrace.MemReader{PID: p.MemPID()}, last: p,
 		comm: p.Comm, exe: p.Exe, mapsAt: time.Now(), tids: map[int]bool{}}
+	if s.usePerf {
+		set, err := perfsample.Open(p.PID, s.userTIDs(p), s.perfCfg)
+		switch {
+		case err == nil:
+			t.perf, t.latest = set, map[int]*perfThread{}
+		case s.cfg.Source == SourcePerf:
+			return fmt.Errorf("process %d: sampling with perf events: %w", p.PID, err)
+		default:
+			s.perfWhy = "perf events refused: " + err.Error()
+		}
+	}
 	t.space = s.res.Space(p, t.mem)
 	s.res.Process(p, t.mem)
 	s.targets = append(s.targets, t)
 	return nil
 }
 
-// Close releases the /proc files kept open across ticks.
-func (s *Sampler) Close() { s.cache.Close() }
+// userTIDs lists p's threads that are not kernel threads.
+func (s *Sampler) userTIDs(p *ptrace.Process) []int {
+	s.tids = s.tids[:0]
+	for i := range p.Threads {
+		if !p.Threads[i].Kernel {
+			s.tids = append(s.tids, p.Threads[i].TID)
+		}
+	}
+	return s.tids
+}
+
+// Close releases the /proc files kept open across ticks, and the perf
+// events.
+func (s *Sampler) Close() {
+	s.cache.Close()
+	for _, t := range s.targets {
+		s.closePerf(t)
+	}
+}
+
+func (s *Sampler) closePerf(t *target) {
+	if t.perf != nil {
+		s.lost += int64(t.perf.Lost)
+		t.perf.Close()
+		t.perf = nil
+	}
+}
 
 // Run samples until the duration is over, the deadline comes, Cancel is
 // closed, or no target is left, and says which.
@@ -179,6 +320,7 @@ func (s *Sampler) Run() End {
 		if !due.Before(stop) {
 			break
 		}
+		cover := 1
 		if d := time.Until(due); d > 0 {
 			timer.Reset(d)
 			select {
@@ -186,17 +328,30 @@ func (s *Sampler) Run() End {
 			case <-s.cfg.Capture.Cancel:
 			}
 		} else if -d > period {
-			// Late by more than a period: skip to the current slot rather
-			// than bunching samples (the schedule never drifts).
-			n = int64(time.Since(s.start) / period)
-			continue
+			cur := int64(time.Since(s.start) / period)
+			if !s.allPerf() || time.Duration(cur-n)*period > maxLate {
+				// Late by more than a period: skip to the current slot
+				// rather than bunching samples (the schedule never
+				// drifts).
+				n = cur
+				continue
+			}
+			// Every target is sampled with perf events: the kernel went
+			// on sampling while this tick was late, so it stands for the
+			// instants it missed too.
+			cover = int(cur-n) + 1
+			n = cur
+			if !s.start.Add(time.Duration(n) * period).Before(stop) {
+				break
+			}
 		}
 		if s.cancelled() {
 			s.end = EndInterrupted
 			break
 		}
-		s.stats.Ticks++
-		if s.tick() == 0 {
+		s.stats.Ticks += int64(cover)
+		s.stats.CaughtUp += int64(cover - 1)
+		if s.tick(cover) == 0 {
 			s.end = EndExited
 			break
 		}
@@ -220,20 +375,31 @@ func (s *Sampler) cancelled() bool {
 	}
 }
 
-// tick samples every live target once and returns how many are left.
-func (s *Sampler) tick() int {
+// allPerf reports whether every live target is sampled with perf events.
+func (s *Sampler) allPerf() bool {
+	for _, t := range s.targets {
+		if !t.gone && t.perf == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// tick samples every live target once, for cover sampling instants, and
+// returns how many are left.
+func (s *Sampler) tick(cover int) int {
 	live := 0
 	for _, t := range s.targets {
-		if !t.gone && s.sample(t) {
+		if !t.gone && s.sample(t, cover) {
 			live++
 		}
 	}
 	return live
 }
 
-// sample captures one target and aggregates its threads' stacks; false
-// when the target is gone.
-func (s *Sampler) sample(t *target) bool {
+// sample captures one target and aggregates its threads' stacks, for
+// cover instants; false when the target is gone.
+func (s *Sampler) sample(t *target, cover int) bool {
 	if !s.same(t) {
 		return false
 	}
@@ -244,6 +410,10 @@ func (s *Sampler) sample(t *target) bool {
 	}
 	opt.Reuse = t.last
 	opt.Cache = s.cache
+	if t.perf != nil {
+		// Running threads come from their perf samples: stop none.
+		opt.Mode, opt.Consistent = ptrace.ModeNoStop, false
+	}
 	opt.RefreshMaps = t.stale || time.Since(t.mapsAt) > time.Second
 	if opt.RefreshMaps {
 		t.mapsAt, t.stale = time.Now(), false
@@ -272,9 +442,27 @@ func (s *Sampler) sample(t *target) bool {
 	}
 	t.last = p
 	t.space.Update(p)
+	if t.perf != nil {
+		s.readPerf(t, p)
+	}
 	for i := range p.Threads {
-		if th := &p.Threads[i]; !th.Kernel {
-			s.thread(t, th)
+		th := &p.Threads[i]
+		if th.Kernel {
+			continue
+		}
+		switch {
+		case t.perf != nil && onCPU(th) && th.Method != ptrace.MethodNoStop:
+			s.perfThread(t, p, th, cover)
+		case th.Reused:
+			// Blocked, and it has not run since the previous tick: it
+			// was so at every instant this tick stands for.
+			s.thread(t, th, int64(cover))
+		default:
+			s.thread(t, th, 1)
+		}
+		if pt := t.latest[th.TID]; pt != nil && !onCPU(th) {
+			// Not running now: what it was sampled doing is over.
+			pt.wasR, pt.fresh = false, 0
 		}
 	}
 	return true
@@ -294,8 +482,92 @@ func (s *Sampler) same(t *target) bool {
 	return true
 }
 
+// readPerf follows p's threads with perf events (new ones opened, exited
+// ones closed) and keeps each thread's most recent sample.
+func (s *Sampler) readPerf(t *target, p *ptrace.Process) {
+	t.perf.Sync(s.userTIDs(p))
+	clear(s.live)
+	for _, tid := range s.tids {
+		s.live[tid] = true
+	}
+	for tid := range t.latest {
+		if !s.live[tid] {
+			delete(t.latest, tid)
+		}
+	}
+	t.perf.Read(func(smp *perfsample.Sample) {
+		if !smp.HasRegs || !s.live[smp.TID] {
+			return
+		}
+		pt := t.latest[smp.TID]
+		if pt == nil {
+			pt = &perfThread{}
+			t.latest[smp.TID] = pt
+		}
+		h := &pt.held[pt.next]
+		h.regs = smp.Regs
+		h.stack = append(h.stack[:0], smp.Stack...)
+		pt.next = (pt.next + 1) % maxCatchUp
+		pt.count = min(pt.count+1, maxCatchUp)
+		pt.fresh = min(pt.fresh+1, maxCatchUp)
+	})
+}
+
+// perfThread adds a running thread's stacks from its perf samples, for
+// the cover instants this tick stands for (1 unless it came late): each
+// sample the kernel took since the previous tick counts once, at most
+// cover; the instants left are counted with its latest sample if it was
+// already running or runnable at the previous tick (it has not run since
+// that sample, or ran without being sampled: waiting for a CPU), or once
+// if it has no fresh sample at all. A thread without any perf sample yet
+// (just started, or running only in the kernel) is left out and counted:
+// there is no stack to show for it.
+func (s *Sampler) perfThread(t *target, p *ptrace.Process, th *ptrace.Thread, cover int) {
+	pt := t.latest[th.TID]
+	if pt == nil || pt.count == 0 {
+		t.tids[th.TID] = true
+		s.stats.PerfNone++
+		return
+	}
+	fresh := min(pt.fresh, cover, pt.count)
+	pad := 0
+	switch {
+	case fresh == 0:
+		pad = 1
+		if pt.wasR {
+			pad = cover
+		}
+	case fresh < cover && pt.wasR:
+		pad = cover - fresh
+	}
+	pt.fresh, pt.wasR = 0, true
+	th.Method, th.Err, th.Outcome = methodPerf, "", ptrace.OutcomeCaptured
+	for i := fresh - 1; i >= 0; i-- { // oldest first
+		s.fromPerf(t, p, th, pt.recent(i))
+		s.thread(t, th, 1)
+	}
+	if pad > 0 {
+		s.stats.PerfHeld += int64(pad)
+		s.fromPerf(t, p, th, pt.recent(0))
+		s.thread(t, th, int64(pad))
+	}
+}
+
+// fromPerf gives a thread the registers and stack of a perf sample.
+func (s *Sampler) fromPerf(t *target, p *ptrace.Process, th *ptrace.Thread, h *heldSample) {
+	sp := h.regs[arch.UserRSP]
+	th.Regs, th.StackAddr, th.Stack = h.regs[:], sp, h.stack
+	th.StackLo, th.StackHi = 0, 0
+	if m, ok := procmaps.Maps(p.Maps).Find(sp); ok {
+		th.StackLo, th.StackHi = m.Start, m.End
+	} else {
+		t.stale = true // a stack mapped since the maps were read
+	}
+}
+
 func (s *Sampler) lose(t *target, why string) {
 	t.gone = true
+	s.closePerf(t)
 	if s.cfg.Warn != nil {
 		s.cfg.Warn(fmt.Sprintf("process %d %s after %s", t.pid, why, time.Since(s.start).Round(time.Millisecond)))
 	}
@@ -304,8 +576,8 @@ func (s *Sampler) lose(t *target, why string) {
 // onCPU reports whether a thread was running (or runnable) when captured.
 func onCPU(th *ptrace.Thread) bool { return th.State == "R" }
 
-// thread adds one thread's stack.
-func (s *Sampler) thread(t *target, th *ptrace.Thread) {
+// thread adds one thread's stack, w times.
+func (s *Sampler) thread(t *target, th *ptrace.Thread, w int64) {
 	t.tids[th.TID] = true
 	if !s.cfg.Idle && !onCPU(th) {
 		s.stats.OffCPU++
@@ -313,21 +585,24 @@ func (s *Sampler) thread(t *target, th *ptrace.Thread) {
 	}
 	switch th.Method {
 	case ptrace.MethodPtrace:
-		s.stats.Stopped++
+		s.stats.Stopped += w
 		s.hist.add(th.PauseNS)
 	case ptrace.MethodNoStop:
-		s.stats.NoStop++
+		s.stats.NoStop += w
+	case methodPerf:
+		s.stats.NoStop += w
+		s.stats.Perf += w
 	default:
-		s.stats.ProcOnly++
+		s.stats.ProcOnly += w
 	}
 	fr, why, ok := t.space.Unwind(th, s.frames[:0])
 	s.frames = fr
 	if ok && !why.Complete() {
-		s.stats.Truncated++
-		s.stats.TruncatedWhy[why.String()]++
+		s.stats.Truncated += w
+		s.stats.TruncatedWhy[why.String()] += w
 	} else if !ok {
-		s.stats.Truncated++
-		s.stats.TruncatedWhy["no registers"]++
+		s.stats.Truncated += w
+		s.stats.TruncatedWhy["no registers"] += w
 	}
 	for _, f := range fr {
 		if t.space.Missing(f.PC) {
@@ -335,8 +610,8 @@ func (s *Sampler) thread(t *target, th *ptrace.Thread) {
 		}
 	}
 	s.agg.key = stackKey(s.agg.key[:0], t.pid, th, fr, s.cfg.Kernel)
-	s.stats.Samples++
-	s.agg.add(s.agg.key, func() output.Sample {
+	s.stats.Samples += w
+	s.agg.add(s.agg.key, w, func() output.Sample {
 		return output.Sample{PID: t.pid, TID: th.TID, Thread: th.Name,
 			Frames: s.res.Frames(t.space, th, fr, ok, nil)}
 	})
@@ -362,6 +637,27 @@ func (s *Sampler) Profile() *output.Profile {
 	st.PauseMaxUS = float64(s.hist.maxNS) / 1000
 	st.Exited = s.end == EndExited
 	st.UniqueStacks = uniqueStacks(s.agg.samples)
+	st.Sampler, st.SamplerWhy = "ptrace", s.perfWhy
+	st.PerfLost = s.lost
+	for _, t := range s.targets {
+		if t.latest != nil { // perf events were opened on it
+			st.Sampler = "perf"
+		}
+		if t.perf != nil {
+			st.PerfLost += int64(t.perf.Lost)
+			var notes []string
+			if t.perf.UserOnly() {
+				notes = append(notes, "kernel profiling refused: a thread is sampled only while it runs user code")
+			}
+			if n := t.perf.Unopened(); n > 0 {
+				notes = append(notes, fmt.Sprintf("%d threads of process %d got no event (%v): they are left out while running",
+					n, t.pid, t.perf.Err))
+			}
+			if len(notes) > 0 {
+				st.SamplerWhy = strings.Join(notes, "; ")
+			}
+		}
+	}
 	p := &output.Profile{Start: s.start, Duration: s.elapsed, FreqHz: s.cfg.Freq, OffCPU: s.cfg.Idle,
 		Samples: s.agg.samples, Stats: st}
 	for _, t := range s.targets {
@@ -378,13 +674,13 @@ type aggregator struct {
 	key     []byte
 }
 
-func (a *aggregator) add(key []byte, make func() output.Sample) {
+func (a *aggregator) add(key []byte, w int64, make func() output.Sample) {
 	if i, ok := a.idx[string(key)]; ok {
-		a.samples[i].Count++
+		a.samples[i].Count += w
 		return
 	}
 	s := make()
-	s.Count = 1
+	s.Count = w
 	a.idx[string(key)] = len(a.samples)
 	a.samples = append(a.samples, s)
 }

@@ -37,7 +37,13 @@ func newSampler(t *testing.T, pid int, cfg Config) (*Sampler, *[]string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	p, err := ptrace.Capture(pid, ptrace.Options{Deadline: time.Now().Add(10 * time.Second)}, nil)
+	// With perf events, the first capture stops no thread either (as
+	// record's).
+	mode := ptrace.ModeAuto
+	if s.Perf() {
+		mode = ptrace.ModeNoStop
+	}
+	p, err := ptrace.Capture(pid, ptrace.Options{Mode: mode, Deadline: time.Now().Add(10 * time.Second)}, nil)
 	if err != nil {
 		t.Fatalf("first capture: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"stackshot/internal/cli"
 	"stackshot/live"
 	"stackshot/ptrace"
+	"stackshot/sampler"
 	"stackshot/unwind"
 )
 
@@ -37,6 +38,7 @@ type common struct {
 	sysroot                    string             // report: where the capture's files are looked up first
 	coreMemory                 string             // capture: what memory a core carries
 	perfMap                    string             // report: the JIT perf map of the captured process
+	sampler                    sampler.Source     // record: how running threads are sampled
 	started                    time.Time          // when the command began: --timeout counts from here
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
 	group, noGroup             bool               // dump: fold threads with the same stack, or never
@@ -170,6 +172,7 @@ func (c *common) register(name string, set int, v *common) {
 		fs.DurationVarP(&v.duration, "duration", "d", 10*time.Second, "how long to record")
 		fs.BoolVar(&v.perThread, "per-thread", false, "thread name as the root frame")
 		fs.BoolVar(&v.idle, "idle", false, "also sample threads that are not running (a wall-clock profile)")
+		fs.Var(&v.sampler, "sampler", "running threads: perf (perf events, no stop), ptrace (stops) or auto")
 	}
 	if set&fSandbox != 0 {
 		fs.BoolVar(&v.noSandbox, "no-sandbox", false, "parse the target's files and stacks inside stackshot itself, not in an unprivileged child")
@@ -233,6 +236,10 @@ func (c *common) check() error {
 	case c.consistent && mode == ptrace.ModeNoStop:
 		return cli.Usage("--consistent with --mode nostop", "a consistent capture stops every thread; nostop stops none",
 			"leave one of them out")
+	case name == "record" && (c.freq <= 0 || c.freq > sampler.MaxFreq):
+		return cli.Usage(fmt.Sprintf("--freq %d", c.freq), fmt.Sprintf("want 1 to %d samples per second", sampler.MaxFreq), "")
+	case name == "record" && c.duration <= 0:
+		return cli.Usage("--duration "+c.duration.String(), "want a positive duration", "")
 	}
 	return nil
 }

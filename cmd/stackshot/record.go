@@ -13,6 +13,7 @@ import (
 	"stackshot/internal/term"
 	"stackshot/live"
 	"stackshot/output"
+	"stackshot/ptrace"
 	"stackshot/sampler"
 )
 
@@ -24,12 +25,6 @@ func cmdRecord(args []string) error {
 	}
 	if err := c.otlp.prepare(c.quiet); err != nil {
 		return err
-	}
-	if c.freq <= 0 || c.freq > sampler.MaxFreq {
-		return cli.Usage(fmt.Sprintf("--freq %d", c.freq), fmt.Sprintf("want 1 to %d samples per second", sampler.MaxFreq), "")
-	}
-	if c.duration <= 0 {
-		return cli.Usage("--duration "+c.duration.String(), "want a positive duration", "")
 	}
 	format, err := output.FormatFor(c.output, c.format)
 	if err != nil {
@@ -52,19 +47,18 @@ func cmdRecord(args []string) error {
 	s := c.newSession(true)
 	s.CatchSignals()
 	defer s.Close()
-	var clear string // the progress line, on a terminal
-	var show func(sampler.Progress)
-	if !c.quiet && term.IsTerminal(2) {
-		clear, show = sampler.ClearLine, func(p sampler.Progress) { fmt.Fprint(os.Stderr, p.Line()) }
-	}
+	clear, show := sampler.TerminalProgress(!c.quiet && term.IsTerminal(2), os.Stderr)
 	smp, err := sampler.New(s.Resolver(), sampler.Config{Freq: c.freq, Duration: c.duration, Deadline: deadline,
-		Capture: s.CaptureOptions(time.Time{}), CaptureTimeout: c.timeout, Kernel: c.kernel, Idle: c.idle,
+		Capture: s.CaptureOptions(time.Time{}), CaptureTimeout: c.timeout, Kernel: c.kernel, Idle: c.idle, Source: c.sampler,
 		Warn:     func(msg string) { s.Warn("%s%s", clear, msg) },
 		Progress: show})
 	if err != nil {
 		return cli.Usage(err.Error(), "", "")
 	}
 	defer smp.Close()
+	if smp.Perf() { // (then the mode was auto or nostop)
+		s.UseMode(ptrace.ModeNoStop) // the first capture stops no thread either
+	}
 	for _, pid := range c.pids {
 		p, err := s.Capture(pid, deadline)
 		if err != nil {

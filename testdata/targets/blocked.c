@@ -10,10 +10,14 @@
  *   jitter    jit_a -> jit_b -> nanosleep(random < 500us), then
  *             jit_b -> jit_work -> jit_leaf (busy)   only with "jitter"
  *   spinner   spin_a -> spin_b -> spin_c (busy loop)   only with argv[1] == "spin"
+ *   busy-K    busyK_a -> busyK_b (busy loop), K = 0..3   only with "busy":
+ *             with spin, five busy threads, more than a small machine's cores
  *   main      main -> main_wait -> read(stdin)
  *
  * Protocol on stdin/stdout: prints "ready" once every thread is in place;
  * "s" prints "eintr read=N cond=N sleep=N epoll=N recv=N sigwait=N";
+ * "b" starts a busy thread "late" (late_a -> late_b) and prints "late on";
+ * "e" makes it return, joins it and prints "late off";
  * "r" prints "rt N", the number of SIGRTMIN+1 signals handled (every thread
  * takes them, with SA_RESTART; real-time signals queue, so none may be lost);; "q" exits.
  *
@@ -148,6 +152,31 @@ NOINLINE static void spin_c(void) {
 NOINLINE static void spin_b(void) { spin_c(); KEEP(); }
 NOINLINE static void spin_a(void) { spin_b(); KEEP(); }
 
+/* Four busy threads, each in functions of its own. */
+#define BUSY(k)                                                              \
+	NOINLINE static void busy##k##_b(void) {                             \
+		atomic_fetch_add(&started, 1);                               \
+		for (;;) spin_counter += 3 + k;                              \
+	}                                                                    \
+	NOINLINE static void busy##k##_a(void) { busy##k##_b(); KEEP(); }
+BUSY(0)
+BUSY(1)
+BUSY(2)
+BUSY(3)
+
+/* The "late" thread: started and ended on command. */
+static atomic_int late_stop, late_started;
+static pthread_t late_t;
+NOINLINE static void late_b(void) {
+	atomic_store(&late_started, 1);
+	while (!atomic_load(&late_stop)) spin_counter += 11;
+}
+NOINLINE static void late_a(void) { late_b(); KEEP(); }
+static void *late_start(void *arg) {
+	late_a();
+	return arg;
+}
+
 static void *start(void *arg) {
 	void (*fn)(void) = (void (*)(void))arg;
 	fn();
@@ -168,6 +197,21 @@ NOINLINE static void main_wait(void) {
 		if (n <= 0) exit(0);
 		line[n] = 0;
 		if (line[0] == 'q') exit(0);
+		if (line[0] == 'b') {
+			atomic_store(&late_stop, 0);
+			atomic_store(&late_started, 0);
+			if (pthread_create(&late_t, NULL, late_start, NULL) != 0) { perror("pthread_create"); exit(1); }
+			pthread_setname_np(late_t, "late");
+			while (!atomic_load(&late_started)) usleep(1000);
+			printf("late on\n");
+			fflush(stdout);
+		}
+		if (line[0] == 'e') {
+			atomic_store(&late_stop, 1);
+			pthread_join(late_t, NULL);
+			printf("late off\n");
+			fflush(stdout);
+		}
 		if (line[0] == 'r') {
 			printf("rt %ld\n", atomic_load(&rt_count));
 			fflush(stdout);
@@ -203,6 +247,13 @@ int main(int argc, char **argv) {
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "spin") == 0) { spawn("spinner", spin_a); want++; }
 		if (strcmp(argv[i], "jitter") == 0) { spawn("jitter", jit_a); want++; }
+		if (strcmp(argv[i], "busy") == 0) {
+			spawn("busy-0", busy0_a);
+			spawn("busy-1", busy1_a);
+			spawn("busy-2", busy2_a);
+			spawn("busy-3", busy3_a);
+			want += 4;
+		}
 	}
 	while (atomic_load(&started) < want) usleep(1000);
 	printf("ready\n");

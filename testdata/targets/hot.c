@@ -5,7 +5,8 @@
  *                        exits by itself after exit_ms if given (> 0).
  *   hot spin N SECS      N threads "spin-K" count iterations of spin_work
  *                        for SECS seconds, then prints
- *                        "iters TOTAL maxstall_us MAX" and exits.
+ *                        "iters TOTAL maxstall_us MAX cpu_us CPU" (CPU: the
+ *                        process's CPU time) and exits.
  *
  * Prints "ready" when running. Build: gcc -O2 -g -pthread hot.c -o hot
  */
@@ -91,7 +92,10 @@ int main(int argc, char **argv) {
 			pthread_setname_np(t[i], name);
 		}
 		for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
-		printf("iters %ld maxstall_us %ld\n", atomic_load(&total), atomic_load(&maxstall) / 1000);
+		struct timespec cpu;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+		printf("iters %ld maxstall_us %ld cpu_us %ld\n", atomic_load(&total), atomic_load(&maxstall) / 1000,
+		       cpu.tv_sec * 1000000L + cpu.tv_nsec / 1000);
 		fflush(stdout);
 		return 0;
 	}
