@@ -159,6 +159,7 @@ type Child struct {
 	space   *ptrace.Process
 	calls   map[string]int // calls served, by kind
 	down    *downWriter
+	memFor  int // the MemPID whose memory file the child holds (-1: none could be opened)
 }
 
 // Start starts a child for target t. An error means no child runs (no
@@ -221,7 +222,7 @@ func Start(cfg Config, t Target) (*Child, error) {
 	st := &setup{DebugDirs: cfg.Symtab.DebugDirs, NoDemangle: cfg.Symtab.NoDemangle, NamesOnly: cfg.Symtab.NamesOnly,
 		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
 		Deadline: cfg.Deadline, MaxFrames: cfg.Resolve.MaxFrames, Kernel: cfg.Resolve.Kernel, Live: cfg.Resolve.Live,
-		KernelAddrs: cfg.Resolve.KernelAddrs, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, Hook: TestHook}
+		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, Hook: TestHook}
 	up, err := c.roundTrip(&downMsg{Kind: kSetup, Setup: st}, time.Now().Add(startWait))
 	if err == nil && up.Kind != kSetup {
 		err = fmt.Errorf("unexpected %q", up.Kind)
@@ -438,6 +439,29 @@ func (c *Child) follow(p *ptrace.Process) {
 	if c.t.PID != 0 && p.PID == c.t.PID {
 		c.t.MemPID = p.MemPID()
 	}
+	c.handMemory()
+}
+
+// handMemory gives a live target's child that thread's memory file,
+// /proc/PID/task/TID/mem, opened read-only here: the kernel checks at open
+// that stackshot may read the target (as it does for process_vm_readv),
+// and the descriptor stays bound to that process's memory (a pid reused
+// later is not read through it). The child reads it with pread, without
+// a round trip per read; it learns nothing it could not ask for by kMem
+// (any address of the one target), and can write nothing. When it cannot
+// be opened the child asks for each read (kMem).
+func (c *Child) handMemory() {
+	if !c.cfg.Resolve.Live || c.t.PID == 0 || c.t.MemPID == c.memFor || c.dead != nil {
+		return
+	}
+	c.memFor = c.t.MemPID
+	f, err := os.OpenFile(fmt.Sprintf("%s/%d/task/%d/mem", procmaps.Proc, c.t.PID, c.t.MemPID), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	fd := -1
+	if err == nil {
+		defer f.Close()
+		fd = int(f.Fd())
+	}
+	c.sendFD(&downMsg{Kind: kMemFD}, fd)
 }
 
 // Without a deadline (report takes no --timeout) one request may take
@@ -450,11 +474,14 @@ func (c *Child) killAt() time.Time {
 	return c.cfg.Deadline.Add(grace)
 }
 
-func (c *Child) send(m *downMsg) error {
+func (c *Child) send(m *downMsg) error { return c.sendFD(m, -1) }
+
+// sendFD sends m with descriptor fd (-1: none).
+func (c *Child) sendFD(m *downMsg, fd int) error {
 	if c.dead != nil {
 		return c.dead
 	}
-	if err := c.down.send(c.sock, m, -1); err != nil {
+	if err := c.down.send(c.sock, m, fd); err != nil {
 		c.fail(err, false)
 		return c.dead
 	}
@@ -464,7 +491,12 @@ func (c *Child) send(m *downMsg) error {
 // roundTrip sends m and serves the child's calls until it answers. Past
 // killAt (zero: never) the child is killed, which ends the wait.
 func (c *Child) roundTrip(m *downMsg, killAt time.Time) (*upMsg, error) {
-	if err := c.send(m); err != nil {
+	return c.roundTripFD(m, -1, killAt)
+}
+
+// roundTripFD is roundTrip with descriptor fd handed over with m.
+func (c *Child) roundTripFD(m *downMsg, fd int, killAt time.Time) (*upMsg, error) {
+	if err := c.sendFD(m, fd); err != nil {
 		return nil, err
 	}
 	var timedOut bool
@@ -586,7 +618,8 @@ func (c *Child) open(up *upMsg) (*os.File, error) {
 	trusted := false
 	switch {
 	case up.Root != "" && up.Root != "/":
-		if !c.isRoot(up.Root) {
+		// The target's root, or the --sysroot the operator gave report.
+		if !c.isRoot(up.Root) && (c.t.PID != 0 || up.Root != c.cfg.Resolve.Sysroot) {
 			return nil, errors.New("refused: not the target's root")
 		}
 	case c.t.PID != 0 && isMapFiles(up.Path, c.t.PID):

@@ -42,6 +42,10 @@ const (
 	kCheck   = "check"   // down: does Thread unwind completely? up: the answer
 	kHook    = "hook"    // down: a test hook; up: its answer
 	kNames   = "names"   // down: name Addrs in the space; up: their Frames
+	kMemFD   = "memfd"   // down: the target's /proc/PID/task/TID/mem, read-only (none: ask by kMem)
+	kGo      = "go"      // down: read Proc's goroutines (its executable attached); up: them in Result
+	kLocks   = "locks"   // down: find the owners of the locks Report's threads wait for; up: Waits, Deadlocks
+	kCore    = "core"    // down: resolve the ELF core attached; up: its processes in Procs
 	kReply   = "reply"   // down: the answer to a call
 	kOpen    = "open"    // up: open Root/Path
 	kPerfMap = "perfmap" // up: open PID's perf map in Root
@@ -59,6 +63,7 @@ type setup struct {
 	Deadline        time.Time // zero: none
 	MaxFrames       int
 	Kernel          bool
+	Sysroot         string // report's --sysroot: where a core's files are opened
 	Live            bool
 	KernelAddrs     bool
 	MemoryLimit     uint64 // RLIMIT_AS
@@ -75,6 +80,14 @@ type downMsg struct {
 	Addrs  []uint64
 	Err    string
 	Data   []byte
+	// Report is the resolved process kGo and kLocks work on (its threads:
+	// their frames and syscalls).
+	Report *report.Process
+	// Tasks are the target's threads now (kLocks: an owner is one of them).
+	Tasks []int
+	// TIDs keeps only these threads of a core (--tid); Size is its size.
+	TIDs []int
+	Size int64
 }
 
 type upMsg struct {
@@ -94,6 +107,16 @@ type upMsg struct {
 	Frames   [][]report.Frame  `json:"frames,omitempty"`
 	BuildIDs map[uint64]string `json:"build_ids,omitempty"`
 	VDSO     []byte            `json:"vdso,omitempty"`
+	// kLocks: each thread's WaitingFor (in the order of the request's
+	// threads) and the cycles among them.
+	Waits     []*report.WaitingFor `json:"waits,omitempty"`
+	Deadlocks []report.Deadlock    `json:"deadlocks,omitempty"`
+	// kCore: the core's processes (one), the thread ids --tid asked for
+	// that it lacks, and whether the file is not a capture at all.
+	Procs      []*report.Process `json:"procs,omitempty"`
+	Missing    [][]int           `json:"missing,omitempty"`
+	Errs       []string          `json:"errs,omitempty"`
+	NotCapture bool              `json:"not_capture,omitempty"`
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.
@@ -284,7 +307,7 @@ func recvUp(sock int) (*upMsg, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
 	}
-	if m.Kind != kResolve && m.Kind != kNames && len(b) > maxUpCall {
+	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kCore && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
 	mapStrings(&m, decodeRaw)
