@@ -96,7 +96,6 @@ type CoreResult struct {
 	Err     string          // why it could not be shown
 }
 
-
 // LoadError is the child's reason a file could not be read.
 type LoadError struct {
 	Why        string
