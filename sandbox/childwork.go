@@ -104,6 +104,7 @@ func core(cfg *setup, sym *symtab.Symbolizer, m *downMsg, f *os.File) upMsg {
 		up.Procs = append(up.Procs, rp)
 		up.Missing = append(up.Missing, missing)
 		up.Errs = append(up.Errs, why)
+		up.PIDs = append(up.PIDs, p.PID)
 	}
 	return up
 }

@@ -91,6 +91,7 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) error {
 
 // CoreResult is one process of a core read in the child.
 type CoreResult struct {
+	PID     int
 	Process *report.Process // nil: none of its threads kept, or Err
 	Missing []int           // thread ids asked for (tids) that it lacks
 	Err     string          // why it could not be shown
@@ -122,14 +123,14 @@ func (c *Child) Core(f *os.File, size int64, tids []int) ([]CoreResult, error) {
 		return nil, &LoadError{Why: up.Err, NotCapture: up.NotCapture}
 	}
 	n := len(up.Procs)
-	if len(up.Missing) != n || len(up.Errs) != n {
+	if len(up.Missing) != n || len(up.Errs) != n || len(up.PIDs) != n {
 		return nil, fmt.Errorf("the sandboxed parser failed (%d processes, %d and %d notes)", n, len(up.Missing), len(up.Errs))
 	}
 	c.expired = c.expired || up.Expired
 	c.budget = c.budget || up.Budget
 	out := make([]CoreResult, n)
 	for i := range out {
-		out[i] = CoreResult{Process: up.Procs[i], Missing: up.Missing[i], Err: up.Errs[i]}
+		out[i] = CoreResult{PID: up.PIDs[i], Process: up.Procs[i], Missing: up.Missing[i], Err: up.Errs[i]}
 		if out[i].Process == nil && out[i].Err == "" && len(tids) == 0 {
 			out[i].Err = "the sandboxed parser returned no process"
 		}

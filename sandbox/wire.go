@@ -116,6 +116,7 @@ type upMsg struct {
 	Procs      []*report.Process `json:"procs,omitempty"`
 	Missing    [][]int           `json:"missing,omitempty"`
 	Errs       []string          `json:"errs,omitempty"`
+	PIDs       []int             `json:"pids,omitempty"`
 	NotCapture bool              `json:"not_capture,omitempty"`
 }
 

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -141,6 +142,13 @@ func cmdReport(args []string) error {
 	var procs []*report.Process
 	failed := 0
 	for _, path := range files {
+		if rps, done, f, err := c.reportCore(path); done {
+			if err != nil {
+				return err
+			}
+			procs, failed = append(procs, rps...), failed+f
+			continue
+		}
 		saved, err := loadSaved(path)
 		if err != nil {
 			return err
@@ -153,8 +161,9 @@ func cmdReport(args []string) error {
 				continue
 			}
 			// A capture file is hostile: parsed in a sandboxed child. (A
-			// core's memory, and fetching from debuginfod, which the
-			// child cannot, stay in-process: see the README.)
+			// core is read there whole: reportCore. Fetching from
+			// debuginfod, which the child cannot, stays in-process: see
+			// the README.)
 			if sv.Mem == nil && !c.noSandbox && !c.debuginfod.Enabled() {
 				if child := c.startSandbox(ropts, sandbox.Target{UID: -1, GID: -1}, path); child != nil {
 					rp, err := child.Resolve(p)
@@ -189,4 +198,55 @@ func cmdReport(args []string) error {
 		return exitError{exitTarget}
 	}
 	return nil
+}
+
+// reportCore reads an ELF core and resolves its process in a sandboxed
+// child, which is handed the opened file: a core is the crashed or
+// captured process's bytes, hostile. done is false when it is not a
+// readable ELF file, the sandbox is off (--no-sandbox, debuginfod) or no
+// child starts: then the core is read in-process (loadSaved). A failed
+// child costs the core (said on stderr, counted in failed), nothing else.
+func (c *common) reportCore(path string) (procs []*report.Process, done bool, failed int, err error) {
+	if c.noSandbox || c.debuginfod.Enabled() {
+		return nil, false, 0, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, 0, nil // (loadSaved says why)
+	}
+	defer f.Close()
+	var magic [4]byte
+	st, err := f.Stat()
+	if n, _ := f.ReadAt(magic[:], 0); err != nil || !st.Mode().IsRegular() || n != 4 || string(magic[:]) != elf.ELFMAG {
+		return nil, false, 0, nil
+	}
+	child := c.startSandbox(resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot}, sandbox.Target{UID: -1, GID: -1}, path)
+	if child == nil {
+		return nil, false, 0, nil
+	}
+	defer child.Close()
+	res, err := child.Core(f, st.Size(), c.tids)
+	c.noteSandbox(child)
+	var le *sandbox.LoadError
+	if errors.As(err, &le) {
+		return nil, true, 0, fmt.Errorf("cannot read %s (%s)", path, le.Why)
+	}
+	if err != nil {
+		printErr("stackshot: core %s not shown: %v", path, err)
+		return nil, true, 1, nil
+	}
+	for _, r := range res {
+		if len(r.Missing) > 0 {
+			fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')\n",
+				joinInts(r.Missing), r.PID, r.PID)
+		}
+		switch {
+		case r.Err != "":
+			printErr("stackshot: %s", r.Err)
+			failed++
+		case r.Process != nil:
+			procs = append(procs, r.Process)
+		}
+	}
+	return procs, true, failed, nil
 }

@@ -59,7 +59,8 @@ func cpuTimes(pid int, p *report.Process) map[int]uint64 {
 
 // diagnose adds lock owners, deadlocks and groups to a resolved snapshot.
 // It runs after every thread runs again and reads lock words with
-// process_vm_readv: no thread is stopped for it.
+// process_vm_readv (pread of /proc/PID/mem in the target's sandboxed
+// child, where they are interpreted): no thread is stopped for it.
 func (s *session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Process {
 	tasks := map[int]bool{}
 	if tids, err := procmaps.Tasks(raw.PID); err == nil {
@@ -67,7 +68,13 @@ func (s *session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Proc
 			tasks[t] = true
 		}
 	}
-	diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
+	if child := s.sandboxFor(raw.PID); child != nil {
+		if err := child.Locks(rp, tasks); err != nil {
+			s.warn("%v", err)
+		}
+	} else {
+		diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
+	}
 	if s.c.diag.group || (!s.c.diag.noGroup && len(rp.Threads) > groupAuto) {
 		diagnose.Group(rp)
 	}

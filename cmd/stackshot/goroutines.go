@@ -26,10 +26,16 @@ func (s *session) addGoroutines(p *ptrace.Process, rp *report.Process, deadline 
 	if !s.c.goroutines || s.c.noGoroutines {
 		return
 	}
-	space := s.res.Space(p, ptrace.MemReader{PID: p.MemPID()})
-	goruntime.Live(p, rp, goruntime.SymbolizerFunc(func(pc uint64, exact bool) []report.Frame {
-		return s.res.Symbolize(space, pc, exact)
-	}), deadline, s.cancel)
+	if child := s.sandboxFor(p.PID); child != nil {
+		if err := child.Goroutines(p, rp); err != nil {
+			s.warn("%v", err)
+		}
+	} else {
+		space := s.res.Space(p, ptrace.MemReader{PID: p.MemPID()})
+		goruntime.Live(p, rp, goruntime.SymbolizerFunc(func(pc uint64, exact bool) []report.Frame {
+			return s.res.Symbolize(space, pc, exact)
+		}), deadline, s.cancel)
+	}
 	if s.c.diag.group || (len(rp.Goroutines) > autoGroupGoroutines && !s.c.diag.noGroup) {
 		rp.GoroutineGroups = report.GroupGoroutines(rp.Goroutines)
 	}
