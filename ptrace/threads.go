@@ -1,5 +1,22 @@
 package ptrace
 
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MissingThreads says that the thread ids asked for (--tid) are not in
+// process pid.
+func MissingThreads(pid int, missing []int) string {
+	ids := make([]string, len(missing))
+	for i, t := range missing {
+		ids[i] = strconv.Itoa(t)
+	}
+	return fmt.Sprintf("no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')",
+		strings.Join(ids, ", "), pid, pid)
+}
+
 // KeepThreads keeps only the threads whose ids are in tids (all when tids is
 // empty), in their order, and returns the ids asked for that it lacks.
 func (p *Process) KeepThreads(tids []int) (missing []int) {

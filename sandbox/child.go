@@ -54,6 +54,12 @@ func Main() int {
 	so := symtab.Options{DebugDirs: cfg.DebugDirs, NoDemangle: cfg.NoDemangle, NamesOnly: cfg.NamesOnly,
 		MaxDebugBytes: cfg.MaxDebugBytes, MaxSectionBytes: cfg.MaxSectionBytes, PerfMap: cfg.PerfMap,
 		Opener: c}
+	if cfg.FetchDebug {
+		so.FetchDebug = c.fetchDebug
+	}
+	if cfg.FetchExecutable {
+		so.FetchExecutable = c.fetchExecutable
+	}
 	if !cfg.Deadline.IsZero() {
 		ctx, cancel := context.WithDeadline(context.Background(), cfg.Deadline)
 		defer cancel()
@@ -70,7 +76,7 @@ func Main() int {
 }
 
 // takesFD says which requests come with a descriptor the child keeps.
-func takesFD(kind string) bool { return kind == kMemFD || kind == kGo || kind == kCore }
+func takesFD(kind string) bool { return kind == kMemFD || kind == kGo || kind == kSaved }
 
 // serve answers the parent's requests until it is done: resolve a
 // capture, name addresses, check a no-stop capture, read build ids.
@@ -94,35 +100,14 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 		}
 		var up upMsg
 		switch m.Kind {
-		case kMemFD:
-			if memc == nil {
-				if fd >= 0 {
-					unix.Close(fd)
-				}
+		case kMemFD, kGo, kLocks, kSaved:
+			var ok bool
+			if up, ok = serveWork(cfg, m, fd, sym, res, memc); !ok {
 				return 1
 			}
-			memc.setFD(fd)
-			continue
-		case kGo:
-			if m.Proc == nil || m.Report == nil || fd < 0 {
-				return 1
+			if m.Kind == kMemFD {
+				continue // (no answer)
 			}
-			hookBefore(cfg.Hook, kGo)
-			up.Kind, up.Result = kGo, goroutines(cfg, res, m, memc, os.NewFile(uintptr(fd), "exe"))
-		case kLocks:
-			if m.Report == nil {
-				return 1
-			}
-			hookBefore(cfg.Hook, kLocks)
-			up.Kind = kLocks
-			up.Waits, up.Deadlocks = locks(m, memc)
-		case kCore:
-			if fd < 0 {
-				return 1
-			}
-			hookBefore(cfg.Hook, kCore)
-			up = core(cfg, sym, m, os.NewFile(uintptr(fd), "core"))
-			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
 		case kResolve:
 			if m.Proc == nil {
 				return 1
@@ -176,6 +161,42 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			return 1
 		}
 	}
+}
+
+// serveWork answers the requests of serve that hand over a descriptor fd
+// or read goroutines and locks: (up, false) for a malformed request.
+func serveWork(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *resolve.Resolver, memc *memClient) (up upMsg, ok bool) {
+	switch m.Kind {
+	case kMemFD:
+		if memc == nil {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			return up, false
+		}
+		memc.setFD(fd)
+	case kGo:
+		if m.Proc == nil || m.Report == nil || fd < 0 {
+			return up, false
+		}
+		hookBefore(cfg.Hook, kGo)
+		up.Kind, up.Result = kGo, goroutines(cfg, res, m, memc, os.NewFile(uintptr(fd), "exe"))
+	case kLocks:
+		if m.Report == nil {
+			return up, false
+		}
+		hookBefore(cfg.Hook, kLocks)
+		up.Kind = kLocks
+		up.Waits, up.Deadlocks = locks(m, memc)
+	case kSaved:
+		if fd < 0 {
+			return up, false
+		}
+		hookBefore(cfg.Hook, kSaved)
+		up = saved(cfg, sym, m, os.NewFile(uintptr(fd), "capture"))
+		up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
+	}
+	return up, true
 }
 
 // lockdown takes from the child what a parser never needs, before it reads
@@ -261,6 +282,31 @@ func (c *client) Open(root, p string, follow bool) (*os.File, error) {
 // OpenPerfMap implements symtab.Opener.
 func (c *client) OpenPerfMap(pid int, root string) (*os.File, error) {
 	return c.openFile(&upMsg{Kind: kPerfMap, PID: pid, Root: root}, fmt.Sprintf("/tmp/perf-%d.map", pid))
+}
+
+// fetchDebug and fetchExecutable implement symtab.Options' fetchers:
+// the parent fetches (the child has no network) and answers with the
+// file's path, which it then hands over when asked (Open).
+func (c *client) fetchDebug(_ context.Context, buildID string) (string, error) {
+	return c.fetch(buildID, false)
+}
+
+func (c *client) fetchExecutable(_ context.Context, buildID string) (string, error) {
+	return c.fetch(buildID, true)
+}
+
+func (c *client) fetch(buildID string, exe bool) (string, error) {
+	r, fd, err := c.call(&upMsg{Kind: kFetch, BuildID: buildID, Follow: exe})
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	if err != nil {
+		if err.Error() == symtab.ErrFetchDeferred.Error() {
+			return "", symtab.ErrFetchDeferred
+		}
+		return "", err
+	}
+	return r.Path, nil
 }
 
 // memClient reads the live target's memory through the parent, in

@@ -18,7 +18,8 @@ import (
 )
 
 // The child's work beyond unwinding and naming: a Go program's goroutines,
-// the owners of the locks threads wait for, and ELF cores.
+// the owners of the locks threads wait for, and saved captures (capture
+// files and ELF cores).
 
 // goroutines reads the goroutines of m.Proc (a live Go program) from its
 // memory and its executable exe (handed over by the parent, closed here),
@@ -32,9 +33,8 @@ func goroutines(cfg *setup, res *resolve.Resolver, m *downMsg, memc *memClient, 
 		return &report.Process{}
 	}
 	space := res.Space(m.Proc, memc)
-	sym := goruntime.SymbolizerFunc(func(pc uint64, exact bool) []report.Frame { return res.Symbolize(space, pc, exact) })
 	if err := contain.Call("reading goroutines", func() {
-		goruntime.LiveFrom(m.Proc, out, sym, memc.direct(), exe, cfg.Deadline, nil)
+		goruntime.LiveFrom(m.Proc, out, goruntime.SymbolizerFunc(res.Namer(space)), memc.direct(), exe, cfg.Deadline, nil)
 	}); err != nil {
 		out.Goroutines = nil
 		out.Warnings = append(out.Warnings, fmt.Sprintf("goroutines not read (%v)", err))
@@ -65,24 +65,24 @@ func locks(m *downMsg, memc *memClient) ([]*report.WaitingFor, []report.Deadlock
 	return waits, p.Deadlocks
 }
 
-// core reads an ELF core (handed over by the parent, closed here) and
-// resolves its process as report does in-process: only the threads m.TIDs
-// names (all when empty), build ids read from its memory when its writer
-// did not record them.
-func core(cfg *setup, sym *symtab.Symbolizer, m *downMsg, f *os.File) upMsg {
+// saved reads a saved capture, a capture file or an ELF core (handed over
+// by the parent, closed here), and resolves its processes as report does
+// in-process: only the threads m.TIDs names (all when empty), a core's
+// build ids read from its memory when its writer did not record them.
+func saved(cfg *setup, sym *symtab.Symbolizer, m *downMsg, f *os.File) upMsg {
 	defer f.Close()
-	up := upMsg{Kind: kCore}
-	var saved []capfile.Saved
-	err := contain.Do("reading the core", func() error {
+	up := upMsg{Kind: kSaved}
+	var all []capfile.Saved
+	err := contain.Do("reading the capture", func() error {
 		var err error
-		saved, err = capfile.Load(f, m.Size)
+		all, err = capfile.Load(f, m.Size)
 		return err
 	})
 	if err != nil {
 		up.Err, up.NotCapture = err.Error(), errors.Is(err, capfile.ErrNotCapture)
 		return up
 	}
-	for _, sv := range saved {
+	for _, sv := range all {
 		p := sv.Process
 		missing := p.KeepThreads(m.TIDs)
 		var rp *report.Process

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 
+	"stackshot/capfile"
 	"stackshot/diagnose"
 	"stackshot/goruntime"
 	"stackshot/ptrace"
@@ -19,15 +20,16 @@ import (
 // child parses the binary (build info, DWARF or the layout table, the
 // pclntab) and the runtime's structures. rp is p's report as Resolve
 // gave it. A process that is not a Go program is left as it is. A failed
-// child costs the goroutines, said by err; a child that failed before is
-// not asked (its failure was said then).
-func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) error {
+// child costs the goroutines: rp gets a warning saying so, as when they
+// cannot be read in-process. A child that failed before is not asked (its
+// failure was said then).
+func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) {
 	if c.dead != nil || !c.cfg.Resolve.Live {
-		return nil
+		return
 	}
 	exe := goruntime.OpenExe(p)
 	if exe == nil {
-		return nil
+		return
 	}
 	defer exe.Close()
 	c.follow(p)
@@ -38,12 +40,12 @@ func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) error {
 		err = fmt.Errorf("no goroutines (%s)", up.Err)
 	}
 	if err != nil {
-		return fmt.Errorf("goroutines of process %d not read: the sandboxed parser failed (%v)", p.PID, err)
+		rp.Warnings = append(rp.Warnings, fmt.Sprintf("goroutines not read: the sandboxed parser failed (%v)", err))
+		return
 	}
 	g := up.Result
 	rp.Runtime, rp.Goroutines, rp.GoroutinesSkipped = g.Runtime, g.Goroutines, g.GoroutinesSkipped
 	rp.Warnings = append(rp.Warnings, g.Warnings...)
-	return nil
 }
 
 // Locks finds, in the child, which lock each blocked thread of rp (the
@@ -52,11 +54,11 @@ func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) error {
 // and interpreted there. tasks are the target's threads now. What the
 // child answers is checked: an owner must be one of tasks (else it is
 // unknown), its name is the report's, and the deadlocks are the cycles of
-// those checked edges, found here. A failed child leaves rp undiagnosed
-// and err says why.
-func (c *Child) Locks(rp *report.Process, tasks map[int]bool) error {
+// those checked edges, found here. A failed child leaves rp undiagnosed,
+// with a warning saying why.
+func (c *Child) Locks(rp *report.Process, tasks map[int]bool) {
 	if c.dead != nil || !c.cfg.Resolve.Live {
-		return nil
+		return
 	}
 	tids := make([]int, 0, len(tasks))
 	for t := range tasks {
@@ -68,7 +70,8 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) error {
 		err = fmt.Errorf("%d answers for %d threads", len(up.Waits), len(rp.Threads))
 	}
 	if err != nil {
-		return fmt.Errorf("lock owners of process %d not found: the sandboxed parser failed (%v)", rp.PID, err)
+		rp.Warnings = append(rp.Warnings, fmt.Sprintf("lock owners not found: the sandboxed parser failed (%v)", err))
+		return
 	}
 	names := make(map[int]string, len(rp.Threads))
 	for i := range rp.Threads {
@@ -86,54 +89,70 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) error {
 	}
 	rp.Deadlocks = diagnose.Deadlocks(rp.Threads)
 	rp.Diagnosed = true
-	return nil
 }
 
-// CoreResult is one process of a core read in the child.
-type CoreResult struct {
-	PID     int
-	Process *report.Process // nil: none of its threads kept, or Err
-	Missing []int           // thread ids asked for (tids) that it lacks
-	Err     string          // why it could not be shown
-}
-
-// LoadError is the child's reason a file could not be read.
+// LoadError is why a saved capture could not be read, as the child says:
+// the file's fault, not the child's.
 type LoadError struct {
 	Why        string
-	NotCapture bool // not a capture stackshot knows (capfile.ErrNotCapture)
+	NotCapture bool // not a capture stackshot knows: Unwrap gives capfile.ErrNotCapture
 }
 
 func (e *LoadError) Error() string { return e.Why }
 
-// Core reads an ELF core (f, opened by the parent, of size bytes) in the
-// child and resolves its process there, keeping only the threads tids
-// names (all when empty): what report does in-process (capfile.Load, then
-// resolve). The file's own faults come back as a *LoadError; a failed
-// child as another error (nothing of the core is shown then: it was
-// read only there).
-func (c *Child) Core(f *os.File, size int64, tids []int) ([]CoreResult, error) {
-	up, err := c.roundTripFD(&downMsg{Kind: kCore, TIDs: tids, Size: size}, int(f.Fd()), c.killAt())
-	if err == nil && up.Kind != kCore {
+func (e *LoadError) Unwrap() error {
+	if e.NotCapture {
+		return capfile.ErrNotCapture
+	}
+	return nil
+}
+
+// SavedReport is what the child made of a saved capture.
+type SavedReport struct {
+	Procs []*report.Process
+	// Lines are to be said on stderr: thread ids asked for that a process
+	// lacks, a process that could not be shown, a failed child.
+	Lines  []string
+	Failed int // processes not shown (1 for the whole file when the child failed)
+}
+
+// Saved reads a saved capture, a capture file or an ELF core (f, opened
+// by the parent, of size bytes), in the child and resolves its processes
+// there, keeping only the threads tids names (all when empty): what
+// report does in-process (capfile.Load, then resolve), the capture's
+// bytes never parsed in the parent. The file's own faults come back as a
+// *LoadError. A failed child costs the file (said in Lines): it was read
+// only there.
+func (c *Child) Saved(f *os.File, size int64, tids []int) (*SavedReport, error) {
+	up, err := c.roundTripFD(&downMsg{Kind: kSaved, TIDs: tids, Size: size}, int(f.Fd()), c.killAt())
+	if err == nil && up.Kind != kSaved {
 		err = fmt.Errorf("unexpected %q", up.Kind)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("the sandboxed parser failed (%v)", err)
-	}
-	if up.Err != "" {
+	if err == nil && up.Err != "" {
 		return nil, &LoadError{Why: up.Err, NotCapture: up.NotCapture}
 	}
-	n := len(up.Procs)
-	if len(up.Missing) != n || len(up.Errs) != n || len(up.PIDs) != n {
-		return nil, fmt.Errorf("the sandboxed parser failed (%d processes, %d and %d notes)", n, len(up.Missing), len(up.Errs))
+	if err == nil {
+		if n := len(up.Procs); len(up.Missing) != n || len(up.Errs) != n || len(up.PIDs) != n {
+			err = fmt.Errorf("%d processes, %d, %d and %d notes", n, len(up.Missing), len(up.Errs), len(up.PIDs))
+		}
+	}
+	if err != nil {
+		return &SavedReport{Failed: 1, Lines: []string{fmt.Sprintf("%s not shown: the sandboxed parser failed (%v)", f.Name(), err)}}, nil
 	}
 	c.expired = c.expired || up.Expired
 	c.budget = c.budget || up.Budget
-	out := make([]CoreResult, n)
-	for i := range out {
-		out[i] = CoreResult{PID: up.PIDs[i], Process: up.Procs[i], Missing: up.Missing[i], Err: up.Errs[i]}
-		if out[i].Process == nil && out[i].Err == "" && len(tids) == 0 {
-			out[i].Err = "the sandboxed parser returned no process"
+	r := &SavedReport{}
+	for i, p := range up.Procs {
+		if len(up.Missing[i]) > 0 {
+			r.Lines = append(r.Lines, ptrace.MissingThreads(up.PIDs[i], up.Missing[i]))
+		}
+		switch {
+		case up.Errs[i] != "":
+			r.Lines = append(r.Lines, up.Errs[i])
+			r.Failed++
+		case p != nil:
+			r.Procs = append(r.Procs, p)
 		}
 	}
-	return out, nil
+	return r, nil
 }

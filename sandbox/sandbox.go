@@ -20,6 +20,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -57,7 +58,10 @@ const (
 
 // Config is what a child is started with.
 type Config struct {
-	Symtab  symtab.Options // Context and Opener are ignored: see Deadline
+	// Symtab configures the child's symbolizer. Context and Opener are
+	// ignored (see Deadline); FetchDebug and FetchExecutable run here, in
+	// the parent, when the child asks (it has no network).
+	Symtab  symtab.Options
 	Resolve resolve.Options
 	// Deadline bounds the child's work (a --timeout); past it and a
 	// grace period the child is killed. Zero: none.
@@ -159,7 +163,8 @@ type Child struct {
 	space   *ptrace.Process
 	calls   map[string]int // calls served, by kind
 	down    *downWriter
-	memFor  int // the MemPID whose memory file the child holds (-1: none could be opened)
+	memFor  int             // the MemPID whose memory file the child holds (-1: none could be opened)
+	fetched map[string]bool // files the fetchers gave: handed over when the child asks
 }
 
 // Start starts a child for target t. An error means no child runs (no
@@ -222,7 +227,8 @@ func Start(cfg Config, t Target) (*Child, error) {
 	st := &setup{DebugDirs: cfg.Symtab.DebugDirs, NoDemangle: cfg.Symtab.NoDemangle, NamesOnly: cfg.Symtab.NamesOnly,
 		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
 		Deadline: cfg.Deadline, MaxFrames: cfg.Resolve.MaxFrames, Kernel: cfg.Resolve.Kernel, Live: cfg.Resolve.Live,
-		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, Hook: TestHook}
+		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot,
+		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, Hook: TestHook}
 	up, err := c.roundTrip(&downMsg{Kind: kSetup, Setup: st}, time.Now().Add(startWait))
 	if err == nil && up.Kind != kSetup {
 		err = fmt.Errorf("unexpected %q", up.Kind)
@@ -520,7 +526,7 @@ func (c *Child) roundTripFD(m *downMsg, fd int, killAt time.Time) (*upMsg, error
 			return nil, c.dead
 		}
 		switch up.Kind {
-		case kOpen, kPerfMap, kMem:
+		case kOpen, kPerfMap, kMem, kFetch:
 			if err := c.serve(up); err != nil {
 				c.fail(err, false)
 				return nil, c.dead
@@ -581,6 +587,8 @@ func (c *Child) serve(up *upMsg) error {
 		buf := make([]byte, up.Len)
 		n := ptrace.ReadMemory(c.t.MemPID, buf, up.Addr)
 		return c.down.send(c.sock, &downMsg{Kind: kReply, Data: buf[:n]}, -1)
+	case kFetch:
+		return c.fetch(up)
 	case kOpen, kPerfMap:
 		f, err := c.open(up)
 		if err != nil {
@@ -628,6 +636,8 @@ func (c *Child) open(up *upMsg) (*os.File, error) {
 		trusted = true
 	case c.cfg.Symtab.PerfMap != "" && up.Path == c.cfg.Symtab.PerfMap:
 		trusted = true
+	case c.fetched[up.Path]:
+		trusted = true
 	}
 	f, err := sys.Open(up.Root, up.Path, up.Follow)
 	if err != nil {
@@ -641,6 +651,37 @@ func (c *Child) open(up *upMsg) (*os.File, error) {
 		}
 	}
 	return f, nil
+}
+
+// fetch runs the fetcher the child asks for (debuginfod: the child has no
+// network) with a build id, and answers with the path of the file it
+// gave, which the child may then open. The fetcher verified the file's
+// build id; the child parses it as any other.
+func (c *Child) fetch(up *upMsg) error {
+	get := c.cfg.Symtab.FetchDebug
+	if up.Follow {
+		get = c.cfg.Symtab.FetchExecutable
+	}
+	if get == nil || len(up.BuildID) < 2 || len(up.BuildID) > 128 || !isHex(up.BuildID) {
+		return c.down.send(c.sock, &downMsg{Kind: kReply, Err: "fetch refused"}, -1)
+	}
+	ctx := context.Background()
+	if !c.cfg.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.cfg.Deadline)
+		defer cancel()
+	}
+	p, err := get(ctx, up.BuildID)
+	if err != nil {
+		return c.down.send(c.sock, &downMsg{Kind: kReply, Err: err.Error()}, -1)
+	}
+	if p != "" {
+		if c.fetched == nil {
+			c.fetched = map[string]bool{}
+		}
+		c.fetched[p] = true
+	}
+	return c.down.send(c.sock, &downMsg{Kind: kReply, Path: p}, -1)
 }
 
 // mayRead reports whether the target's user (or anyone) may read a file

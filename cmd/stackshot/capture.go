@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -108,24 +107,52 @@ func (s *session) writeCore(p *ptrace.Process, what capfile.CoreMemory, path str
 // loadSaved opens a capture file or an ELF core. The file stays open
 // (a core's memory is read from it on demand) until the command exits.
 func loadSaved(path string) ([]capfile.Saved, error) {
-	f, err := os.Open(path)
+	f, size, err := capfile.OpenFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %s (%v)", path, errors.Unwrap(err))
+		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("cannot read %s (not a regular file; give a capture file or a core)", path)
-	}
-	saved, err := capfile.Load(f, st.Size())
+	saved, err := capfile.Load(f, size)
 	if err != nil {
 		f.Close()
-		if errors.Is(err, capfile.ErrNotCapture) {
-			return nil, fmt.Errorf("cannot read %s (%v; make one with 'stackshot capture PID -o FILE')", path, err)
-		}
-		return nil, fmt.Errorf("cannot read %s (%v)", path, err)
+		return nil, loadError(path, err)
 	}
 	return saved, nil
+}
+
+func loadError(path string, err error) error {
+	if errors.Is(err, capfile.ErrNotCapture) {
+		return fmt.Errorf("cannot read %s (%v; make one with 'stackshot capture PID -o FILE')", path, err)
+	}
+	return fmt.Errorf("cannot read %s (%v)", path, err)
+}
+
+// reportInChild reads a saved capture (capture file or core: the
+// target's bytes, hostile) and resolves it in a sandboxed child, handed
+// the opened file; nil when the sandbox is off (--no-sandbox) or no child
+// starts.
+func (c *common) reportInChild(path string) (*sandbox.SavedReport, error) {
+	if c.noSandbox {
+		return nil, nil
+	}
+	f, size, err := capfile.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	child := c.startSandbox(resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot}, sandbox.Target{UID: -1, GID: -1}, path)
+	if child == nil {
+		return nil, nil
+	}
+	defer child.Close()
+	defer c.noteSandbox(child)
+	r, err := child.Saved(f, size, c.tids)
+	if err != nil {
+		return nil, loadError(path, err)
+	}
+	for _, l := range r.Lines {
+		printErr("stackshot: %s", l)
+	}
+	return r, nil
 }
 
 func cmdReport(args []string) error {
@@ -142,11 +169,10 @@ func cmdReport(args []string) error {
 	var procs []*report.Process
 	failed := 0
 	for _, path := range files {
-		if rps, done, f, err := c.reportCore(path); done {
-			if err != nil {
-				return err
-			}
-			procs, failed = append(procs, rps...), failed+f
+		if r, err := c.reportInChild(path); err != nil {
+			return err
+		} else if r != nil {
+			procs, failed = append(procs, r.Procs...), failed+r.Failed
 			continue
 		}
 		saved, err := loadSaved(path)
@@ -159,23 +185,6 @@ func cmdReport(args []string) error {
 			p := sv.Process
 			if !c.keepThreads(p) {
 				continue
-			}
-			// A capture file is hostile: parsed in a sandboxed child. (A
-			// core is read there whole: reportCore. Fetching from
-			// debuginfod, which the child cannot, stays in-process: see
-			// the README.)
-			if sv.Mem == nil && !c.noSandbox && !c.debuginfod.Enabled() {
-				if child := c.startSandbox(ropts, sandbox.Target{UID: -1, GID: -1}, path); child != nil {
-					rp, err := child.Resolve(p)
-					if err != nil && !c.quiet {
-						printErr("stackshot: %v", err)
-					}
-					c.noteSandbox(child)
-					child.Close()
-					rp.Warnings = append(rp.Warnings, sv.Warnings...)
-					procs = append(procs, rp)
-					continue
-				}
 			}
 			if sv.Mem != nil && p.BuildIDs == nil {
 				resolve.CollectImages(p, sv.Mem) // a core of another tool
@@ -198,55 +207,4 @@ func cmdReport(args []string) error {
 		return exitError{exitTarget}
 	}
 	return nil
-}
-
-// reportCore reads an ELF core and resolves its process in a sandboxed
-// child, which is handed the opened file: a core is the crashed or
-// captured process's bytes, hostile. done is false when it is not a
-// readable ELF file, the sandbox is off (--no-sandbox, debuginfod) or no
-// child starts: then the core is read in-process (loadSaved). A failed
-// child costs the core (said on stderr, counted in failed), nothing else.
-func (c *common) reportCore(path string) (procs []*report.Process, done bool, failed int, err error) {
-	if c.noSandbox || c.debuginfod.Enabled() {
-		return nil, false, 0, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, false, 0, nil // (loadSaved says why)
-	}
-	defer f.Close()
-	var magic [4]byte
-	st, err := f.Stat()
-	if n, _ := f.ReadAt(magic[:], 0); err != nil || !st.Mode().IsRegular() || n != 4 || string(magic[:]) != elf.ELFMAG {
-		return nil, false, 0, nil
-	}
-	child := c.startSandbox(resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot}, sandbox.Target{UID: -1, GID: -1}, path)
-	if child == nil {
-		return nil, false, 0, nil
-	}
-	defer child.Close()
-	res, err := child.Core(f, st.Size(), c.tids)
-	c.noteSandbox(child)
-	var le *sandbox.LoadError
-	if errors.As(err, &le) {
-		return nil, true, 0, fmt.Errorf("cannot read %s (%s)", path, le.Why)
-	}
-	if err != nil {
-		printErr("stackshot: core %s not shown: %v", path, err)
-		return nil, true, 1, nil
-	}
-	for _, r := range res {
-		if len(r.Missing) > 0 {
-			fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')\n",
-				joinInts(r.Missing), r.PID, r.PID)
-		}
-		switch {
-		case r.Err != "":
-			printErr("stackshot: %s", r.Err)
-			failed++
-		case r.Process != nil:
-			procs = append(procs, r.Process)
-		}
-	}
-	return procs, true, failed, nil
 }

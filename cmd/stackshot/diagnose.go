@@ -69,9 +69,7 @@ func (s *session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Proc
 		}
 	}
 	if child := s.sandboxFor(raw.PID); child != nil {
-		if err := child.Locks(rp, tasks); err != nil {
-			s.warn("%v", err)
-		}
+		child.Locks(rp, tasks)
 	} else {
 		diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
 	}

@@ -289,8 +289,7 @@ func permissionHelp(pid int) string {
 // them all) and says which are missing; false when none is left.
 func (c *common) keepThreads(p *ptrace.Process) bool {
 	if missing := p.KeepThreads(c.tids); len(missing) > 0 {
-		fmt.Fprintf(os.Stderr, "stackshot: no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')\n",
-			joinInts(missing), p.PID, p.PID)
+		fmt.Fprintf(os.Stderr, "stackshot: %s\n", ptrace.MissingThreads(p.PID, missing))
 	}
 	return len(p.Threads) > 0
 }

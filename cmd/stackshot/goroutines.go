@@ -27,14 +27,10 @@ func (s *session) addGoroutines(p *ptrace.Process, rp *report.Process, deadline 
 		return
 	}
 	if child := s.sandboxFor(p.PID); child != nil {
-		if err := child.Goroutines(p, rp); err != nil {
-			s.warn("%v", err)
-		}
+		child.Goroutines(p, rp)
 	} else {
 		space := s.res.Space(p, ptrace.MemReader{PID: p.MemPID()})
-		goruntime.Live(p, rp, goruntime.SymbolizerFunc(func(pc uint64, exact bool) []report.Frame {
-			return s.res.Symbolize(space, pc, exact)
-		}), deadline, s.cancel)
+		goruntime.Live(p, rp, goruntime.SymbolizerFunc(s.res.Namer(space)), deadline, s.cancel)
 	}
 	if s.c.diag.group || (len(rp.Goroutines) > autoGroupGoroutines && !s.c.diag.noGroup) {
 		rp.GoroutineGroups = report.GroupGoroutines(rp.Goroutines)

@@ -43,17 +43,7 @@ func TestMain(m *testing.M) {
 // run runs stackshot and returns stdout, stderr and the exit code.
 func runSS(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
-	return runSSEnv(t, nil, stackshotBin, args...)
-}
-
-// runSSEnv runs bin (stackshot, or the build with test hooks) with env
-// added to the environment.
-func runSSEnv(t testing.TB, env []string, bin string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
+	cmd := exec.Command(stackshotBin, args...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()

@@ -24,6 +24,7 @@ func (c *common) sandboxConfig(opts resolve.Options) sandbox.Config {
 	cfg := sandbox.Config{Resolve: opts}
 	cfg.Symtab.DebugDirs, cfg.Symtab.NoDemangle, cfg.Symtab.NamesOnly = c.debugDirs, c.noDemangle, c.namesOnly()
 	cfg.Symtab.MaxDebugBytes, cfg.Symtab.PerfMap = c.maxDebugBytes, c.perfMap
+	c.addFetchers(&cfg.Symtab) // (run here when the child asks: it has no network)
 	if c.timeout > 0 {
 		cfg.Deadline = c.started.Add(c.timeout)
 	}
@@ -65,9 +66,6 @@ func (s *session) sandboxFor(pid int) *sandbox.Child {
 			t = sandbox.Target{PID: pid, UID: -1, GID: -1} // owner unknown: anyone's files only
 		}
 		child = s.c.startSandbox(s.res.Options(), t, fmt.Sprintf("process %d", pid))
-		if child != nil && s.c.debuginfod.Enabled() {
-			s.warn("debuginfod is not asked for process %d: it is parsed in the sandboxed child, which has no network (give --no-sandbox to fetch)", pid)
-		}
 	}
 	if s.boxes == nil {
 		s.boxes = map[int]*sandbox.Child{}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,8 +121,9 @@ func TestSandboxForced(t *testing.T) {
 	}
 }
 
-// report parses a capture (hostile) in the child: same frames as
-// --no-sandbox, and a crash there costs the names, not the report.
+// report parses a capture file (hostile) in the child, decoding
+// included: same frames as --no-sandbox; a crash there costs that file,
+// said so (exit 1), and nothing of it is parsed in stackshot itself.
 func TestSandboxReport(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testutil.Skip(t, "needs root: the child changes to nobody")
@@ -143,12 +145,10 @@ func TestSandboxReport(t *testing.T) {
 	cmd.Env = append(os.Environ(), "STACKSHOT_TEST_SANDBOX_HOOK=crash")
 	var so, serr strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &serr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%v\n%s", err, serr.String())
-	}
-	if !strings.Contains(serr.String(), "sandboxed parser failed") || strings.Contains(so.String(), "reader_c") ||
-		!strings.Contains(so.String(), fmt.Sprintf("Process %d (", own.PID)) {
-		t.Errorf("report with a crashing child:\n%s\nstderr:\n%s", so.String(), serr.String())
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(serr.String(), capFile+" not shown: the sandboxed parser failed") ||
+		strings.Contains(so.String(), "reader_c") {
+		t.Errorf("report with a crashing child: %v\n%s\nstderr:\n%s", err, so.String(), serr.String())
 	}
 }
 
@@ -221,7 +221,7 @@ func TestSandboxSymbolize(t *testing.T) {
 func boxedAndNot(t *testing.T, pid int, out any, plain any) {
 	t.Helper()
 	for i, on := range []string{"1", "0"} {
-		so, se, code := runSSEnv(t, []string{"STACKSHOT_SANDBOX=" + on}, stackshotBin, "dump", "--json", fmt.Sprint(pid))
+		so, se, code := runEnv(t, []string{"STACKSHOT_SANDBOX=" + on}, "dump", "--json", fmt.Sprint(pid))
 		if code != 0 {
 			t.Fatalf("STACKSHOT_SANDBOX=%s: exit %d\n%s", on, code, se)
 		}
@@ -285,14 +285,14 @@ func TestSandboxGoroutinesSame(t *testing.T) {
 			t.Errorf("goroutine %d:\n sandbox     %s\n in-process  %s", id, b[id], want)
 		}
 	}
-	so, se, code := runSSEnv(t, []string{"STACKSHOT_SANDBOX=1", "STACKSHOT_TEST_SANDBOX_HOOK=go:crash"}, hookedBin(t), "dump", "--json", fmt.Sprint(tg.PID))
+	so, se, code := runBinEnv(t, hookedBin(t), []string{"STACKSHOT_SANDBOX=1", "STACKSHOT_TEST_SANDBOX_HOOK=go:crash"}, "dump", "--json", fmt.Sprint(tg.PID))
 	var lost jGoProc
 	if code != 0 || json.Unmarshal([]byte(so), &lost) != nil {
 		t.Fatalf("with go:crash: exit %d\n%s", code, se)
 	}
-	if lost.Goroutines != nil || !strings.Contains(se, fmt.Sprintf("goroutines of process %d not read: the sandboxed parser failed", tg.PID)) ||
+	if lost.Goroutines != nil || !strings.Contains(strings.Join(lost.Warnings, "\n"), "goroutines not read: the sandboxed parser failed") ||
 		!strings.Contains(so, "runtime.") {
-		t.Errorf("with go:crash: goroutines %v, stderr %q; want none, said so, threads named", lost.Goroutines != nil, se)
+		t.Errorf("with go:crash: goroutines %v, warnings %q; want none, said so, threads named", lost.Goroutines != nil, lost.Warnings)
 	}
 }
 
@@ -345,19 +345,19 @@ func TestSandboxLocksSame(t *testing.T) {
 		})
 	}
 	tg := testutil.Start(t, bin, "deadlock", "normal")
-	so, se, code := runSSEnv(t, []string{"STACKSHOT_SANDBOX=1", "STACKSHOT_TEST_SANDBOX_HOOK=locks:crash"}, hookedBin(t), "dump", "--json", fmt.Sprint(tg.PID))
+	so, se, code := runBinEnv(t, hookedBin(t), []string{"STACKSHOT_SANDBOX=1", "STACKSHOT_TEST_SANDBOX_HOOK=locks:crash"}, "dump", "--json", fmt.Sprint(tg.PID))
 	var lost jProc
 	if code != 0 || json.Unmarshal([]byte(so), &lost) != nil {
 		t.Fatalf("with locks:crash: exit %d\n%s", code, se)
 	}
-	if strings.Contains(view(lost), "owner") || !strings.Contains(se, fmt.Sprintf("lock owners of process %d not found: the sandboxed parser failed", tg.PID)) {
-		t.Errorf("with locks:crash:\n%s\nstderr %q", view(lost), se)
+	if strings.Contains(view(lost), "owner") || !strings.Contains(strings.Join(lost.Warnings, "\n"), "lock owners not found: the sandboxed parser failed") {
+		t.Errorf("with locks:crash:\n%s\nwarnings %q", view(lost), lost.Warnings)
 	}
 }
 
 // report reads an ELF core in the sandboxed child: the same report as
 // --no-sandbox, --tid too; a crash there costs that core (said, exit 1),
-// and the other files given are still shown.
+// and each file given has its own child.
 func TestSandboxReportCore(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testutil.Skip(t, "needs root: the child changes to nobody")
@@ -381,9 +381,31 @@ func TestSandboxReportCore(t *testing.T) {
 			t.Errorf("report %v in the sandbox:\n%s\n--no-sandbox:\n%s", args, boxed, plain)
 		}
 	}
-	so, se, code := runSSEnv(t, []string{"STACKSHOT_TEST_SANDBOX_HOOK=core:crash"}, hookedBin(t), "report", core, capFile)
-	if code != 1 || !strings.Contains(se, "core "+core+" not shown: the sandboxed parser failed") ||
-		strings.Count(so, fmt.Sprintf("Process %d (", tg.PID)) != 1 || !strings.Contains(so, "reader_c") {
-		t.Errorf("report with the core's child crashing: exit %d\n%s\nstderr:\n%s", code, so, se)
+	so, se, code := runBinEnv(t, hookedBin(t), []string{"STACKSHOT_TEST_SANDBOX_HOOK=saved:crash"}, "report", core, capFile)
+	if code != 1 || !strings.Contains(se, core+" not shown: the sandboxed parser failed") ||
+		!strings.Contains(se, capFile+" not shown: the sandboxed parser failed") || strings.Contains(so, "reader_c") {
+		t.Errorf("report with the children crashing: exit %d\n%s\nstderr:\n%s", code, so, se)
+	}
+}
+
+// A process parsed in the sandboxed child (which has no network) gets its
+// debug file from debuginfod all the same: the parent fetches it when the
+// child asks, by build id, and hands it over. Names and lines arrive, the
+// file lands in the cache, nothing is said on stderr.
+func TestSandboxDebuginfod(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: the child changes to nobody")
+	}
+	sp := testutil.SplitTarget(t, "blocked", false)
+	srv := testutil.StartDebuginfod(t, []string{sp.Debug}, "/buildid/"+sp.BuildID+"/debuginfo")
+	tg := testutil.Start(t, sp.Exe)
+	cache := filepath.Join(t.TempDir(), "cache")
+	p, errOut := dumpEnv(t, append(debugEnv(cache, srv.URL), "STACKSHOT_SANDBOX=1"), fmt.Sprint(tg.PID))
+	wantReaderLines(t, p, filepath.Base(sp.Exe))
+	if errOut != "" {
+		t.Errorf("stderr %q", errOut)
+	}
+	if files, want := testutil.CacheFiles(t, cache), []string{sp.BuildID + "/debuginfo 0400"}; !slices.Equal(files, want) {
+		t.Errorf("cache %v, want %v", files, want)
 	}
 }
