@@ -181,6 +181,7 @@ func serveWork(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *reso
 		}
 		hookBefore(cfg.Hook, kGo)
 		up.Kind, up.Result = kGo, goroutines(cfg, res, m, memc, os.NewFile(uintptr(fd), "exe"))
+		up.Stacks, up.StackOf = shareStacks(up.Result.Goroutines)
 	case kLocks:
 		if m.Report == nil {
 			return up, false

@@ -43,6 +43,36 @@ func goroutines(cfg *setup, res *resolve.Resolver, m *downMsg, memc *memClient, 
 	return out
 }
 
+// shareStacks takes the goroutines' frames out into a table of distinct
+// stacks (goruntime shares one slice among the goroutines with the same
+// stack), each goroutine pointing into it: thousands of goroutines parked
+// at the same place cross the socket once.
+func shareStacks(gs []report.Goroutine) (stacks [][]report.Frame, of []int) {
+	type key struct {
+		first *report.Frame
+		n     int
+	}
+	seen := map[key]int{}
+	of = make([]int, len(gs))
+	for i := range gs {
+		fr := gs[i].Frames
+		gs[i].Frames = nil
+		if len(fr) == 0 {
+			of[i] = -1
+			continue
+		}
+		k := key{&fr[0], len(fr)}
+		j, ok := seen[k]
+		if !ok {
+			j = len(stacks)
+			seen[k] = j
+			stacks = append(stacks, fr)
+		}
+		of[i] = j
+	}
+	return stacks, of
+}
+
 // locks finds what m.Report's blocked threads wait for and who holds it
 // (diagnose.Diagnose), reading the lock words from the target's memory.
 func locks(m *downMsg, memc *memClient) ([]*report.WaitingFor, []report.Deadlock) {

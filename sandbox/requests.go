@@ -39,6 +39,9 @@ func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) {
 	if err == nil && (up.Kind != kGo || up.Result == nil) {
 		err = fmt.Errorf("no goroutines (%s)", up.Err)
 	}
+	if err == nil {
+		err = joinStacks(up.Result.Goroutines, up.Stacks, up.StackOf)
+	}
 	if err != nil {
 		rp.Warnings = append(rp.Warnings, fmt.Sprintf("goroutines not read: the sandboxed parser failed (%v)", err))
 		return
@@ -46,6 +49,23 @@ func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) {
 	g := up.Result
 	rp.Runtime, rp.Goroutines, rp.GoroutinesSkipped = g.Runtime, g.Goroutines, g.GoroutinesSkipped
 	rp.Warnings = append(rp.Warnings, g.Warnings...)
+}
+
+// joinStacks gives each goroutine its frames back from the table the
+// child sent (shareStacks), shared as goruntime shares them.
+func joinStacks(gs []report.Goroutine, stacks [][]report.Frame, of []int) error {
+	if len(of) != len(gs) {
+		return fmt.Errorf("%d stacks for %d goroutines", len(of), len(gs))
+	}
+	for i, j := range of {
+		if j < -1 || j >= len(stacks) {
+			return fmt.Errorf("goroutine %d: stack %d of %d", i, j, len(stacks))
+		}
+		if j >= 0 {
+			gs[i].Frames = stacks[j]
+		}
+	}
+	return nil
 }
 
 // Locks finds, in the child, which lock each blocked thread of rp (the

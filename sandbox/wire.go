@@ -113,6 +113,10 @@ type upMsg struct {
 	Frames   [][]report.Frame  `json:"frames,omitempty"`
 	BuildIDs map[uint64]string `json:"build_ids,omitempty"`
 	VDSO     []byte            `json:"vdso,omitempty"`
+	// kGo: the goroutines' distinct stacks, and each goroutine's index in
+	// them (-1: none), its Frames left out (most share a few stacks).
+	Stacks  [][]report.Frame `json:"stacks,omitempty"`
+	StackOf []int            `json:"stack_of,omitempty"`
 	// kLocks: each thread's WaitingFor (in the order of the request's
 	// threads) and the cycles among them.
 	Waits     []*report.WaitingFor `json:"waits,omitempty"`
