@@ -74,38 +74,50 @@ func joinStacks(gs []report.Goroutine, stacks [][]report.Frame, of []int) error 
 // and interpreted there. tasks are the target's threads now. What the
 // child answers is checked: an owner must be one of tasks (else it is
 // unknown), its name is the report's, and the deadlocks are the cycles of
-// those checked edges, found here. A failed child leaves rp undiagnosed,
+// those checked edges, found here. The child gets only the threads
+// blocked in futex(2), the only ones diagnose looks at. A failed child leaves rp undiagnosed,
 // with a warning saying why.
 func (c *Child) Locks(rp *report.Process, tasks map[int]bool) {
 	if c.dead != nil || !c.cfg.Resolve.Live {
 		return
 	}
-	tids := make([]int, 0, len(tasks))
-	for t := range tasks {
-		tids = append(tids, t)
-	}
-	sort.Ints(tids)
-	up, err := c.roundTrip(&downMsg{Kind: kLocks, Report: &report.Process{Threads: rp.Threads}, Tasks: tids}, c.killAt())
-	if err == nil && (up.Kind != kLocks || len(up.Waits) != len(rp.Threads)) {
-		err = fmt.Errorf("%d answers for %d threads", len(up.Waits), len(rp.Threads))
-	}
-	if err != nil {
-		rp.Warnings = append(rp.Warnings, fmt.Sprintf("lock owners not found: the sandboxed parser failed (%v)", err))
-		return
-	}
-	names := make(map[int]string, len(rp.Threads))
+	// Only a thread blocked in futex(2) can wait for a lock
+	// (diagnose.WaitingFor): the child gets those.
+	var blocked []report.Thread
+	var at []int
 	for i := range rp.Threads {
-		names[rp.Threads[i].TID] = rp.Threads[i].Name
-	}
-	for i, w := range up.Waits {
-		if w != nil && w.OwnerTID != nil {
-			if o := *w.OwnerTID; tasks[o] {
-				w.OwnerName = names[o]
-			} else {
-				w.OwnerTID, w.OwnerName = nil, ""
-			}
+		if sc := rp.Threads[i].Syscall; sc != nil && sc.InCall && sc.Name == "futex" {
+			blocked, at = append(blocked, rp.Threads[i]), append(at, i)
 		}
-		rp.Threads[i].WaitingFor = w
+	}
+	if len(blocked) > 0 {
+		tids := make([]int, 0, len(tasks))
+		for t := range tasks {
+			tids = append(tids, t)
+		}
+		sort.Ints(tids)
+		up, err := c.roundTrip(&downMsg{Kind: kLocks, Report: &report.Process{Threads: blocked}, Tasks: tids}, c.killAt())
+		if err == nil && (up.Kind != kLocks || len(up.Waits) != len(blocked)) {
+			err = fmt.Errorf("%d answers for %d threads", len(up.Waits), len(blocked))
+		}
+		if err != nil {
+			rp.Warnings = append(rp.Warnings, fmt.Sprintf("lock owners not found: the sandboxed parser failed (%v)", err))
+			return
+		}
+		names := make(map[int]string, len(rp.Threads))
+		for i := range rp.Threads {
+			names[rp.Threads[i].TID] = rp.Threads[i].Name
+		}
+		for k, w := range up.Waits {
+			if w != nil && w.OwnerTID != nil {
+				if o := *w.OwnerTID; tasks[o] {
+					w.OwnerName = names[o]
+				} else {
+					w.OwnerTID, w.OwnerName = nil, ""
+				}
+			}
+			rp.Threads[at[k]].WaitingFor = w
+		}
 	}
 	rp.Deadlocks = diagnose.Deadlocks(rp.Threads)
 	rp.Diagnosed = true
