@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"stackshot/capfile"
 	"stackshot/diagnose"
@@ -331,5 +334,62 @@ func TestChildParsesGoroutinesAndLocks(t *testing.T) {
 			t.Errorf("%s: warnings %q, want %q and the child's panic", hook, w, warned)
 		}
 		c.Close()
+	}
+}
+
+// The child may open a file the parent's fetcher gave for a build id it
+// asked for, and only then; a build id that is not hex is not fetched.
+func TestFetchPolicy(t *testing.T) {
+	private := filepath.Join(t.TempDir(), "debuginfo")
+	if err := os.WriteFile(private, []byte("x"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	c := &Child{sock: fds[0], t: Target{UID: -1, GID: -1}, down: newDownWriter()}
+	c.cfg.Symtab.FetchDebug = func(_ context.Context, id string) (string, error) {
+		asked = append(asked, id)
+		return private, nil
+	}
+	open := func() error {
+		f, err := c.open(&upMsg{Kind: kOpen, Path: private, Follow: true})
+		if f != nil {
+			f.Close()
+		}
+		return err
+	}
+	if open() == nil && os.Geteuid() == 0 {
+		t.Fatalf("a private file was handed over before it was fetched")
+	}
+	for _, id := range []string{"../../etc", "abc/", ""} {
+		if err := c.fetch(&upMsg{Kind: kFetch, BuildID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(asked) != 0 {
+		t.Fatalf("fetched bad build ids %q", asked)
+	}
+	if err := c.fetch(&upMsg{Kind: kFetch, BuildID: "abcd01"}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(asked) != "[abcd01]" {
+		t.Fatalf("fetched %q", asked)
+	}
+	if err := open(); err != nil {
+		t.Errorf("the fetched file: %v", err)
+	}
+	// The answers went to the child's end: one refusal per bad id, then
+	// the path.
+	r := newDownReader()
+	for i, want := range []string{"fetch refused", "fetch refused", "fetch refused", ""} {
+		m, _, err := r.recv(fds[1])
+		if err != nil || m.Err != want || (want == "" && m.Path != private) {
+			t.Errorf("answer %d: %+v %v", i, m, err)
+		}
 	}
 }
