@@ -5,6 +5,7 @@ package goruntime
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -22,6 +23,31 @@ import (
 // it is; one whose goroutines cannot be read gets rp.Runtime and a warning
 // saying why, and rp.Goroutines nil.
 func Live(p *ptrace.Process, rp *report.Process, sym Symbolizer, deadline time.Time, cancel <-chan struct{}) {
+	f := OpenExe(p)
+	if f == nil {
+		return
+	}
+	defer f.Close()
+	LiveFrom(p, rp, sym, ptrace.MemReader{PID: p.MemPID()}, f, deadline, cancel)
+}
+
+// OpenExe opens the executable of a live process whose goroutines are to
+// be read (/proc/PID/exe of the thread its memory is read through), or
+// returns nil when it has none mapped or it cannot be opened. Opening
+// parses nothing: a sandboxed child is handed the file (LiveFrom).
+func OpenExe(p *ptrace.Process) *os.File {
+	if exeMapping(p) == nil {
+		return nil
+	}
+	f, err := os.Open(fmt.Sprintf("%s/%d/exe", procmaps.Proc, p.MemPID()))
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// exeMapping is the lowest mapping of the executable.
+func exeMapping(p *ptrace.Process) *procmaps.Mapping {
 	var exe *procmaps.Mapping
 	for i := range p.Maps {
 		m := &p.Maps[i]
@@ -29,19 +55,23 @@ func Live(p *ptrace.Process, rp *report.Process, sym Symbolizer, deadline time.T
 			exe = m
 		}
 	}
+	return exe
+}
+
+// LiveFrom is Live with the process's memory and its executable (see
+// OpenExe) given: what a sandboxed child, which can open nothing, does.
+// mem must read the memory as it is now at each call (no cache: a
+// goroutine is validated by reading it twice).
+func LiveFrom(p *ptrace.Process, rp *report.Process, sym Symbolizer, mem io.ReaderAt, f *os.File, deadline time.Time, cancel <-chan struct{}) {
+	exe := exeMapping(p)
 	if exe == nil {
 		return
 	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/exe", p.MemPID()))
-	if err != nil {
-		return
-	}
-	defer f.Close()
 	bias, ok := LoadBias(f, exe.Start, exe.Offset)
 	if !ok {
 		return
 	}
-	rt, err := Open(Target{Mem: ptrace.MemReader{PID: p.MemPID()}, Exe: f, Bias: bias})
+	rt, err := Open(Target{Mem: mem, Exe: f, Bias: bias})
 	var unknown *UnknownVersionError
 	switch {
 	case errors.Is(err, ErrNotGo):

@@ -29,7 +29,8 @@ func cpuTimes(pid int, p *report.Process) map[int]uint64 {
 
 // diagnose adds lock owners, deadlocks and groups to a resolved snapshot.
 // It runs after every thread runs again and reads lock words with
-// process_vm_readv: no thread is stopped for it.
+// process_vm_readv (pread of /proc/PID/mem in the target's sandboxed
+// child, where they are interpreted): no thread is stopped for it.
 func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Process {
 	tasks := map[int]bool{}
 	if tids, err := procmaps.Tasks(raw.PID); err == nil {
@@ -37,7 +38,11 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Proc
 			tasks[t] = true
 		}
 	}
-	diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
+	if child := s.sandboxFor(raw.PID); child != nil {
+		child.Locks(rp, tasks)
+	} else {
+		diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
+	}
 	if s.o.Group || (!s.o.NoGroup && len(rp.Threads) > GroupAuto) {
 		diagnose.Group(rp)
 	}

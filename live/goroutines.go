@@ -20,10 +20,12 @@ func (s *Session) addGoroutines(p *ptrace.Process, rp *report.Process, deadline 
 	if !s.o.Goroutines {
 		return
 	}
-	space := s.res.Space(p, ptrace.MemReader{PID: p.MemPID()})
-	goruntime.Live(p, rp, goruntime.SymbolizerFunc(func(pc uint64, exact bool) []report.Frame {
-		return s.res.Symbolize(space, pc, exact)
-	}), deadline, s.cancel)
+	if child := s.sandboxFor(p.PID); child != nil {
+		child.Goroutines(p, rp)
+	} else {
+		space := s.res.Space(p, ptrace.MemReader{PID: p.MemPID()})
+		goruntime.Live(p, rp, goruntime.SymbolizerFunc(s.res.Namer(space)), deadline, s.cancel)
+	}
 	if s.o.Group || (len(rp.Goroutines) > autoGroupGoroutines && !s.o.NoGroup) {
 		rp.GoroutineGroups = report.GroupGoroutines(rp.Goroutines)
 	}

@@ -39,9 +39,6 @@ func (s *Session) sandboxFor(pid int) *sandbox.Child {
 		cfg := s.o.Sandbox
 		cfg.Resolve = s.res.Options()
 		child = sandbox.TryStart(cfg, t, fmt.Sprintf("process %d", pid), s.sayUnlessQuiet)
-		if child != nil && s.o.Debuginfod.Enabled() {
-			s.Warn("debuginfod is not asked for process %d: it is parsed in the sandboxed child, which has no network (give --no-sandbox to fetch)", pid)
-		}
 	}
 	if s.boxes == nil {
 		s.boxes = map[int]*sandbox.Child{}

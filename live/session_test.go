@@ -67,6 +67,40 @@ func TestDumpSession(t *testing.T) {
 	t.Errorf("no thread named reader")
 }
 
+// A session whose target is parsed in its sandboxed child (forced) dumps
+// it alike: the reader's chain, every thread, diagnosed there.
+func TestDumpSessionSandboxed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: the child changes to nobody")
+	}
+	t.Setenv("STACKSHOT_SANDBOX", "1")
+	tg := testutil.Start(t, build(t, "blocked"))
+	var said []string
+	s := newBenchSession()
+	s.o.Say = func(msg string) { said = append(said, msg) }
+	defer s.Close()
+	procs, failed, err := s.Dump([]int{tg.PID})
+	if err != nil || failed != 0 || len(procs) != 1 || len(said) != 0 {
+		t.Fatalf("Dump: %d reports, %d failed, %v; said %q", len(procs), failed, err, said)
+	}
+	if s.boxes[tg.PID] == nil {
+		t.Fatalf("no sandboxed child for process %d", tg.PID)
+	}
+	p := procs[0]
+	if len(p.Threads) != len(testutil.ThreadStates(tg.PID)) || !p.Diagnosed {
+		t.Fatalf("%d threads (want %d), diagnosed %v; warnings %q", len(p.Threads), len(testutil.ThreadStates(tg.PID)), p.Diagnosed, p.Warnings)
+	}
+	for _, th := range p.Threads {
+		if th.Name == "reader" {
+			if fns := strings.Join(functions(th), " "); !strings.Contains(fns, "reader_c reader_b reader_a") {
+				t.Errorf("reader's frames: %s", fns)
+			}
+			return
+		}
+	}
+	t.Errorf("no thread named reader")
+}
+
 // With Count > 1 the session takes that many snapshots, Interval apart,
 // and marks each thread with its progress: a thread blocked in read all
 // along is stuck.
@@ -122,10 +156,11 @@ func TestPermissionHelpAsRoot(t *testing.T) {
 	}
 }
 
-// newBenchSession is a session as dump's defaults make it, without the
-// sandbox (its child is stackshot's binary, not a test's).
+// newBenchSession is a session as dump's defaults make it: the test's own
+// targets are parsed in-process unless STACKSHOT_SANDBOX=1 forces the
+// sandboxed child (the test binary, see TestMain).
 func newBenchSession() *Session {
-	return New(symtab.New(symtab.Options{NamesOnly: true}), Options{Capture: ptrace.Options{Kernel: true}, NoSandbox: true,
+	return New(symtab.New(symtab.Options{NamesOnly: true}), Options{Capture: ptrace.Options{Kernel: true},
 		Resolve: resolve.Options{MaxFrames: unwind.DefaultMaxFrames, Kernel: true}, Timeout: 10 * time.Second,
 		Goroutines: true, Started: time.Now()})
 }

@@ -1,12 +1,14 @@
 //go:build linux
 
 // Package offline reads saved captures (stackshot's capture files and ELF
-// cores) into reports: a capture file is hostile, so it is resolved in a
-// sandboxed child where one can run, else in-process. It is package live's
+// cores) into reports: both are hostile, so each file is read and resolved
+// in a sandboxed child where one can run, else in-process. It is package live's
 // counterpart for what was saved.
 package offline
 
 import (
+	"os"
+
 	"stackshot/capfile"
 	"stackshot/report"
 	"stackshot/resolve"
@@ -20,8 +22,8 @@ type Options struct {
 	// frames) and Sysroot.
 	Resolve resolve.Options
 	Sandbox sandbox.Config // the children's configuration
-	// NoSandbox resolves in-process; so does fetching from debuginfod,
-	// which the child cannot.
+	// NoSandbox resolves in-process (a child's debuginfod fetches run in
+	// the parent, through Sandbox.Symtab's fetchers).
 	NoSandbox bool
 	TIDs      []int // only these threads (all when none)
 	Quiet     bool  // no warnings (errors are still said)
@@ -60,11 +62,28 @@ func (r *Reader) sayUnlessQuiet(msg string) {
 
 // Read resolves the processes saved in the file at path, saying why one
 // could not be (failed counts them). The error is for a file that cannot
-// be read at all.
+// be read at all. The file (capture file or core: the target's bytes,
+// hostile) is read and resolved whole in a sandboxed child unless the
+// sandbox is off or no child starts; then in-process.
 func (r *Reader) Read(path string) (procs []*report.Process, failed int, err error) {
-	saved, err := capfile.Open(path)
+	f, size, err := capfile.OpenFile(path)
 	if err != nil {
 		return nil, 0, err
+	}
+	if !r.o.NoSandbox {
+		cfg := r.o.Sandbox
+		cfg.Resolve = r.o.Resolve
+		if child := sandbox.TryStart(cfg, sandbox.Target{UID: -1, GID: -1}, path, r.sayUnlessQuiet); child != nil {
+			defer f.Close()
+			return r.readInChild(child, f, size, path)
+		}
+	}
+	// The file stays open (a core's memory is read from it on demand)
+	// until the command exits.
+	saved, err := capfile.Load(f, size)
+	if err != nil {
+		f.Close()
+		return nil, 0, capfile.LoadError(path, err)
 	}
 	for _, sv := range saved {
 		ropts := r.o.Resolve
@@ -73,25 +92,6 @@ func (r *Reader) Read(path string) (procs []*report.Process, failed int, err err
 		p := sv.Process
 		if !p.Keep(r.o.TIDs, r.o.Say) {
 			continue
-		}
-		// A capture file is hostile: parsed in a sandboxed child. (A
-		// core's memory, and fetching from debuginfod, which the
-		// child cannot, stay in-process: see the README.)
-		if sv.Mem == nil && !r.o.NoSandbox {
-			cfg := r.o.Sandbox
-			cfg.Resolve = ropts
-			if child := sandbox.TryStart(cfg, sandbox.Target{UID: -1, GID: -1}, path, r.sayUnlessQuiet); child != nil {
-				rp, err := child.Resolve(p)
-				if err != nil {
-					r.sayUnlessQuiet(err.Error())
-				}
-				r.boxExpired = r.boxExpired || child.Expired()
-				r.boxBudget = r.boxBudget || child.BudgetExceeded()
-				child.Close()
-				rp.Warnings = append(rp.Warnings, sv.Warnings...)
-				procs = append(procs, rp)
-				continue
-			}
 		}
 		if sv.Mem != nil && p.BuildIDs == nil {
 			resolve.CollectImages(p, sv.Mem) // a core of another tool
@@ -106,4 +106,21 @@ func (r *Reader) Read(path string) (procs []*report.Process, failed int, err err
 		procs = append(procs, rp)
 	}
 	return procs, failed, nil
+}
+
+// readInChild has child read and resolve the saved capture f (size
+// bytes; path names it) and ends it: nothing of the file is parsed here.
+// A failed child costs the file, said so.
+func (r *Reader) readInChild(child *sandbox.Child, f *os.File, size int64, path string) ([]*report.Process, int, error) {
+	defer child.Close()
+	sr, err := child.Saved(f, size, r.o.TIDs)
+	r.boxExpired = r.boxExpired || child.Expired()
+	r.boxBudget = r.boxBudget || child.BudgetExceeded()
+	if err != nil {
+		return nil, 0, capfile.LoadError(path, err)
+	}
+	for _, l := range sr.Lines {
+		r.o.Say(l)
+	}
+	return sr.Procs, sr.Failed, nil
 }

@@ -2,6 +2,7 @@ package ptrace
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -33,20 +34,23 @@ func (p *Process) KeepThreads(tids []int) (missing []int) {
 }
 
 // Keep is KeepThreads (a saved capture has every thread) saying through
-// say, in the contract's words, which are missing; false when no thread
-// is left.
+// say, in the contract's words (MissingThreads), which are missing; false
+// when no thread is left.
 func (p *Process) Keep(tids []int, say func(string)) bool {
 	if missing := p.KeepThreads(tids); len(missing) > 0 {
-		say(fmt.Sprintf("no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')",
-			joinInts(missing), p.PID, p.PID))
+		say(MissingThreads(p.PID, missing))
 	}
 	return len(p.Threads) > 0
 }
 
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = fmt.Sprint(x)
+// MissingThreads says that the thread ids asked for (--tid) are not in
+// process pid (for a sandboxed child's process too, which the parent
+// knows only by its ids).
+func MissingThreads(pid int, missing []int) string {
+	ids := make([]string, len(missing))
+	for i, t := range missing {
+		ids[i] = strconv.Itoa(t)
 	}
-	return strings.Join(s, ", ")
+	return fmt.Sprintf("no thread %s in process %d (the capture has no such thread; check the ids, e.g. with 'ls /proc/%d/task')",
+		strings.Join(ids, ", "), pid, pid)
 }

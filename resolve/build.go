@@ -285,6 +285,11 @@ func (r *Resolver) Symbolize(s *Space, pc uint64, exact bool) []report.Frame {
 	return r.userFrame(s, nil, unwind.Frame{PC: pc, Exact: exact})
 }
 
+// Namer is Symbolize for the one space s (goruntime.SymbolizerFunc).
+func (r *Resolver) Namer(s *Space) func(pc uint64, exact bool) []report.Frame {
+	return func(pc uint64, exact bool) []report.Frame { return r.Symbolize(s, pc, exact) }
+}
+
 // rootFunctions start threads or goroutines: a walk that ends at one has
 // reached the bottom of the stack, whatever the next step found.
 var rootFunctions = map[string]bool{

@@ -54,6 +54,12 @@ func Main() int {
 	so := symtab.Options{DebugDirs: cfg.DebugDirs, NoDemangle: cfg.NoDemangle, NamesOnly: cfg.NamesOnly,
 		MaxDebugBytes: cfg.MaxDebugBytes, MaxSectionBytes: cfg.MaxSectionBytes, PerfMap: cfg.PerfMap,
 		Opener: c}
+	if cfg.FetchDebug {
+		so.FetchDebug = c.fetchDebug
+	}
+	if cfg.FetchExecutable {
+		so.FetchExecutable = c.fetchExecutable
+	}
 	if !cfg.Deadline.IsZero() {
 		ctx, cancel := context.WithDeadline(context.Background(), cfg.Deadline)
 		defer cancel()
@@ -64,10 +70,13 @@ func Main() int {
 		Live: cfg.Live, KernelAddrs: cfg.KernelAddrs})
 	var memc *memClient
 	if cfg.Live {
-		memc = &memClient{c: c}
+		memc = &memClient{c: c, fd: -1}
 	}
 	return serve(cfg, down, sym, res, memc)
 }
+
+// takesFD says which requests come with a descriptor the child keeps.
+func takesFD(kind string) bool { return kind == kMemFD || kind == kGo || kind == kSaved }
 
 // serve answers the parent's requests until it is done: resolve a
 // capture, name addresses, check a no-stop capture, read build ids.
@@ -79,22 +88,31 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 	var space *resolve.Space
 	for {
 		m, fd, err := down.recv(childSock)
-		if fd >= 0 {
-			unix.Close(fd)
-		}
 		if err != nil {
 			return 0 // the parent is done (or gone)
 		}
-		if memc != nil && (m.Kind == kResolve || m.Kind == kSpace || m.Kind == kImages) {
+		if fd >= 0 && !takesFD(m.Kind) {
+			unix.Close(fd)
+			fd = -1
+		}
+		if memc != nil && (m.Kind == kResolve || m.Kind == kSpace || m.Kind == kImages || m.Kind == kGo || m.Kind == kLocks) {
 			memc.reset()
 		}
 		var up upMsg
 		switch m.Kind {
+		case kMemFD, kGo, kLocks, kSaved:
+			var ok bool
+			if up, ok = serveWork(cfg, m, fd, sym, res, memc); !ok {
+				return 1
+			}
+			if m.Kind == kMemFD {
+				continue // (no answer)
+			}
 		case kResolve:
 			if m.Proc == nil {
 				return 1
 			}
-			hookBeforeResolve(cfg.Hook)
+			hookBefore(cfg.Hook, kResolve)
 			up.Kind = kResolve
 			if err := contain.Call("resolving a process", func() { up.Result = res.Process(m.Proc, mem) }); err != nil {
 				up.Err = err.Error()
@@ -121,7 +139,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 				up.Complete = space.CheckNoStop(m.Thread)
 			}
 		case kNames:
-			hookBeforeResolve(cfg.Hook)
+			hookBefore(cfg.Hook, kNames)
 			up.Kind = kNames
 			if space == nil || len(m.Addrs) > maxAddrs {
 				return 1
@@ -143,6 +161,43 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			return 1
 		}
 	}
+}
+
+// serveWork answers the requests of serve that hand over a descriptor fd
+// or read goroutines and locks: (up, false) for a malformed request.
+func serveWork(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *resolve.Resolver, memc *memClient) (up upMsg, ok bool) {
+	switch m.Kind {
+	case kMemFD:
+		if memc == nil {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			return up, false
+		}
+		memc.setFD(fd)
+	case kGo:
+		if m.Proc == nil || m.Report == nil || fd < 0 {
+			return up, false
+		}
+		hookBefore(cfg.Hook, kGo)
+		up.Kind, up.Result = kGo, goroutines(cfg, res, m, memc, os.NewFile(uintptr(fd), "exe"))
+		up.Stacks, up.StackOf = shareStacks(up.Result.Goroutines)
+	case kLocks:
+		if m.Report == nil {
+			return up, false
+		}
+		hookBefore(cfg.Hook, kLocks)
+		up.Kind = kLocks
+		up.Waits, up.Deadlocks = locks(m, memc)
+	case kSaved:
+		if fd < 0 {
+			return up, false
+		}
+		hookBefore(cfg.Hook, kSaved)
+		up = saved(cfg, sym, m, os.NewFile(uintptr(fd), "capture"))
+		up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
+	}
+	return up, true
 }
 
 // lockdown takes from the child what a parser never needs, before it reads
@@ -230,6 +285,31 @@ func (c *client) OpenPerfMap(pid int, root string) (*os.File, error) {
 	return c.openFile(&upMsg{Kind: kPerfMap, PID: pid, Root: root}, fmt.Sprintf("/tmp/perf-%d.map", pid))
 }
 
+// fetchDebug and fetchExecutable implement symtab.Options' fetchers:
+// the parent fetches (the child has no network) and answers with the
+// file's path, which it then hands over when asked (Open).
+func (c *client) fetchDebug(_ context.Context, buildID string) (string, error) {
+	return c.fetch(buildID, false)
+}
+
+func (c *client) fetchExecutable(_ context.Context, buildID string) (string, error) {
+	return c.fetch(buildID, true)
+}
+
+func (c *client) fetch(buildID string, exe bool) (string, error) {
+	r, fd, err := c.call(&upMsg{Kind: kFetch, BuildID: buildID, Follow: exe})
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	if err != nil {
+		if err.Error() == symtab.ErrFetchDeferred.Error() {
+			return "", symtab.ErrFetchDeferred
+		}
+		return "", err
+	}
+	return r.Path, nil
+}
+
 // memClient reads the live target's memory through the parent, in
 // requests of at most maxMemRead bytes. Small reads (the unwinder's: code
 // bytes, stack words) go by whole pages, kept until the next request from
@@ -239,6 +319,41 @@ type memClient struct {
 	c     *client
 	mu    sync.Mutex
 	pages map[uint64][]byte // page address -> its bytes (short: the readable part)
+	// fd is the target's /proc/PID/task/TID/mem, opened read-only by the
+	// parent (which the kernel checked then), read with pread; -1: none,
+	// each read is asked of the parent.
+	fd int
+}
+
+// setFD replaces the memory descriptor (the thread memory is read
+// through changed, or none could be opened: fd < 0).
+func (m *memClient) setFD(fd int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fd >= 0 {
+		unix.Close(m.fd)
+	}
+	m.fd = fd
+	m.pages = nil
+}
+
+// direct reads without the page cache: the goroutine reader and the lock
+// reader read twice to see that what they read did not change meanwhile.
+func (m *memClient) direct() directMem { return directMem{m} }
+
+type directMem struct{ m *memClient }
+
+// ReadAt implements io.ReaderAt (an error for a short read).
+func (d directMem) ReadAt(p []byte, off int64) (int, error) { return d.m.readDirect(p, uint64(off)) }
+
+// ReadRanges implements goruntime.RangeReader: one pread per range.
+func (d directMem) ReadRanges(bufs [][]byte, addrs []uint64) []bool {
+	ok := make([]bool, len(bufs))
+	for i := range bufs {
+		n, err := d.m.readDirect(bufs[i], addrs[i])
+		ok[i] = err == nil && n == len(bufs[i])
+	}
+	return ok
 }
 
 const (
@@ -296,6 +411,9 @@ func (m *memClient) readCached(p []byte, addr uint64) (int, error) {
 }
 
 func (m *memClient) readDirect(p []byte, addr uint64) (int, error) {
+	if m.fd >= 0 { // (set only between requests)
+		return preadAll(m.fd, p, addr)
+	}
 	n := 0
 	for n < len(p) {
 		want := min(len(p)-n, maxMemRead)
@@ -311,6 +429,23 @@ func (m *memClient) readDirect(p []byte, addr uint64) (int, error) {
 		if got < want {
 			return n, fmt.Errorf("reading %#x: short read (%d of %d)", addr, n, len(p))
 		}
+	}
+	return n, nil
+}
+
+// preadAll reads len(p) bytes at addr of the target's memory file; an
+// error for a short read (an unmapped page: EIO).
+func preadAll(fd int, p []byte, addr uint64) (int, error) {
+	n := 0
+	for n < len(p) {
+		r, err := unix.Pread(fd, p[n:], int64(addr+uint64(n)))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || r <= 0 {
+			return n, fmt.Errorf("reading %#x: short read (%d of %d)", addr, n, len(p))
+		}
+		n += r
 	}
 	return n, nil
 }

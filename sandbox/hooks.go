@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,6 +18,8 @@ import (
 //	"hang"   the child sleeps when asked to resolve (until killed)
 //	"oom"    the child allocates past its memory limit when asked to resolve
 //
+// and "KIND:HOOK" does HOOK only when asked for KIND: "go" (goroutines),
+// "locks" (lock owners) or "core" (an ELF core);
 // and Child.Probe asks it what a refused system call gets ("open", "exec",
 // "socket", "ptrace", "vm_readv"), or to spin on the CPU ("spin").
 var TestHook string
@@ -26,15 +29,23 @@ var TestHook string
 // (STACKSHOT_TEST_*) then act in the child too.
 var TestEnv []string
 
+// hookBefore runs the hook before the child's work of kind.
+func hookBefore(hook, kind string) {
+	if k, h, scoped := strings.Cut(hook, ":"); scoped {
+		if k == kind {
+			hookBeforeResolve(h)
+		}
+		return
+	}
+	hookBeforeResolve(hook)
+}
+
 func hookBeforeResolve(hook string) {
 	switch hook {
 	case "crash":
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			panic("test hook: the sandboxed child crashes")
-		}()
-		<-done
+		// (An uncontained panic; nothing answers meanwhile.)
+		go func() { panic("test hook: the sandboxed child crashes") }()
+		select {}
 	case "hang":
 		time.Sleep(time.Hour)
 	case "oom":

@@ -20,6 +20,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -57,7 +58,10 @@ const (
 
 // Config is what a child is started with.
 type Config struct {
-	Symtab  symtab.Options // Context and Opener are ignored: see Deadline
+	// Symtab configures the child's symbolizer. Context and Opener are
+	// ignored (see Deadline); FetchDebug and FetchExecutable run here, in
+	// the parent, when the child asks (it has no network).
+	Symtab  symtab.Options
 	Resolve resolve.Options
 	// Deadline bounds the child's work (a --timeout); past it and a
 	// grace period the child is killed. Zero: none.
@@ -159,6 +163,8 @@ type Child struct {
 	space   *ptrace.Process
 	calls   map[string]int // calls served, by kind
 	down    *downWriter
+	memFor  int             // the MemPID whose memory file the child holds (-1: none could be opened)
+	fetched map[string]bool // files the fetchers gave: handed over when the child asks
 }
 
 // Start starts a child for target t. An error means no child runs (no
@@ -221,7 +227,8 @@ func Start(cfg Config, t Target) (*Child, error) {
 	st := &setup{DebugDirs: cfg.Symtab.DebugDirs, NoDemangle: cfg.Symtab.NoDemangle, NamesOnly: cfg.Symtab.NamesOnly,
 		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
 		Deadline: cfg.Deadline, MaxFrames: cfg.Resolve.MaxFrames, Kernel: cfg.Resolve.Kernel, Live: cfg.Resolve.Live,
-		KernelAddrs: cfg.Resolve.KernelAddrs, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, Hook: TestHook}
+		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot,
+		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, Hook: TestHook}
 	up, err := c.roundTrip(&downMsg{Kind: kSetup, Setup: st}, time.Now().Add(startWait))
 	if err == nil && up.Kind != kSetup {
 		err = fmt.Errorf("unexpected %q", up.Kind)
@@ -438,6 +445,29 @@ func (c *Child) follow(p *ptrace.Process) {
 	if c.t.PID != 0 && p.PID == c.t.PID {
 		c.t.MemPID = p.MemPID()
 	}
+	c.handMemory()
+}
+
+// handMemory gives a live target's child that thread's memory file,
+// /proc/PID/task/TID/mem, opened read-only here: the kernel checks at open
+// that stackshot may read the target (as it does for process_vm_readv),
+// and the descriptor stays bound to that process's memory (a pid reused
+// later is not read through it). The child reads it with pread, without
+// a round trip per read; it learns nothing it could not ask for by kMem
+// (any address of the one target), and can write nothing. When it cannot
+// be opened the child asks for each read (kMem).
+func (c *Child) handMemory() {
+	if !c.cfg.Resolve.Live || c.t.PID == 0 || c.t.MemPID == c.memFor || c.dead != nil {
+		return
+	}
+	c.memFor = c.t.MemPID
+	f, err := os.OpenFile(fmt.Sprintf("%s/%d/task/%d/mem", procmaps.Proc, c.t.PID, c.t.MemPID), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	fd := -1
+	if err == nil {
+		defer f.Close()
+		fd = int(f.Fd())
+	}
+	c.sendFD(&downMsg{Kind: kMemFD}, fd)
 }
 
 // Without a deadline (report takes no --timeout) one request may take
@@ -450,11 +480,14 @@ func (c *Child) killAt() time.Time {
 	return c.cfg.Deadline.Add(grace)
 }
 
-func (c *Child) send(m *downMsg) error {
+func (c *Child) send(m *downMsg) error { return c.sendFD(m, -1) }
+
+// sendFD sends m with descriptor fd (-1: none).
+func (c *Child) sendFD(m *downMsg, fd int) error {
 	if c.dead != nil {
 		return c.dead
 	}
-	if err := c.down.send(c.sock, m, -1); err != nil {
+	if err := c.down.send(c.sock, m, fd); err != nil {
 		c.fail(err, false)
 		return c.dead
 	}
@@ -464,7 +497,12 @@ func (c *Child) send(m *downMsg) error {
 // roundTrip sends m and serves the child's calls until it answers. Past
 // killAt (zero: never) the child is killed, which ends the wait.
 func (c *Child) roundTrip(m *downMsg, killAt time.Time) (*upMsg, error) {
-	if err := c.send(m); err != nil {
+	return c.roundTripFD(m, -1, killAt)
+}
+
+// roundTripFD is roundTrip with descriptor fd handed over with m.
+func (c *Child) roundTripFD(m *downMsg, fd int, killAt time.Time) (*upMsg, error) {
+	if err := c.sendFD(m, fd); err != nil {
 		return nil, err
 	}
 	var timedOut bool
@@ -488,7 +526,7 @@ func (c *Child) roundTrip(m *downMsg, killAt time.Time) (*upMsg, error) {
 			return nil, c.dead
 		}
 		switch up.Kind {
-		case kOpen, kPerfMap, kMem:
+		case kOpen, kPerfMap, kMem, kFetch:
 			if err := c.serve(up); err != nil {
 				c.fail(err, false)
 				return nil, c.dead
@@ -549,6 +587,8 @@ func (c *Child) serve(up *upMsg) error {
 		buf := make([]byte, up.Len)
 		n := ptrace.ReadMemory(c.t.MemPID, buf, up.Addr)
 		return c.down.send(c.sock, &downMsg{Kind: kReply, Data: buf[:n]}, -1)
+	case kFetch:
+		return c.fetch(up)
 	case kOpen, kPerfMap:
 		f, err := c.open(up)
 		if err != nil {
@@ -586,7 +626,8 @@ func (c *Child) open(up *upMsg) (*os.File, error) {
 	trusted := false
 	switch {
 	case up.Root != "" && up.Root != "/":
-		if !c.isRoot(up.Root) {
+		// The target's root, or the --sysroot the operator gave report.
+		if !c.isRoot(up.Root) && (c.t.PID != 0 || up.Root != c.cfg.Resolve.Sysroot) {
 			return nil, errors.New("refused: not the target's root")
 		}
 	case c.t.PID != 0 && isMapFiles(up.Path, c.t.PID):
@@ -594,6 +635,8 @@ func (c *Child) open(up *upMsg) (*os.File, error) {
 	case up.Path == symtab.KallsymsPath:
 		trusted = true
 	case c.cfg.Symtab.PerfMap != "" && up.Path == c.cfg.Symtab.PerfMap:
+		trusted = true
+	case c.fetched[up.Path]:
 		trusted = true
 	}
 	f, err := sys.Open(up.Root, up.Path, up.Follow)
@@ -608,6 +651,37 @@ func (c *Child) open(up *upMsg) (*os.File, error) {
 		}
 	}
 	return f, nil
+}
+
+// fetch runs the fetcher the child asks for (debuginfod: the child has no
+// network) with a build id, and answers with the path of the file it
+// gave, which the child may then open. The fetcher verified the file's
+// build id; the child parses it as any other.
+func (c *Child) fetch(up *upMsg) error {
+	get := c.cfg.Symtab.FetchDebug
+	if up.Follow {
+		get = c.cfg.Symtab.FetchExecutable
+	}
+	if get == nil || len(up.BuildID) < 2 || len(up.BuildID) > 128 || !isHex(up.BuildID) {
+		return c.down.send(c.sock, &downMsg{Kind: kReply, Err: "fetch refused"}, -1)
+	}
+	ctx := context.Background()
+	if !c.cfg.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.cfg.Deadline)
+		defer cancel()
+	}
+	p, err := get(ctx, up.BuildID)
+	if err != nil {
+		return c.down.send(c.sock, &downMsg{Kind: kReply, Err: err.Error()}, -1)
+	}
+	if p != "" {
+		if c.fetched == nil {
+			c.fetched = map[string]bool{}
+		}
+		c.fetched[p] = true
+	}
+	return c.down.send(c.sock, &downMsg{Kind: kReply, Path: p}, -1)
 }
 
 // mayRead reports whether the target's user (or anyone) may read a file

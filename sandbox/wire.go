@@ -42,10 +42,15 @@ const (
 	kCheck   = "check"   // down: does Thread unwind completely? up: the answer
 	kHook    = "hook"    // down: a test hook; up: its answer
 	kNames   = "names"   // down: name Addrs in the space; up: their Frames
+	kMemFD   = "memfd"   // down: the target's /proc/PID/task/TID/mem, read-only (none: ask by kMem)
+	kGo      = "go"      // down: read Proc's goroutines (its executable attached); up: them in Result
+	kLocks   = "locks"   // down: find the owners of the locks Report's threads wait for; up: Waits, Deadlocks
+	kSaved   = "saved"   // down: resolve the capture file or core attached; up: its processes in Procs
 	kReply   = "reply"   // down: the answer to a call
 	kOpen    = "open"    // up: open Root/Path
 	kPerfMap = "perfmap" // up: open PID's perf map in Root
 	kMem     = "mem"     // up: read Len bytes at Addr
+	kFetch   = "fetch"   // up: fetch BuildID's debug file (Follow: its executable); down: its Path
 )
 
 // setup configures the child's symbolizer and resolver.
@@ -59,8 +64,11 @@ type setup struct {
 	Deadline        time.Time // zero: none
 	MaxFrames       int
 	Kernel          bool
+	Sysroot         string // report's --sysroot: where a core's files are opened
 	Live            bool
 	KernelAddrs     bool
+	FetchDebug      bool   // the parent fetches debug files by build id (kFetch)
+	FetchExecutable bool   // and module files
 	MemoryLimit     uint64 // RLIMIT_AS
 	CPUSeconds      uint64 // RLIMIT_CPU
 	Hook            string // a test hook (see TestHook)
@@ -75,6 +83,16 @@ type downMsg struct {
 	Addrs  []uint64
 	Err    string
 	Data   []byte
+	Path   string // kFetch's answer
+	// Report is the resolved process kGo and kLocks work on (its threads:
+	// their frames and syscalls).
+	Report *report.Process
+	// Tasks are the target's threads now (kLocks: an owner is one of them).
+	Tasks []int
+	// TIDs keeps only these threads of a saved capture (--tid); Size is
+	// its file's size.
+	TIDs []int
+	Size int64
 }
 
 type upMsg struct {
@@ -85,6 +103,7 @@ type upMsg struct {
 	PID      int               `json:"pid,omitempty"`
 	Addr     uint64            `json:"addr,omitempty"`
 	Len      int               `json:"len,omitempty"`
+	BuildID  string            `json:"build_id,omitempty"`
 	Result   *report.Process   `json:"result,omitempty"`
 	Expired  bool              `json:"expired,omitempty"`
 	Budget   bool              `json:"budget,omitempty"`
@@ -94,6 +113,22 @@ type upMsg struct {
 	Frames   [][]report.Frame  `json:"frames,omitempty"`
 	BuildIDs map[uint64]string `json:"build_ids,omitempty"`
 	VDSO     []byte            `json:"vdso,omitempty"`
+	// kGo: the goroutines' distinct stacks, and each goroutine's index in
+	// them (-1: none), its Frames left out (most share a few stacks).
+	Stacks  [][]report.Frame `json:"stacks,omitempty"`
+	StackOf []int            `json:"stack_of,omitempty"`
+	// kLocks: each thread's WaitingFor (in the order of the request's
+	// threads) and the cycles among them.
+	Waits     []*report.WaitingFor `json:"waits,omitempty"`
+	Deadlocks []report.Deadlock    `json:"deadlocks,omitempty"`
+	// kSaved: the capture's processes, the thread ids --tid asked for
+	// that each lacks, why one could not be shown, and whether the file is
+	// not a capture at all.
+	Procs      []*report.Process `json:"procs,omitempty"`
+	Missing    [][]int           `json:"missing,omitempty"`
+	Errs       []string          `json:"errs,omitempty"`
+	PIDs       []int             `json:"pids,omitempty"`
+	NotCapture bool              `json:"not_capture,omitempty"`
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.
@@ -284,7 +319,7 @@ func recvUp(sock int) (*upMsg, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
 	}
-	if m.Kind != kResolve && m.Kind != kNames && len(b) > maxUpCall {
+	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
 	mapStrings(&m, decodeRaw)

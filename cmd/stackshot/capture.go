@@ -79,7 +79,7 @@ func cmdReport(args []string) error {
 	}
 	sym := c.newSymbolizer() // (sets c.debuginfod)
 	r := offline.New(sym, offline.Options{Resolve: resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot},
-		Sandbox: c.sandboxConfig(resolve.Options{}), NoSandbox: c.noSandbox || c.debuginfod.Enabled(),
+		Sandbox: c.sandboxConfig(resolve.Options{}), NoSandbox: c.noSandbox,
 		TIDs: c.tids, Quiet: c.quiet, Say: cli.Say})
 	var procs []*report.Process
 	failed := 0

@@ -28,9 +28,15 @@ import (
 // timing assertion: --timeout is far shorter).
 func runEnv(t testing.TB, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	return runBinEnv(t, stackshotBin, env, args...)
+}
+
+// runBinEnv is runEnv of bin (stackshot, or its build with test hooks).
+func runBinEnv(t testing.TB, bin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, stackshotBin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se

@@ -51,6 +51,7 @@ type common struct {
 	noDebuginfod               bool               // --no-debuginfod
 	noCache                    bool               // --no-cache
 	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (options.go)
+	debuginfodSet              bool               // debuginfod made (once: the children share it)
 	noSandbox                  bool               // parse the target's bytes in-process (options.go)
 }
 

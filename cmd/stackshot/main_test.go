@@ -16,12 +16,18 @@ import (
 	"time"
 
 	"stackshot/internal/testutil"
+	"stackshot/sandbox"
 )
 
 // stackshotBin is the command under test, built once by TestMain.
 var stackshotBin string
 
 func TestMain(m *testing.M) {
+	// Re-executed as a sandboxed child (a session of a test or benchmark,
+	// STACKSHOT_SANDBOX=1): be the child, as stackshot itself is.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ChildCommand {
+		os.Exit(sandbox.Main())
+	}
 	dir, err := os.MkdirTemp("", "stackshot-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

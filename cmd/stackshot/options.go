@@ -47,8 +47,8 @@ func (c *common) newSession(sampling bool) *live.Session {
 	return live.New(sym, o)
 }
 
-// symtabOptions are the symbolizer's options from the flags (for the
-// sandboxed children too: no fetchers, no context).
+// symtabOptions are the symbolizer's options from the flags, without
+// fetchers or context (the sandboxed children's too).
 func (c *common) symtabOptions() symtab.Options {
 	return symtab.Options{DebugDirs: c.debugDirs, NoDemangle: c.noDemangle, NamesOnly: c.namesOnly(),
 		MaxDebugBytes: c.maxDebugBytes, PerfMap: c.perfMap}
@@ -97,25 +97,24 @@ func (c *common) symbolizerNotes(sym interface {
 // addFetchers gives the symbolizer a debuginfod client when DEBUGINFOD_URLS
 // names servers and --no-debuginfod is not given: separate debug files by
 // build id, and for report (a saved capture, perhaps from another machine)
-// the module files themselves. Fetching happens only while symbolizing.
+// the module files themselves. Fetching happens only while symbolizing. The
+// client is made once: sandboxed children (whose fetches run here) share it.
 func (c *common) addFetchers(o *symtab.Options) {
-	if c.noDebuginfod || os.Getenv("DEBUGINFOD_URLS") == "" {
-		return
+	if !c.debuginfodSet && !c.noDebuginfod && os.Getenv("DEBUGINFOD_URLS") != "" {
+		c.debuginfod = debuginfod.Setup(os.Getenv, c.maxDebugBytes, c.quiet, term.IsTerminal(2), os.Stderr, cli.Say)
 	}
-	cl := debuginfod.Setup(os.Getenv, c.maxDebugBytes, c.quiet, term.IsTerminal(2), os.Stderr, cli.Say)
-	if cl == nil {
-		return
+	if c.debuginfodSet = true; c.debuginfod != nil {
+		o.FetchDebug = c.debuginfod.Debuginfo
 	}
-	c.debuginfod = cl
-	o.FetchDebug = cl.Debuginfo
-	if c.fs.Name() == "report" {
-		o.FetchExecutable = cl.Executable
+	if c.debuginfod != nil && c.fs.Name() == "report" {
+		o.FetchExecutable = c.debuginfod.Executable
 	}
 }
 
 // sandboxConfig is the child's configuration from the flags.
 func (c *common) sandboxConfig(opts resolve.Options) sandbox.Config {
 	cfg := sandbox.Config{Resolve: opts, Symtab: c.symtabOptions()}
+	c.addFetchers(&cfg.Symtab) // (run here when the child asks: it has no network)
 	if c.timeout > 0 {
 		cfg.Deadline = c.started.Add(c.timeout)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,8 +121,9 @@ func TestSandboxForced(t *testing.T) {
 	}
 }
 
-// report parses a capture (hostile) in the child: same frames as
-// --no-sandbox, and a crash there costs the names, not the report.
+// report parses a capture file (hostile) in the child, decoding
+// included: same frames as --no-sandbox; a crash there costs that file,
+// said so (exit 1), and nothing of it is parsed in stackshot itself.
 func TestSandboxReport(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testutil.Skip(t, "needs root: the child changes to nobody")
@@ -143,12 +145,10 @@ func TestSandboxReport(t *testing.T) {
 	cmd.Env = append(os.Environ(), "STACKSHOT_TEST_SANDBOX_HOOK=crash")
 	var so, serr strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &serr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%v\n%s", err, serr.String())
-	}
-	if !strings.Contains(serr.String(), "sandboxed parser failed") || strings.Contains(so.String(), "reader_c") ||
-		!strings.Contains(so.String(), fmt.Sprintf("Process %d (", own.PID)) {
-		t.Errorf("report with a crashing child:\n%s\nstderr:\n%s", so.String(), serr.String())
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(serr.String(), capFile+" not shown: the sandboxed parser failed") ||
+		strings.Contains(so.String(), "reader_c") {
+		t.Errorf("report with a crashing child: %v\n%s\nstderr:\n%s", err, so.String(), serr.String())
 	}
 }
 
@@ -213,5 +213,199 @@ func TestSandboxSymbolize(t *testing.T) {
 	cmd.Run()
 	if strings.Contains(so.String(), "reader_c") || strings.Count(serr.String(), "sandboxed parser failed") != 1 {
 		t.Errorf("symbolize with a crashing child:\n%s\nstderr:\n%s", so.String(), serr.String())
+	}
+}
+
+// boxedAndNot runs dump --json of pid with the sandboxed child forced on
+// (STACKSHOT_SANDBOX=1) and off (=0).
+func boxedAndNot(t *testing.T, pid int, out any, plain any) {
+	t.Helper()
+	for i, on := range []string{"1", "0"} {
+		so, se, code := runEnv(t, []string{"STACKSHOT_SANDBOX=" + on}, "dump", "--json", fmt.Sprint(pid))
+		if code != 0 {
+			t.Fatalf("STACKSHOT_SANDBOX=%s: exit %d\n%s", on, code, se)
+		}
+		if err := json.Unmarshal([]byte(so), []any{out, plain}[i]); err != nil {
+			t.Fatalf("STACKSHOT_SANDBOX=%s: %v\n%s", on, err, so)
+		}
+	}
+}
+
+// goroutineView keys each waiting goroutine by id: its wait, creator and
+// frames (running ones may move between two dumps).
+func goroutineView(p jGoProc) map[uint64]string {
+	out := map[uint64]string{}
+	if p.Goroutines == nil {
+		return out
+	}
+	for _, g := range *p.Goroutines {
+		if g.Status != "waiting" {
+			continue
+		}
+		var fs []string
+		for _, f := range g.Frames {
+			fs = append(fs, fmt.Sprintf("%s %s:%d", f.Fn(), f.File, f.Line))
+		}
+		cb := ""
+		if g.CreatedBy != nil {
+			cb = fmt.Sprintf("%s:%d", g.CreatedBy.Function, g.CreatedBy.Line)
+		}
+		wr := ""
+		if g.WaitReason != nil {
+			wr = *g.WaitReason
+		}
+		out[g.GoID] = fmt.Sprintf("%s by %s: %s", wr, cb, strings.Join(fs, " <- "))
+	}
+	return out
+}
+
+// A Go program's goroutines read in the sandboxed child are those read
+// in-process: same runtime, ids, waits, creators, frames and lines. With
+// the child crashing when it reads them (test hook), the goroutines are
+// lost and said so while the threads keep their names: the child is what
+// reads them.
+func TestSandboxGoroutinesSame(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: the child changes to nobody")
+	}
+	have, _ := testutil.GoToolchains()
+	bin := testutil.BuildGo(t, have[0], testutil.Testdata("goruntime", "goroutines"), []string{"CGO_ENABLED=0"})
+	tg := testutil.Start(t, bin, "-park", "30")
+	var boxed, plain jGoProc
+	boxedAndNot(t, tg.PID, &boxed, &plain)
+	if boxed.Runtime == nil || plain.Runtime == nil || *boxed.Runtime != *plain.Runtime {
+		t.Fatalf("runtime: sandbox %+v, in-process %+v (warnings %q)", boxed.Runtime, plain.Runtime, boxed.Warnings)
+	}
+	b, p := goroutineView(boxed), goroutineView(plain)
+	if len(p) < 30 || len(b) != len(p) {
+		t.Errorf("waiting goroutines: sandbox %d, in-process %d (want >= 30)", len(b), len(p))
+	}
+	for id, want := range p {
+		if b[id] != want {
+			t.Errorf("goroutine %d:\n sandbox     %s\n in-process  %s", id, b[id], want)
+		}
+	}
+	so, se, code := runBinEnv(t, hookedBin(t), []string{"STACKSHOT_SANDBOX=1", "STACKSHOT_TEST_SANDBOX_HOOK=go:crash"}, "dump", "--json", fmt.Sprint(tg.PID))
+	var lost jGoProc
+	if code != 0 || json.Unmarshal([]byte(so), &lost) != nil {
+		t.Fatalf("with go:crash: exit %d\n%s", code, se)
+	}
+	if lost.Goroutines != nil || !strings.Contains(strings.Join(lost.Warnings, "\n"), "goroutines not read: the sandboxed parser failed") ||
+		!strings.Contains(so, "runtime.") {
+		t.Errorf("with go:crash: goroutines %v, warnings %q; want none, said so, threads named", lost.Goroutines != nil, lost.Warnings)
+	}
+}
+
+// Lock owners and deadlocks found in the sandboxed child (the lock words
+// read and checked there) are those found in-process; with the child
+// crashing then (test hook), the owners are unknown and said so.
+func TestSandboxLocksSame(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: the child changes to nobody")
+	}
+	bin := buildLocks(t)
+	view := func(p jProc) string {
+		var parts []string
+		for _, th := range p.Threads {
+			if w := th.WaitingFor; w != nil {
+				owner, addr := -1, ""
+				if w.OwnerTID != nil {
+					owner = *w.OwnerTID
+				}
+				if w.Address != nil {
+					addr = *w.Address
+				}
+				parts = append(parts, fmt.Sprintf("%d:%s@%s owner %d (%s)", th.TID, w.Kind, addr, owner, w.Note))
+			}
+		}
+		if p.Deadlocks != nil {
+			for _, d := range *p.Deadlocks {
+				var addrs []string
+				for _, a := range d.Addresses {
+					if a != nil {
+						addrs = append(addrs, *a)
+					} else {
+						addrs = append(addrs, "?")
+					}
+				}
+				parts = append(parts, fmt.Sprintf("deadlock %v at %v", d.TIDs, addrs))
+			}
+		}
+		return strings.Join(parts, "\n") + "\nverdict " + p.Verdict
+	}
+	for _, sc := range [][]string{{"deadlock", "normal"}, {"deadlock", "pi"}, {"cycle3"}, {"rwlock"}} {
+		t.Run(strings.Join(sc, "-"), func(t *testing.T) {
+			tg := testutil.Start(t, bin, sc...)
+			var boxed, plain jProc
+			boxedAndNot(t, tg.PID, &boxed, &plain)
+			b, p := view(boxed), view(plain)
+			if b != p || !strings.Contains(p, "owner") || strings.Count(p, "owner -1") == strings.Count(p, "owner") {
+				t.Errorf("sandbox:\n%s\nin-process:\n%s", b, p)
+			}
+		})
+	}
+	tg := testutil.Start(t, bin, "deadlock", "normal")
+	so, se, code := runBinEnv(t, hookedBin(t), []string{"STACKSHOT_SANDBOX=1", "STACKSHOT_TEST_SANDBOX_HOOK=locks:crash"}, "dump", "--json", fmt.Sprint(tg.PID))
+	var lost jProc
+	if code != 0 || json.Unmarshal([]byte(so), &lost) != nil {
+		t.Fatalf("with locks:crash: exit %d\n%s", code, se)
+	}
+	if strings.Contains(view(lost), "owner") || !strings.Contains(strings.Join(lost.Warnings, "\n"), "lock owners not found: the sandboxed parser failed") {
+		t.Errorf("with locks:crash:\n%s\nwarnings %q", view(lost), lost.Warnings)
+	}
+}
+
+// report reads an ELF core in the sandboxed child: the same report as
+// --no-sandbox, --tid too; a crash there costs that core (said, exit 1),
+// and each file given has its own child.
+func TestSandboxReportCore(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: the child changes to nobody")
+	}
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[0].flags))
+	dir := t.TempDir()
+	core, capFile := filepath.Join(dir, "t.core"), filepath.Join(dir, "t.cap")
+	for _, out := range []string{core, capFile} {
+		if _, se, code := runSS(t, "capture", fmt.Sprint(tg.PID), "-o", out); code != 0 {
+			t.Fatalf("capture %s: exit %d\n%s", out, code, se)
+		}
+	}
+	tid := tidByName(t, tg.PID, "reader")
+	for _, args := range [][]string{{core}, {"--tid", fmt.Sprint(tid), core}} {
+		boxed, se, code := runSS(t, append([]string{"report"}, args...)...)
+		if code != 0 {
+			t.Fatalf("report %v: exit %d\n%s", args, code, se)
+		}
+		plain, _, _ := runSS(t, append([]string{"report", "--no-sandbox"}, args...)...)
+		if boxed != plain || !strings.Contains(boxed, "reader_c") {
+			t.Errorf("report %v in the sandbox:\n%s\n--no-sandbox:\n%s", args, boxed, plain)
+		}
+	}
+	so, se, code := runBinEnv(t, hookedBin(t), []string{"STACKSHOT_TEST_SANDBOX_HOOK=saved:crash"}, "report", core, capFile)
+	if code != 1 || !strings.Contains(se, core+" not shown: the sandboxed parser failed") ||
+		!strings.Contains(se, capFile+" not shown: the sandboxed parser failed") || strings.Contains(so, "reader_c") {
+		t.Errorf("report with the children crashing: exit %d\n%s\nstderr:\n%s", code, so, se)
+	}
+}
+
+// A process parsed in the sandboxed child (which has no network) gets its
+// debug file from debuginfod all the same: the parent fetches it when the
+// child asks, by build id, and hands it over. Names and lines arrive, the
+// file lands in the cache, nothing is said on stderr.
+func TestSandboxDebuginfod(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: the child changes to nobody")
+	}
+	sp := testutil.SplitTarget(t, "blocked", false)
+	srv := testutil.StartDebuginfod(t, []string{sp.Debug}, "/buildid/"+sp.BuildID+"/debuginfo")
+	tg := testutil.Start(t, sp.Exe)
+	cache := filepath.Join(t.TempDir(), "cache")
+	p, errOut := dumpEnv(t, append(debugEnv(cache, srv.URL), "STACKSHOT_SANDBOX=1"), fmt.Sprint(tg.PID))
+	wantReaderLines(t, p, filepath.Base(sp.Exe))
+	if errOut != "" {
+		t.Errorf("stderr %q", errOut)
+	}
+	if files, want := testutil.CacheFiles(t, cache), []string{sp.BuildID + "/debuginfo 0400"}; !slices.Equal(files, want) {
+		t.Errorf("cache %v, want %v", files, want)
 	}
 }

@@ -1,0 +1,140 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"stackshot/capfile"
+	"stackshot/diagnose"
+	"stackshot/goruntime"
+	"stackshot/internal/contain"
+	"stackshot/report"
+	"stackshot/resolve"
+	"stackshot/symtab"
+)
+
+// The child's work beyond unwinding and naming: a Go program's goroutines,
+// the owners of the locks threads wait for, and saved captures (capture
+// files and ELF cores).
+
+// goroutines reads the goroutines of m.Proc (a live Go program) from its
+// memory and its executable exe (handed over by the parent, closed here),
+// their frames named by the resolver that named the threads: what
+// goruntime.Live does in-process. The answer holds only Runtime,
+// Goroutines, GoroutinesSkipped and the new Warnings.
+func goroutines(cfg *setup, res *resolve.Resolver, m *downMsg, memc *memClient, exe *os.File) *report.Process {
+	defer exe.Close()
+	out := &report.Process{Threads: m.Report.Threads}
+	if memc == nil {
+		return &report.Process{}
+	}
+	space := res.Space(m.Proc, memc)
+	if err := contain.Call("reading goroutines", func() {
+		goruntime.LiveFrom(m.Proc, out, goruntime.SymbolizerFunc(res.Namer(space)), memc.direct(), exe, cfg.Deadline, nil)
+	}); err != nil {
+		out.Goroutines = nil
+		out.Warnings = append(out.Warnings, fmt.Sprintf("goroutines not read (%v)", err))
+	}
+	out.Threads = nil
+	return out
+}
+
+// shareStacks takes the goroutines' frames out into a table of distinct
+// stacks (goruntime shares one slice among the goroutines with the same
+// stack), each goroutine pointing into it: thousands of goroutines parked
+// at the same place cross the socket once.
+func shareStacks(gs []report.Goroutine) (stacks [][]report.Frame, of []int) {
+	type key struct {
+		first *report.Frame
+		n     int
+	}
+	seen := map[key]int{}
+	of = make([]int, len(gs))
+	for i := range gs {
+		fr := gs[i].Frames
+		gs[i].Frames = nil
+		if len(fr) == 0 {
+			of[i] = -1
+			continue
+		}
+		k := key{&fr[0], len(fr)}
+		j, ok := seen[k]
+		if !ok {
+			j = len(stacks)
+			seen[k] = j
+			stacks = append(stacks, fr)
+		}
+		of[i] = j
+	}
+	return stacks, of
+}
+
+// locks finds what m.Report's blocked threads wait for and who holds it
+// (diagnose.Diagnose), reading the lock words from the target's memory.
+func locks(m *downMsg, memc *memClient) ([]*report.WaitingFor, []report.Deadlock) {
+	tasks := make(map[int]bool, len(m.Tasks))
+	for _, t := range m.Tasks {
+		tasks[t] = true
+	}
+	var mem io.ReaderAt
+	if memc != nil {
+		mem = memc.direct()
+	}
+	p := m.Report
+	waits := make([]*report.WaitingFor, len(p.Threads))
+	if err := contain.Call("finding lock owners", func() { diagnose.Diagnose(p, mem, tasks) }); err != nil {
+		return waits, nil
+	}
+	for i := range p.Threads {
+		waits[i] = p.Threads[i].WaitingFor
+	}
+	return waits, p.Deadlocks
+}
+
+// saved reads a saved capture, a capture file or an ELF core (handed over
+// by the parent, closed here), and resolves its processes as report does
+// in-process: only the threads m.TIDs names (all when empty), a core's
+// build ids read from its memory when its writer did not record them.
+func saved(cfg *setup, sym *symtab.Symbolizer, m *downMsg, f *os.File) upMsg {
+	defer f.Close()
+	up := upMsg{Kind: kSaved}
+	var all []capfile.Saved
+	err := contain.Do("reading the capture", func() error {
+		var err error
+		all, err = capfile.Load(f, m.Size)
+		return err
+	})
+	if err != nil {
+		up.Err, up.NotCapture = err.Error(), errors.Is(err, capfile.ErrNotCapture)
+		return up
+	}
+	for _, sv := range all {
+		p := sv.Process
+		missing := p.KeepThreads(m.TIDs)
+		var rp *report.Process
+		var why string
+		if len(p.Threads) > 0 {
+			res := resolve.NewResolver(sym, resolve.Options{MaxFrames: cfg.MaxFrames, Kernel: cfg.Kernel && sv.Kernel,
+				Sysroot: cfg.Sysroot})
+			if err := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() {
+				if sv.Mem != nil && p.BuildIDs == nil {
+					resolve.CollectImages(p, sv.Mem) // a core of another tool
+				}
+				rp = res.Process(p, sv.Mem)
+			}); err != nil {
+				rp, why = nil, fmt.Sprintf("cannot show process %d (%v)", p.PID, err)
+			} else {
+				rp.Warnings = append(rp.Warnings, sv.Warnings...)
+			}
+		}
+		up.Procs = append(up.Procs, rp)
+		up.Missing = append(up.Missing, missing)
+		up.Errs = append(up.Errs, why)
+		up.PIDs = append(up.PIDs, p.PID)
+	}
+	return up
+}
