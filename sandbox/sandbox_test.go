@@ -323,6 +323,9 @@ func TestChildCPULimit(t *testing.T) {
 	needRoot(t)
 	cfg := liveConfig()
 	cfg.CPUSeconds = 1
+	// A wall-clock kill far off: on a loaded machine the child can take
+	// much more than twice its CPU limit in wall time to use it up.
+	cfg.Deadline = time.Now().Add(2 * time.Minute)
 	c := startChild(t, cfg, Target{UID: -1, GID: -1})
 	_, err := c.Probe("spin")
 	if err == nil || !strings.Contains(err.Error(), "CPU time limit (1 s)") {
