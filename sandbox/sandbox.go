@@ -249,6 +249,9 @@ func Start(cfg Config, t Target) (*Child, error) {
 		err = errors.New(up.Err)
 	}
 	if err != nil {
+		if c.dead == nil {
+			c.dead = err // (nothing to ask it at Close)
+		}
 		c.Close()
 		return nil, fmt.Errorf("the sandboxed parser did not start (%v)", err)
 	}
