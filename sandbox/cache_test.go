@@ -5,8 +5,11 @@ package sandbox
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -157,6 +160,84 @@ func TestCacheChildNamespace(t *testing.T) {
 	} else {
 		same("rebuilt", again)
 	}
+
+	// Foreign entries: each file holds another key's entry (moved from
+	// another namespace or name), or belongs to another user (the
+	// target's: a child's own uid never owns one).
+	names := make([]string, 0, len(cold))
+	for n := range entries(t, dir) {
+		names = append(names, n)
+	}
+	first := mustRead(t, filepath.Join(dir, names[0]))
+	for i, n := range names {
+		src := first
+		if i+1 < len(names) {
+			src = mustRead(t, filepath.Join(dir, names[i+1]))
+		}
+		p := filepath.Join(dir, n)
+		os.Remove(p)
+		if err := os.WriteFile(p, src, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			os.Chown(p, otherUser, otherUser)
+		}
+	}
+	got, _, _, _ = boxedDump(t, cache, tg.PID)
+	same("foreign", got)
+	// An entry is read when a run needs it (a decompressed section only
+	// when the index was cached): within a few runs every foreign one was
+	// needed, found not to be the child's, and rebuilt.
+	for i := 0; ; i++ {
+		got, _, _, puts := boxedDump(t, cache, tg.PID)
+		same("after foreign", got)
+		if puts == 0 {
+			break
+		}
+		if i == 3 {
+			t.Fatalf("still rebuilding after %d runs", i+1)
+		}
+	}
+	for n := range entries(t, dir) {
+		if err := validEntry(filepath.Join(dir, n)); err != nil {
+			t.Errorf("entry %s: %v", n, err)
+		}
+	}
+}
+
+// validEntry checks that the entry at p is one of stackshot's user, holds
+// the key its name is the hash of, and is intact.
+func validEntry(p string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("owner %d (%v)", st.Uid, err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) < 24 {
+		return fmt.Errorf("short (%v)", err)
+	}
+	keyLen := int(b[12]) | int(b[13])<<8
+	if 24+keyLen > len(b) {
+		return errors.New("key past the end")
+	}
+	var f [7]string
+	lines := strings.SplitN(string(b[24:24+keyLen]), "\n", 8)
+	for i := range f {
+		if i >= len(lines) {
+			return errors.New("short key")
+		}
+		if f[i], err = strconv.Unquote(lines[i]); err != nil {
+			return err
+		}
+	}
+	num := func(s string) int64 { v, _ := strconv.ParseInt(s, 10, 64); return v }
+	unum := func(s string) uint64 { v, _ := strconv.ParseUint(s, 10, 64); return v }
+	k := diskcache.Key{Kind: f[0], BuildID: f[1], Size: num(f[2]), Dev: unum(f[3]), Ino: unum(f[4]), Ctime: num(f[5]), Part: f[6]}
+	if diskcache.EntryName(k) != filepath.Base(p) {
+		return errors.New("holds another key's entry")
+	}
+	_, err = diskcache.Decode(k, b)
+	return err
 }
 
 // A child asks only for keys its symbolizer makes, in its own namespace:
