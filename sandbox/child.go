@@ -60,6 +60,10 @@ func Main() int {
 	if cfg.FetchExecutable {
 		so.FetchExecutable = c.fetchExecutable
 	}
+	if cfg.Cache {
+		childCache = &cacheClient{c: c}
+		so.Cache = childCache
+	}
 	if !cfg.Deadline.IsZero() {
 		ctx, cancel := context.WithDeadline(context.Background(), cfg.Deadline)
 		defer cancel()
@@ -154,6 +158,12 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
 		case kHook:
 			up.Kind, up.Text = kHook, runHook(m.Hook)
+		case kFlush:
+			sym.Flush()
+			if childCache != nil {
+				childCache.flush()
+			}
+			up.Kind = kFlush
 		default:
 			return 1
 		}

@@ -83,7 +83,7 @@ func runHook(hook string) string {
 		for {
 		}
 	default:
-		return ""
+		return cacheProbe(hook)
 	}
 	if err != nil {
 		return err.Error()

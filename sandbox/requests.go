@@ -156,6 +156,7 @@ type SavedReport struct {
 // *LoadError. A failed child costs the file (said in Lines): it was read
 // only there.
 func (c *Child) Saved(f *os.File, size int64, tids []int) (*SavedReport, error) {
+	c.openNamespace(fileNamespace(f))
 	up, err := c.roundTripFD(&downMsg{Kind: kSaved, TIDs: tids, Size: size}, int(f.Fd()), c.killAt())
 	if err == nil && up.Kind != kSaved {
 		err = fmt.Errorf("unexpected %q", up.Kind)

@@ -35,6 +35,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"stackshot/internal/diskcache"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -68,6 +69,9 @@ type Config struct {
 	Deadline    time.Time
 	MemoryLimit uint64 // RLIMIT_AS of the child (0: DefaultMemoryLimit)
 	CPUSeconds  uint64 // RLIMIT_CPU of the child (0: DefaultCPUSeconds)
+	// Cache is stackshot's cache (its main namespace, nil: none): the
+	// child gets a namespace of it of its own (cache.go).
+	Cache *diskcache.Cache
 }
 
 // Target is the process a child works for: the only one whose files and
@@ -165,6 +169,10 @@ type Child struct {
 	down    *downWriter
 	memFor  int             // the MemPID whose memory file the child holds (-1: none could be opened)
 	fetched map[string]bool // files the fetchers gave: handed over when the child asks
+	// nsCache is the child's cache namespace (nil: none); putBytes what
+	// it has had written there.
+	nsCache  *diskcache.Cache
+	putBytes int64
 }
 
 // Start starts a child for target t. An error means no child runs (no
@@ -197,6 +205,7 @@ func Start(cfg Config, t Target) (*Child, error) {
 	c := &Child{sock: fds[0], cfg: cfg, t: t, stderr: &boundedBuffer{max: 4096}, done: make(chan struct{}), down: newDownWriter()}
 	if t.PID != 0 {
 		c.roots = []string{procmaps.RootPath(t.PID)}
+		c.openNamespace(CacheNamespace(t.PID))
 	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/fd/" + strconv.Itoa(int(exeFile.Fd())),
@@ -214,12 +223,14 @@ func Start(cfg Config, t Target) (*Child, error) {
 		uid, gid, err := childUser(t)
 		if err != nil {
 			unix.Close(c.sock)
+			c.openNamespace("")
 			return nil, err
 		}
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
 	}
 	if err := cmd.Start(); err != nil {
 		unix.Close(c.sock)
+		c.openNamespace("")
 		return nil, fmt.Errorf("cannot start the sandboxed parser: %v", err)
 	}
 	c.cmd = cmd
@@ -228,7 +239,8 @@ func Start(cfg Config, t Target) (*Child, error) {
 		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
 		Deadline: cfg.Deadline, MaxFrames: cfg.Resolve.MaxFrames, Kernel: cfg.Resolve.Kernel, Live: cfg.Resolve.Live,
 		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot,
-		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, Hook: TestHook}
+		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, Hook: TestHook,
+		Cache: cfg.Cache != nil}
 	up, err := c.roundTrip(&downMsg{Kind: kSetup, Setup: st}, time.Now().Add(startWait))
 	if err == nil && up.Kind != kSetup {
 		err = fmt.Errorf("unexpected %q", up.Kind)
@@ -237,6 +249,9 @@ func Start(cfg Config, t Target) (*Child, error) {
 		err = errors.New(up.Err)
 	}
 	if err != nil {
+		if c.dead == nil {
+			c.dead = err // (nothing to ask it at Close)
+		}
 		c.Close()
 		return nil, fmt.Errorf("the sandboxed parser did not start (%v)", err)
 	}
@@ -284,8 +299,11 @@ func childUser(t Target) (uint32, uint32, error) {
 func (c *Child) PID() int { return c.cmd.Process.Pid }
 
 // Close ends the child (closing its socket ends it; it is killed if it
-// lingers) and waits for it.
+// lingers) and waits for it, once it has handed over what it has for the
+// cache.
 func (c *Child) Close() error {
+	c.flushCache()
+	c.openNamespace("")
 	if c.sock >= 0 {
 		unix.Close(c.sock)
 		c.sock = -1
@@ -526,7 +544,7 @@ func (c *Child) roundTripFD(m *downMsg, fd int, killAt time.Time) (*upMsg, error
 			return nil, c.dead
 		}
 		switch up.Kind {
-		case kOpen, kPerfMap, kMem, kFetch:
+		case kOpen, kPerfMap, kMem, kFetch, kCacheGet, kCachePut:
 			if err := c.serve(up); err != nil {
 				c.fail(err, false)
 				return nil, c.dead
@@ -589,6 +607,8 @@ func (c *Child) serve(up *upMsg) error {
 		return c.down.send(c.sock, &downMsg{Kind: kReply, Data: buf[:n]}, -1)
 	case kFetch:
 		return c.fetch(up)
+	case kCacheGet, kCachePut:
+		return c.serveCache(up)
 	case kOpen, kPerfMap:
 		f, err := c.open(up)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"stackshot/internal/diskcache"
 	"stackshot/ptrace"
 	"stackshot/report"
 )
@@ -53,6 +54,14 @@ const (
 	kFetch   = "fetch"   // up: fetch BuildID's debug file (Follow: its executable); down: its Path
 )
 
+// The child's cache (cache.go): entries of its namespace, by key, opened
+// and written by the parent.
+const (
+	kCacheGet = "cacheget" // up: open Key's entry (at most Len payload bytes); down: its descriptor
+	kCachePut = "cacheput" // up: write Data under Key
+	kFlush    = "flush"    // down: hand over what is queued for the cache; up: done
+)
+
 // setup configures the child's symbolizer and resolver.
 type setup struct {
 	DebugDirs       []string
@@ -72,6 +81,7 @@ type setup struct {
 	MemoryLimit     uint64 // RLIMIT_AS
 	CPUSeconds      uint64 // RLIMIT_CPU
 	Hook            string // a test hook (see TestHook)
+	Cache           bool   // the parent keeps a cache namespace for the child (cache.go)
 }
 
 type downMsg struct {
@@ -129,6 +139,10 @@ type upMsg struct {
 	Errs       []string          `json:"errs,omitempty"`
 	PIDs       []int             `json:"pids,omitempty"`
 	NotCapture bool              `json:"not_capture,omitempty"`
+
+	// kCacheGet, kCachePut (cache.go): the entry's key, and what to write.
+	Key  *diskcache.Key `json:"key,omitempty"`
+	Data []byte         `json:"data,omitempty"`
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.
@@ -319,7 +333,7 @@ func recvUp(sock int) (*upMsg, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
 	}
-	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && len(b) > maxUpCall {
+	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
 	mapStrings(&m, decodeRaw)

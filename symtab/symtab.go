@@ -121,6 +121,10 @@ type Cache interface {
 	Put(k diskcache.Key, payload []byte) error
 }
 
+// CacheKinds are the kinds of the keys a Symbolizer asks a Cache for
+// (diskcache.Key.Kind): a sandboxed parser's parent refuses any other.
+var CacheKinds = []string{"section", kindDWARFIndex, kindDWARFUnits, kindSymbols}
+
 // ModuleRef says how to find the file behind a mapping of a target process.
 type ModuleRef struct {
 	Path     string // path as the target sees it, " (deleted)" trimmed

@@ -4,12 +4,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"stackshot/internal/testutil"
 )
@@ -131,26 +134,139 @@ func TestCacheSameOutput(t *testing.T) {
 	}
 }
 
-// A dump of another user's process parses in the sandboxed child, which has
-// no cache: it writes no entry, shows what an uncached dump shows, and
-// warns about nothing.
-func TestCacheNotInSandbox(t *testing.T) {
+// entryTimes lists the cache entries (*.c) in dir: name -> inode and
+// mtime. A rewritten entry gets a new inode; a read one a new mtime.
+func entryTimes(t *testing.T, dir string) map[string][2]int64 {
+	t.Helper()
+	out := map[string][2]int64{}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".c") {
+			var st syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(dir, e.Name()), &st); err != nil {
+				t.Fatal(err)
+			}
+			out[e.Name()] = [2]int64{int64(st.Ino), st.Mtim.Nano()}
+		}
+	}
+	return out
+}
+
+// ageEntries sets every entry's mtime in dir an hour back: a read (which
+// notes the last use) shows.
+func ageEntries(dir string) {
+	old := time.Now().Add(-time.Hour)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		os.Chtimes(filepath.Join(dir, e.Name()), old, old)
+	}
+}
+
+// A dump of another user's process (parsed in the sandboxed child) keeps
+// its entries in a namespace of the cache of the target's owner: the
+// second dump reads them all, rewrites none and shows the uncached dump;
+// damaged ones are rebuilt. The main namespace (what stackshot parses
+// in-process: --no-sandbox) and the child's never read each other's.
+func TestCacheSandboxNamespace(t *testing.T) {
 	tg := startService(t)
 	pid := strconv.Itoa(tg.PID)
 	want, _ := runCache(t, "", "-s", "-i", pid)
 	dir := filepath.Join(t.TempDir(), "cache")
-	for _, stage := range []string{"first", "second"} {
-		got, errOut := runCache(t, dir, "-s", "-i", pid)
+	ns := filepath.Join(dir, "ns-u"+strconv.Itoa(serviceUID)+"-g"+strconv.Itoa(serviceUID))
+	run := func(stage string, args ...string) {
+		t.Helper()
+		got, errOut := runCache(t, dir, append(args, "-s", "-i", pid)...)
 		if got != want || errOut != "" {
-			t.Fatalf("%s sandboxed dump with a cache directory: stderr %q\n got  %s\n want %s", stage, errOut, got, want)
+			t.Fatalf("%s: stderr %q\n got  %s\n want %s", stage, errOut, got, want)
 		}
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Fatalf("a sandboxed dump wrote %d cache entries", len(ents))
+	run("cold")
+	cold := entryTimes(t, ns)
+	if len(cold) < 3 || len(entryTimes(t, dir)) != 0 {
+		t.Fatalf("cold sandboxed dump: %d entries in %s, %d in the main namespace", len(cold), ns, len(entryTimes(t, dir)))
 	}
-	// The same process parsed in-process (--no-sandbox) does use it.
-	runCache(t, dir, "--no-sandbox", "-s", "-i", pid)
-	if ents, _ := os.ReadDir(dir); len(ents) == 0 {
-		t.Fatal("an in-process dump wrote no cache entry")
+	ageEntries(ns)
+	aged := entryTimes(t, ns)
+	run("warm")
+	warm := entryTimes(t, ns)
+	for n, c := range aged {
+		if w, ok := warm[n]; !ok || w[0] != c[0] || w[1] == c[1] {
+			t.Errorf("warm: entry %s %v, before %v (want the same file, read)", n, w, c)
+		}
+	}
+	if len(warm) != len(cold) {
+		t.Errorf("warm: %d entries, cold %d", len(warm), len(cold))
+	}
+	for n := range warm {
+		p := filepath.Join(ns, n)
+		b, _ := os.ReadFile(p)
+		b[len(b)/2] ^= 0xff
+		os.Remove(p)
+		os.WriteFile(p, b, 0o600)
+	}
+	damaged := entryTimes(t, ns)
+	run("damaged")
+	for n, r := range entryTimes(t, ns) {
+		if d, ok := damaged[n]; ok && d[0] == r[0] {
+			t.Errorf("damaged entry %s not rebuilt", n)
+		}
+	}
+	// In-process: the main namespace, which the child then leaves alone.
+	ageEntries(ns)
+	aged = entryTimes(t, ns)
+	run("in-process", "--no-sandbox")
+	if fmt.Sprint(entryTimes(t, ns)) != fmt.Sprint(aged) {
+		t.Error("the in-process dump read or wrote the child's namespace")
+	}
+	main := entryTimes(t, dir)
+	if len(main) == 0 {
+		t.Fatal("the in-process dump wrote no entry to the main namespace")
+	}
+	ageEntries(dir)
+	main = entryTimes(t, dir)
+	run("sandboxed again")
+	if fmt.Sprint(entryTimes(t, dir)) != fmt.Sprint(main) {
+		t.Error("the child read or wrote the main namespace")
+	}
+}
+
+// report parses a capture file in the child: its entries go to a namespace
+// of that file (the same bytes), and a second report is served from it.
+func TestCacheSandboxReport(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: the child changes to nobody")
+	}
+	own := testutil.Start(t, buildBlocked(t, blockedVariants[0].flags))
+	capFile := filepath.Join(t.TempDir(), "c.cap")
+	if _, se, code := runSS(t, "capture", fmt.Sprint(own.PID), "-o", capFile); code != 0 {
+		t.Fatalf("capture: exit %d\n%s", code, se)
+	}
+	want, _ := runCache(t, "", "report", "-s", capFile)
+	dir := filepath.Join(t.TempDir(), "cache")
+	nsOf := func() string {
+		t.Helper()
+		ents, _ := filepath.Glob(filepath.Join(dir, "ns-f*"))
+		if len(ents) != 1 {
+			t.Fatalf("namespaces of the capture file: %v", ents)
+		}
+		return ents[0]
+	}
+	for i, stage := range []string{"cold", "warm"} {
+		got, errOut := runCache(t, dir, "report", "-s", capFile)
+		if got != want || errOut != "" || !strings.Contains(got, "reader_c") {
+			t.Fatalf("%s report: stderr %q\n got  %s\n want %s", stage, errOut, got, want)
+		}
+		if i == 0 {
+			if len(entryTimes(t, nsOf())) == 0 || len(entryTimes(t, dir)) != 0 {
+				t.Fatalf("cold report: entries %v, main %v", entryTimes(t, nsOf()), entryTimes(t, dir))
+			}
+			ageEntries(nsOf())
+			continue
+		}
+	}
+	for n, e := range entryTimes(t, nsOf()) {
+		if time.Since(time.Unix(0, e[1])) > 30*time.Minute {
+			t.Errorf("warm report did not read entry %s", n)
+		}
 	}
 }

@@ -59,10 +59,8 @@ func (c *common) symtabOptions() symtab.Options {
 func (c *common) newSymbolizer() *symtab.Symbolizer {
 	o := c.symtabOptions()
 	c.addFetchers(&o)
-	if dc, err := diskcache.Default(c.noCache); dc != nil {
+	if dc := diskcache.Shared(c.noCache, c.quiet, cli.Say); dc != nil {
 		o.Cache = dc
-	} else if err != nil && !c.quiet {
-		cli.Say(err.Error())
 	}
 	if c.timeout > 0 {
 		o.Context, c.cancelSym = context.WithDeadline(context.Background(), c.started.Add(c.timeout))
@@ -113,7 +111,7 @@ func (c *common) addFetchers(o *symtab.Options) {
 
 // sandboxConfig is the child's configuration from the flags.
 func (c *common) sandboxConfig(opts resolve.Options) sandbox.Config {
-	cfg := sandbox.Config{Resolve: opts, Symtab: c.symtabOptions()}
+	cfg := sandbox.Config{Resolve: opts, Symtab: c.symtabOptions(), Cache: diskcache.Shared(c.noCache, c.quiet, cli.Say)}
 	c.addFetchers(&cfg.Symtab) // (run here when the child asks: it has no network)
 	if c.timeout > 0 {
 		cfg.Deadline = c.started.Add(c.timeout)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"stackshot/internal/testutil"
 )
@@ -152,33 +153,73 @@ func TestSandboxReport(t *testing.T) {
 	}
 }
 
-// BenchmarkDumpSandbox is the whole command, cold (a new stackshot each
-// time), on a small process of another user (many.c, 1 and 128 blocked
-// threads): through the sandboxed child (the default for such a target)
-// and with --no-sandbox. ns/op is the wall time of one dump.
+// BenchmarkDumpSandbox is the whole command on a small process of another
+// user (many.c, 1 and 128 blocked threads), parsed in the sandboxed child
+// (the default for such a target), plain and with -s -i, the tools
+// alternating as in BenchmarkDumpVsEuStack: "stackshot" with the cache
+// filled (the child's namespace of it: cron's second run), "stackshot-cold"
+// with an empty cache each time, "stackshot-nocache" (--no-cache: what the
+// child paid before it had a cache), "no-sandbox" (in-process, warm) and
+// eu-stack; STACKSHOT_BASELINE=BIN adds an older build, warm, as
+// "baseline". ns/op is the warm sandboxed dump's wall time; TOOL-ms and
+// TOOL-cpu-ms the medians.
 func BenchmarkDumpSandbox(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root: the sandbox runs for targets of another user")
 	}
 	setpriv := testutil.Need(b, "setpriv")
 	bin := testutil.Build(b, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	eu, euErr := exec.LookPath("eu-stack")
+	baseline := os.Getenv("STACKSHOT_BASELINE")
 	for _, n := range []int{1, 128} {
 		tg := testutil.Start(b, setpriv, "--reuid", fmt.Sprint(serviceUID), "--regid", fmt.Sprint(serviceUID), "--clear-groups", "--", bin, fmt.Sprint(n))
-		for _, format := range []string{"text", "json"} {
-			for _, box := range []string{"sandbox", "no-sandbox"} {
-				b.Run(fmt.Sprintf("threads-%d/%s/%s", n, format, box), func(b *testing.B) {
-					args := []string{"dump", "--format", format}
-					if box == "no-sandbox" {
-						args = append(args, "--no-sandbox")
+		pid := fmt.Sprint(tg.PID)
+		for _, v := range []struct {
+			name  string
+			flags []string
+		}{{"plain", nil}, {"lines", []string{"-s", "-i"}}} {
+			b.Run(fmt.Sprintf("threads-%d/%s", n, v.name), func(b *testing.B) {
+				dir := b.TempDir()
+				args := append(append([]string{}, v.flags...), pid)
+				tools := []cacheTool{{"stackshot", stackshotBin, args, false}, {"stackshot-cold", stackshotBin, args, true},
+					{"stackshot-nocache", stackshotBin, append([]string{"--no-cache"}, args...), false},
+					{"no-sandbox", stackshotBin, append([]string{"--no-sandbox"}, args...), false}}
+				if euErr == nil {
+					tools = append(tools, cacheTool{"eu-stack", eu, append(append([]string{"-n", "0"}, v.flags...), "-p", pid), false})
+				}
+				if baseline != "" {
+					tools = append(tools, cacheTool{"baseline", baseline, args, false})
+				}
+				for _, tl := range tools { // (fills the warm ones' cache)
+					if out, err := tl.command(b, dir).CombinedOutput(); err != nil {
+						b.Fatalf("%s %v: %v\n%s", tl.bin, tl.args, err, out)
 					}
-					args = append(args, fmt.Sprint(tg.PID))
-					for b.Loop() {
-						if out, err := exec.Command(stackshotBin, args...).CombinedOutput(); err != nil {
-							b.Fatalf("%v\n%s", err, out)
+				}
+				wall := make([][]float64, len(tools))
+				cpu := make([][]float64, len(tools))
+				for i := 0; i < b.N; i++ {
+					for k, tl := range tools {
+						if k > 0 {
+							b.StopTimer()
+						}
+						cmd := tl.command(b, dir)
+						start := time.Now()
+						if err := cmd.Run(); err != nil {
+							b.Fatalf("%s %v: %v", tl.bin, tl.args, err)
+						}
+						wall[k] = append(wall[k], float64(time.Since(start).Microseconds())/1000)
+						ps := cmd.ProcessState
+						cpu[k] = append(cpu[k], float64((ps.UserTime()+ps.SystemTime()).Microseconds())/1000)
+						if k > 0 {
+							b.StartTimer()
 						}
 					}
-				})
-			}
+				}
+				for k, tl := range tools {
+					b.ReportMetric(median(wall[k]), tl.name+"-ms")
+					b.ReportMetric(median(cpu[k]), tl.name+"-cpu-ms")
+				}
+			})
 		}
 		tg.Stop()
 	}

@@ -43,10 +43,14 @@ const (
 type Cache struct {
 	dir      *os.File
 	maxBytes int64
-	evictMu  sync.Mutex // serializes evictions
-	mu       sync.Mutex // guards evicted and written
-	evicted  bool       // once in this process
-	written  int64      // bytes put since the last eviction
+	// root is the main namespace, whose directory holds the others
+	// (namespace.go): its eviction and its size bound cover them all.
+	// nil: c is the main namespace.
+	root    *Cache
+	evictMu sync.Mutex // serializes evictions
+	mu      sync.Mutex // guards evicted and written
+	evicted bool       // once in this process
+	written int64      // bytes put since the last eviction
 }
 
 // DefaultDir is where the cache lives: $STACKSHOT_CACHE_DIR, else root's
@@ -82,6 +86,32 @@ func Default(off bool) (*Cache, error) {
 		return nil, nil
 	}
 	return Open(d, DefaultMaxBytes)
+}
+
+var (
+	sharedMu sync.Mutex
+	shared   = map[string]*Cache{}
+)
+
+// Shared is Default opened once per process (for each directory): the
+// symbolizer and the sandboxed children's namespaces share it, and its
+// error is said once, through warn, unless quiet.
+func Shared(off, quiet bool, warn func(string)) *Cache {
+	if off || os.Getenv(EnvNoCache) == "1" {
+		return nil
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	d := DefaultDir()
+	if c, ok := shared[d]; ok {
+		return c
+	}
+	c, err := Default(false)
+	if err != nil && !quiet {
+		warn(err.Error())
+	}
+	shared[d] = c
+	return c
 }
 
 // Open opens (creating it, mode 0700, with its parent when that is missing)
@@ -137,8 +167,8 @@ func EntryName(k Key) string {
 	return hex.EncodeToString(h[:20]) + entrySuffix
 }
 
-// maxPayload is the largest payload one entry may hold.
-func (c *Cache) maxPayload() int64 { return c.maxBytes / 2 }
+// MaxPayload is the largest payload one entry may hold.
+func (c *Cache) MaxPayload() int64 { return c.maxBytes / 2 }
 
 // Get returns the payload stored under k, at most max bytes, or false.
 // An entry that is not a regular file of ours, too large, truncated,
@@ -147,6 +177,31 @@ func (c *Cache) Get(k Key, max int64) ([]byte, bool) {
 	if c == nil || max < 0 {
 		return nil, false
 	}
+	f, err := c.OpenEntry(k, max)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	payload, err := ReadEntry(f, k, max)
+	if err != nil {
+		unix.Unlinkat(int(c.dir.Fd()), EntryName(k), 0)
+		return nil, false
+	}
+	return payload, true
+}
+
+// errMiss is OpenEntry's answer when there is no usable entry.
+var errMiss = errors.New("no cache entry")
+
+// OpenEntry opens k's entry, read-only, for a reader that checks it itself
+// (ReadEntry): a regular file of ours, of a size an entry of at most max
+// payload bytes may have, else it is removed and the answer is a miss. Its
+// last use is noted (for eviction). Get is OpenEntry then ReadEntry; a
+// sandboxed parser reads the descriptor its parent opened this way.
+func (c *Cache) OpenEntry(k Key, max int64) (*os.File, error) {
+	if c == nil || max < 0 {
+		return nil, errMiss
+	}
 	name := EntryName(k)
 	dfd := int(c.dir.Fd())
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -154,33 +209,50 @@ func (c *Cache) Get(k Key, max int64) ([]byte, bool) {
 		if errors.Is(err, unix.ELOOP) {
 			unix.Unlinkat(dfd, name, 0) // a planted symlink: never followed, removed
 		}
-		return nil, false
+		return nil, errMiss
 	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil {
-		return nil, false
+		unix.Close(fd)
+		return nil, errMiss
 	}
-	limit := headerBytes + maxKeyBytes + crcBytes + min(max, c.maxPayload())
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 || st.Size < headerBytes+crcBytes || st.Size > limit {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 || st.Size < headerBytes+crcBytes || st.Size > entryLimit(min(max, c.MaxPayload())) {
+		unix.Close(fd)
 		unix.Unlinkat(dfd, name, 0)
-		return nil, false
-	}
-	b := make([]byte, st.Size)
-	if _, err := io.ReadFull(io.NewSectionReader(f, 0, st.Size), b); err != nil {
-		unix.Unlinkat(dfd, name, 0)
-		return nil, false
-	}
-	payload, err := Decode(k, b)
-	if err != nil || int64(len(payload)) > max {
-		unix.Unlinkat(dfd, name, 0)
-		return nil, false
+		return nil, errMiss
 	}
 	// Last use, for oldest-first eviction.
 	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
 	unix.UtimesNanoAt(dfd, name, now, unix.AT_SYMLINK_NOFOLLOW)
-	return payload, true
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// entryLimit is the largest entry of a payload of at most max bytes.
+func entryLimit(max int64) int64 { return headerBytes + maxKeyBytes + crcBytes + max }
+
+// ReadEntry reads the entry f (as OpenEntry opened it) and returns its
+// payload under k, at most max bytes: its size is bounded before anything
+// is allocated, and Decode checks the rest. Nothing of f is trusted.
+func ReadEntry(f *os.File, k Key, max int64) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || max < 0 || st.Size < headerBytes+crcBytes || st.Size > entryLimit(max) {
+		return nil, invalid("not an entry of a bounded size")
+	}
+	b := make([]byte, st.Size)
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, st.Size), b); err != nil {
+		return nil, invalid("short read")
+	}
+	payload, err := Decode(k, b)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(payload)) > max {
+		return nil, invalid("payload over the bound")
+	}
+	return payload, nil
 }
 
 // Put stores payload under k, atomically (a temporary file renamed over
@@ -190,8 +262,8 @@ func (c *Cache) Put(k Key, payload []byte) error {
 	if c == nil {
 		return nil
 	}
-	if int64(len(payload)) > c.maxPayload() {
-		return fmt.Errorf("cache entry of %d bytes is over the cap of %d", len(payload), c.maxPayload())
+	if int64(len(payload)) > c.MaxPayload() {
+		return fmt.Errorf("cache entry of %d bytes is over the cap of %d", len(payload), c.MaxPayload())
 	}
 	key := k.encode()
 	if len(key) > maxKeyBytes {
@@ -224,39 +296,98 @@ func (c *Cache) Put(k Key, payload []byte) error {
 	// The directory is scanned on this process's first write, then each
 	// time it has written an eighth of the bound: a run adds a handful of
 	// entries, and a scan per entry would cost more than the entry.
-	c.mu.Lock()
-	c.written += int64(len(hdr) + len(payload) + len(tail))
-	scan := !c.evicted || c.written > c.maxBytes/8
+	r := c.main()
+	r.mu.Lock()
+	r.written += int64(len(hdr) + len(payload) + len(tail))
+	scan := !r.evicted || r.written > r.maxBytes/8
 	if scan {
-		c.evicted, c.written = true, 0
+		r.evicted, r.written = true, 0
 	}
-	c.mu.Unlock()
+	r.mu.Unlock()
 	if scan {
-		c.evict()
+		r.evict()
 	}
 	return nil
 }
 
-// evict removes the oldest entries (by last use) until the cache holds at
-// most maxBytes, and temporary files abandoned by a writer that died.
+// main is the main namespace of c (c itself, or the one it lies in).
+func (c *Cache) main() *Cache {
+	if c.root != nil {
+		return c.root
+	}
+	return c
+}
+
+// evict removes the oldest entries (by last use), of every namespace,
+// until the cache holds at most maxBytes, temporary files abandoned by a
+// writer that died, and namespaces left empty for a while.
 func (c *Cache) evict() {
 	c.evictMu.Lock()
 	defer c.evictMu.Unlock()
-	dfd := int(c.dir.Fd())
-	rfd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	d := os.NewFile(uintptr(rfd), c.dir.Name())
-	names, _ := d.Readdirnames(maxEntries)
-	d.Close()
-	type ent struct {
-		name  string
-		size  int64
-		mtime int64
-	}
 	var ents []ent
 	var total int64
+	budget := maxEntries
+	var dirs []*os.File // the namespaces scanned, open until the removals are done
+	defer func() {
+		for _, d := range dirs {
+			d.Close()
+		}
+	}()
+	dfd := int(c.dir.Fd())
+	names := scanDir(c.dir, &budget, &ents, &total)
+	for _, n := range names {
+		if !strings.HasPrefix(n, nsPrefix) || budget <= 0 {
+			continue
+		}
+		nfd, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		d := os.NewFile(uintptr(nfd), n)
+		dirs = append(dirs, d)
+		if len(scanDir(d, &budget, &ents, &total)) == 0 {
+			// Empty, and not just made by a writer about to fill it.
+			var st unix.Stat_t
+			if unix.Fstat(nfd, &st) == nil && time.Since(time.Unix(st.Mtim.Unix())) > staleTemp {
+				unix.Unlinkat(dfd, n, unix.AT_REMOVEDIR)
+			}
+		}
+	}
+	if total <= c.maxBytes {
+		return
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].mtime < ents[j].mtime })
+	for _, e := range ents {
+		if total <= c.maxBytes {
+			break
+		}
+		if unix.Unlinkat(int(e.dir.Fd()), e.name, 0) == nil {
+			total -= e.size
+		}
+	}
+}
+
+// ent is an entry eviction may remove.
+type ent struct {
+	dir   *os.File
+	name  string
+	size  int64
+	mtime int64
+}
+
+// scanDir adds d's entries to ents and their sizes to total, removes its
+// abandoned temporary files, and returns the names it read (at most
+// *budget, which it lowers).
+func scanDir(d *os.File, budget *int, ents *[]ent, total *int64) []string {
+	dfd := int(d.Fd())
+	rfd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	r := os.NewFile(uintptr(rfd), d.Name())
+	names, _ := r.Readdirnames(*budget)
+	r.Close()
+	*budget -= len(names)
 	now := time.Now()
 	for _, n := range names {
 		var st unix.Stat_t
@@ -272,19 +403,8 @@ func (c *Cache) evict() {
 		if !strings.HasSuffix(n, entrySuffix) || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
-		ents = append(ents, ent{n, st.Size, st.Mtim.Nano()})
-		total += st.Size
+		*ents = append(*ents, ent{d, n, st.Size, st.Mtim.Nano()})
+		*total += st.Size
 	}
-	if total <= c.maxBytes {
-		return
-	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].mtime < ents[j].mtime })
-	for _, e := range ents {
-		if total <= c.maxBytes {
-			break
-		}
-		if unix.Unlinkat(dfd, e.name, 0) == nil {
-			total -= e.size
-		}
-	}
+	return names
 }
