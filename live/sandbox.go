@@ -47,6 +47,11 @@ func (s *Session) sandboxFor(pid int) *sandbox.Child {
 	return child
 }
 
+// Sandbox is the child that parses live process pid's bytes (started on
+// first use), or nil when they are parsed in-process: record's sampler
+// unwinds and names there.
+func (s *Session) Sandbox(pid int) *sandbox.Child { return s.sandboxFor(pid) }
+
 // Close ends the session's sandboxed children and its catching of
 // signals.
 func (s *Session) Close() {

@@ -53,6 +53,11 @@ const (
 	kFetch   = "fetch"   // up: fetch BuildID's debug file (Follow: its executable); down: its Path
 )
 
+// record's kind of frame (record.go).
+const (
+	kRecord = "record" // down: unwind Threads (of Proc, when its maps are new); up: Walks, and NamedPCs' names in Frames
+)
+
 // setup configures the child's symbolizer and resolver.
 type setup struct {
 	DebugDirs       []string
@@ -93,6 +98,10 @@ type downMsg struct {
 	// its file's size.
 	TIDs []int
 	Size int64
+
+	// kRecord: the threads of one tick, each with what the unwinder
+	// reads only (registers, stack copy, system call).
+	Threads []ptrace.Thread
 }
 
 type upMsg struct {
@@ -129,6 +138,13 @@ type upMsg struct {
 	Errs       []string          `json:"errs,omitempty"`
 	PIDs       []int             `json:"pids,omitempty"`
 	NotCapture bool              `json:"not_capture,omitempty"`
+
+	// kRecord: each thread's walk, packed: its frame count (noRegs: no
+	// registers) and stop reason, then per frame its PC, SP and flags
+	// (method, packExact, packSignal); and the addresses named for the
+	// first time since the maps changed (nameKey), their names in Frames.
+	Walks    []uint64 `json:"walks,omitempty"`
+	NamedPCs []uint64 `json:"named_pcs,omitempty"`
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.
@@ -319,7 +335,7 @@ func recvUp(sock int) (*upMsg, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
 	}
-	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && len(b) > maxUpCall {
+	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kRecord && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
 	mapStrings(&m, decodeRaw)
