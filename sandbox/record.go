@@ -36,6 +36,7 @@ type Walk struct {
 type Walker struct {
 	c      *Child
 	maps   *procmaps.Mapping         // &Maps[0] of the maps the child has (nil: none yet)
+	at     procmaps.Maps             // the last walk's maps
 	names  map[uint64][]report.Frame // by nameKey, for the maps the child has
 	frames []unwind.Frame            // the walks' frames, reused from tick to tick
 	walks  []Walk
@@ -69,6 +70,7 @@ const (
 func (w *Walker) Walk(p *ptrace.Process, ths []*ptrace.Thread) ([]Walk, error) {
 	c := w.c
 	c.follow(p)
+	w.at = procmaps.Maps(p.Maps)
 	m := &downMsg{Kind: kRecord}
 	if len(p.Maps) == 0 || &p.Maps[0] != w.maps {
 		// New maps: the child points its space at them, and names anew.
@@ -179,7 +181,14 @@ func (w *Walker) raw(ths []*ptrace.Thread, why string) []Walk {
 func (w *Walker) Name(out []report.Frame, f unwind.Frame) []report.Frame {
 	names, ok := w.names[nameKey(f)]
 	if !ok || len(names) == 0 {
-		return append(out, report.Frame{PC: f.PC, SP: f.SP, Kind: "user", Method: f.Method.String(), SignalFrame: f.SignalFrame})
+		// Its raw address: in its mapping (from /proc, as the kernel
+		// wrote it), at its offset in the mapped file.
+		base := report.Frame{PC: f.PC, SP: f.SP, Kind: "user", Method: f.Method.String(), SignalFrame: f.SignalFrame}
+		if m, ok := w.at.Find(f.PC); ok && m.Kind != procmaps.KindVDSO && m.Path != "" {
+			base.Module, base.ModuleOffset, base.HasModule = m.Path, f.PC-m.Start+m.Offset, true
+			base.MapStart, base.MapLimit, base.MapOffset = m.Start, m.End, m.Offset
+		}
+		return append(out, base)
 	}
 	for _, n := range names {
 		n.PC, n.SP, n.Method, n.SignalFrame = f.PC, f.SP, f.Method.String(), f.SignalFrame
