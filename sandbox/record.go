@@ -60,6 +60,9 @@ const (
 	packExact  = 1 << 8
 	packSignal = 1 << 9
 	noRegs     = ^uint64(0) // a packed walk's count: no registers
+	// maxNamed bounds the names kept for one set of maps (a program's
+	// distinct return addresses are far fewer).
+	maxNamed = 1 << 20
 )
 
 // Walk unwinds ths, threads of p (the latest capture of the target), in
@@ -110,6 +113,9 @@ func (w *Walker) Walk(p *ptrace.Process, ths []*ptrace.Thread) ([]Walk, error) {
 func (w *Walker) unpack(up *upMsg, n int) error {
 	if len(up.NamedPCs) != len(up.Frames) {
 		return fmt.Errorf("%d names for %d addresses", len(up.Frames), len(up.NamedPCs))
+	}
+	if len(w.names)+len(up.NamedPCs) > maxNamed {
+		return fmt.Errorf("more than %d addresses named", maxNamed)
 	}
 	ws := up.Walks
 	w.walks, w.frames = w.walks[:0], w.frames[:0]
