@@ -4,9 +4,12 @@ package sandbox
 
 import (
 	"encoding/binary"
+	"fmt"
+	"os"
 	"reflect"
 	"testing"
 
+	"stackshot/internal/testutil"
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
@@ -102,6 +105,62 @@ func FuzzWalkAnswer(f *testing.F) {
 		}
 		if total > len(up.Walks)/3 {
 			t.Fatalf("%d frames from %d words", total, len(up.Walks))
+		}
+	})
+}
+
+// BenchmarkWalkTick is one warm tick of record on a process of another
+// user (blocked.c's 8 threads and its 5 busy ones, stopped once): every
+// thread unwound in-process (resolve, tables compiled whole), or through
+// the child in one round trip (its threads' stack copies sent, their walks
+// back; the names were sent at the first tick).
+func BenchmarkWalkTick(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	setpriv := testutil.Need(b, "setpriv")
+	bin := testutil.Build(b, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(b, setpriv, "--reuid", fmt.Sprint(otherUser), "--regid", fmt.Sprint(otherUser), "--clear-groups", "--", bin, "spin", "busy")
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeStop}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ths []*ptrace.Thread
+	for i := range p.Threads {
+		ths = append(ths, &p.Threads[i])
+	}
+	opts := resolve.Options{Live: true, Sampler: true}
+	b.Run("in-process", func(b *testing.B) {
+		res := resolve.NewResolver(symtab.New(symtab.Options{}), opts)
+		mine := *p
+		resolve.CollectImages(&mine, ptrace.MemReader{PID: p.MemPID()})
+		space := res.Space(&mine, ptrace.MemReader{PID: p.MemPID()})
+		var buf []unwind.Frame
+		for b.Loop() {
+			space.Update(&mine)
+			for _, th := range ths {
+				buf, _, _ = space.Unwind(th, buf[:0])
+			}
+		}
+	})
+	b.Run("child", func(b *testing.B) {
+		c, err := Start(Config{Resolve: opts}, tgt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Images(p); err != nil {
+			b.Fatal(err)
+		}
+		w := c.Walker()
+		for b.Loop() {
+			if _, err := w.Walk(p, ths); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
