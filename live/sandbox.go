@@ -47,6 +47,22 @@ func (s *Session) sandboxFor(pid int) *sandbox.Child {
 	return child
 }
 
+// Sandbox is the child that parses live process pid's bytes (started on
+// first use), or nil when they are parsed in-process: record's sampler
+// unwinds and names there.
+func (s *Session) Sandbox(pid int) *sandbox.Child { return s.sandboxFor(pid) }
+
+// anyBox reports whether f holds for one of the session's children (what
+// record's sampler had them do is not seen by resolveCaptured).
+func (s *Session) anyBox(f func(*sandbox.Child) bool) bool {
+	for _, child := range s.boxes {
+		if child != nil && f(child) {
+			return true
+		}
+	}
+	return false
+}
+
 // Close ends the session's sandboxed children and its catching of
 // signals.
 func (s *Session) Close() {

@@ -89,11 +89,15 @@ func (s *Session) Resolver() *resolve.Resolver { return s.res }
 
 // Expired reports whether some frames were left unresolved at the
 // deadline, in-process or in a child.
-func (s *Session) Expired() bool { return s.sym.Expired() || s.boxExpired }
+func (s *Session) Expired() bool {
+	return s.sym.Expired() || s.boxExpired || s.anyBox((*sandbox.Child).Expired)
+}
 
 // BudgetExceeded reports whether some module's symbols exceeded the
 // budget, in-process or in a child.
-func (s *Session) BudgetExceeded() bool { return s.sym.BudgetExceeded() || s.boxBudget }
+func (s *Session) BudgetExceeded() bool {
+	return s.sym.BudgetExceeded() || s.boxBudget || s.anyBox((*sandbox.Child).BudgetExceeded)
+}
 
 // CatchSignals makes SIGINT/SIGTERM end the command cleanly, until Close:
 // captures in flight detach every thread before they return.

@@ -173,6 +173,15 @@ func (r *Resolver) Frames(s *Space, th *ptrace.Thread, fr []unwind.Frame, ok boo
 	return out
 }
 
+// KernelFrames appends a thread's kernel frames, when enabled (Frames'
+// first part: the kernel named them, or kallsyms does).
+func (r *Resolver) KernelFrames(th *ptrace.Thread, out []report.Frame) []report.Frame {
+	if !r.opts.Kernel {
+		return out
+	}
+	return r.kernelFrames(th, out)
+}
+
 func (r *Resolver) kernelFrames(th *ptrace.Thread, out []report.Frame) []report.Frame {
 	for _, k := range th.KernelStack {
 		f := report.Frame{PC: k.Addr, Kind: "kernel", Function: k.Function, Offset: k.Offset,

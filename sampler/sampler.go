@@ -26,6 +26,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
+	"stackshot/sandbox"
 	"stackshot/unwind"
 )
 
@@ -62,6 +64,10 @@ type Config struct {
 	Identity func(pid int) (uint64, error)
 	// Source says how running threads are sampled.
 	Source Source
+	// Sandbox returns the sandboxed child that parses process pid's bytes
+	// (see package sandbox), or nil (also when Sandbox is nil): then they
+	// are parsed in-process.
+	Sandbox func(pid int) *sandbox.Child
 }
 
 // Source is how running threads are sampled.
@@ -133,7 +139,6 @@ type Sampler struct {
 	agg     aggregator
 	hist    pauseHist
 	stats   output.Stats
-	frames  []unwind.Frame
 	start   time.Time
 	elapsed time.Duration
 	end     End
@@ -145,6 +150,15 @@ type Sampler struct {
 	tids    []int        // a target's user threads, this tick
 	live    map[int]bool // the same, as a set
 	lost    int64        // perf samples dropped, of targets since closed
+	// batch is a target's threads of this tick to unwind (one round trip
+	// to a sandboxed child), each with its weight.
+	batch []pending
+	ptrs  []*ptrace.Thread
+}
+
+type pending struct {
+	th ptrace.Thread
+	w  int64
 }
 
 // methodPerf marks a thread whose registers and stack are a perf sample's.
@@ -154,9 +168,8 @@ const methodPerf = "perf"
 type target struct {
 	pid      int
 	identity uint64 // start time: a pid reused by another process differs
-	mem      ptrace.MemReader
 	last     *ptrace.Process
-	space    *resolve.Space
+	parse    parser // in-process or in the target's sandboxed child
 	mapsAt   time.Time
 	stale    bool // a PC fell outside the known maps: read them again
 	gone     bool
@@ -255,7 +268,7 @@ func (s *Sampler) Add(p *ptrace.Process) error {
 	if err != nil {
 		return fmt.Errorf("process %d: %w (%v)", p.PID, ErrGone, err)
 	}
-	t := &target{pid: p.PID, identity: id, mem: ptrace.MemReader{PID: p.MemPID()}, last: p,
+	t := &target{pid: p.PID, identity: id, last: p,
 		comm: p.Comm, exe: p.Exe, mapsAt: time.Now(), tids: map[int]bool{}}
 	if s.usePerf {
 		set, err := perfsample.Open(p.PID, s.userTIDs(p), s.perfCfg)
@@ -268,8 +281,12 @@ func (s *Sampler) Add(p *ptrace.Process) error {
 			s.perfWhy = "perf events refused: " + err.Error()
 		}
 	}
-	t.space = s.res.Space(p, t.mem)
-	s.res.Process(p, t.mem)
+	if child := s.sandboxFor(p.PID); child != nil {
+		t.parse = newBoxed(child, s.res, s.cfg.Warn)
+	} else {
+		t.parse = newInProcess(s.res, p)
+	}
+	t.parse.warm(p)
 	s.targets = append(s.targets, t)
 	return nil
 }
@@ -418,15 +435,8 @@ func (s *Sampler) sample(t *target, cover int) bool {
 	if opt.RefreshMaps {
 		t.mapsAt, t.stale = time.Now(), false
 	}
-	t.space.Update(t.last)
-	check := func(p *ptrace.Process, th *ptrace.Thread) bool {
-		if p.BuildIDs == nil {
-			resolve.CollectImages(p, t.mem)
-		}
-		t.space.Update(p)
-		return t.space.CheckNoStop(th)
-	}
-	p, err := ptrace.Capture(t.pid, opt, check)
+	t.parse.prepare(t.last)
+	p, err := ptrace.Capture(t.pid, opt, t.parse.check)
 	if err != nil && s.cancelled() {
 		return true // not gone: the run ends on this tick
 	}
@@ -437,11 +447,15 @@ func (s *Sampler) sample(t *target, cover int) bool {
 	if !s.same(t) {
 		return false // the pid went to another process during the capture: not its stacks
 	}
+	if opt.RefreshMaps && slices.Equal(p.Maps, t.last.Maps) {
+		// The same maps: the same files, whose modules, tables and build
+		// ids are kept.
+		p.Maps, p.BuildIDs, p.VDSO = t.last.Maps, t.last.BuildIDs, t.last.VDSO
+	}
 	if p.BuildIDs == nil {
-		resolve.CollectImages(p, t.mem)
+		t.parse.images(p)
 	}
 	t.last = p
-	t.space.Update(p)
 	if t.perf != nil {
 		s.readPerf(t, p)
 	}
@@ -465,6 +479,7 @@ func (s *Sampler) sample(t *target, cover int) bool {
 			pt.wasR, pt.fresh = false, 0
 		}
 	}
+	s.flush(t, p)
 	return true
 }
 
@@ -595,26 +610,55 @@ func (s *Sampler) thread(t *target, th *ptrace.Thread, w int64) {
 	default:
 		s.stats.ProcOnly += w
 	}
-	fr, why, ok := t.space.Unwind(th, s.frames[:0])
-	s.frames = fr
-	if ok && !why.Complete() {
-		s.stats.Truncated += w
-		s.stats.TruncatedWhy[why.String()] += w
-	} else if !ok {
-		s.stats.Truncated += w
-		s.stats.TruncatedWhy["no registers"] += w
+	s.batch = append(s.batch, pending{th: *th, w: w})
+}
+
+// flush unwinds the threads of the tick's capture p of t that thread
+// kept (in one go: one round trip to a sandboxed child) and adds their
+// stacks.
+func (s *Sampler) flush(t *target, p *ptrace.Process) {
+	if len(s.batch) == 0 {
+		return
 	}
-	for _, f := range fr {
-		if t.space.Missing(f.PC) {
-			t.stale = true
+	s.ptrs = s.ptrs[:0]
+	for i := range s.batch {
+		s.ptrs = append(s.ptrs, &s.batch[i].th)
+	}
+	maps := procmaps.Maps(p.Maps)
+	t.parse.walk(p, s.ptrs, func(i int, fr []unwind.Frame, stop unwind.StopReason, ok bool, failed string) {
+		th, w := s.ptrs[i], s.batch[i].w
+		switch {
+		case failed != "":
+			s.stats.Truncated += w
+			s.stats.TruncatedWhy["sandboxed parser failed"] += w
+		case ok && !stop.Complete():
+			s.stats.Truncated += w
+			s.stats.TruncatedWhy[stop.String()] += w
+		case !ok:
+			s.stats.Truncated += w
+			s.stats.TruncatedWhy["no registers"] += w
 		}
-	}
-	s.agg.key = stackKey(s.agg.key[:0], t.pid, th, fr, s.cfg.Kernel)
-	s.stats.Samples += w
-	s.agg.add(s.agg.key, w, func() output.Sample {
-		return output.Sample{PID: t.pid, TID: th.TID, Thread: th.Name,
-			Frames: s.res.Frames(t.space, th, fr, ok, nil)}
+		for _, f := range fr {
+			if _, ok := maps.Find(f.PC); !ok {
+				t.stale = true // (the maps may be stale)
+			}
+		}
+		s.agg.key = stackKey(s.agg.key[:0], t.pid, th, fr, s.cfg.Kernel)
+		s.stats.Samples += w
+		s.agg.add(s.agg.key, w, func() output.Sample {
+			return output.Sample{PID: t.pid, TID: th.TID, Thread: th.Name, Frames: t.parse.frames(th, fr, ok)}
+		})
 	})
+	clear(s.batch) // (no stack copies kept past the tick)
+	s.batch = s.batch[:0]
+}
+
+// sandboxFor is the child that parses process pid's bytes, or nil.
+func (s *Sampler) sandboxFor(pid int) *sandbox.Child {
+	if s.cfg.Sandbox == nil {
+		return nil
+	}
+	return s.cfg.Sandbox(pid)
 }
 
 func (s *Sampler) threads() int {

@@ -90,6 +90,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 		mem = memc
 	}
 	var space *resolve.Space
+	var rec walking
 	for {
 		m, fd, err := down.recv(childSock)
 		if err != nil {
@@ -99,7 +100,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			unix.Close(fd)
 			fd = -1
 		}
-		if memc != nil && (m.Kind == kResolve || m.Kind == kSpace || m.Kind == kImages || m.Kind == kGo || m.Kind == kLocks) {
+		if memc != nil && (m.Kind == kResolve || m.Kind == kSpace || m.Kind == kImages || m.Kind == kGo || m.Kind == kLocks || m.Kind == kRecord) {
 			memc.reset()
 		}
 		var up upMsg
@@ -154,6 +155,13 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 					fr = []report.Frame{{PC: a, Kind: "user"}}
 				}
 				up.Frames = append(up.Frames, fr)
+			}
+			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
+		case kRecord:
+			hookBefore(cfg.Hook, kRecord)
+			var ok bool
+			if up, ok = rec.walkTick(func() *resolve.Resolver { return samplingResolver(cfg, sym) }, mem, m); !ok {
+				return 1
 			}
 			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
 		case kHook:

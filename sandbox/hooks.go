@@ -19,7 +19,8 @@ import (
 //	"oom"    the child allocates past its memory limit when asked to resolve
 //
 // and "KIND:HOOK" does HOOK only when asked for KIND: "go" (goroutines),
-// "locks" (lock owners) or "core" (an ELF core);
+// "locks" (lock owners), "core" (an ELF core) or "record" (a tick's
+// threads to unwind);
 // and Child.Probe asks it what a refused system call gets ("open", "exec",
 // "socket", "ptrace", "vm_readv"), or to spin on the CPU ("spin").
 var TestHook string

@@ -62,6 +62,11 @@ const (
 	kFlush    = "flush"    // down: hand over what is queued for the cache; up: done
 )
 
+// record's kind of frame (record.go).
+const (
+	kRecord = "record" // down: unwind Threads (of Proc, when its maps are new); up: Walks, and NamedPCs' names in Frames
+)
+
 // setup configures the child's symbolizer and resolver.
 type setup struct {
 	DebugDirs       []string
@@ -103,6 +108,10 @@ type downMsg struct {
 	// its file's size.
 	TIDs []int
 	Size int64
+
+	// kRecord: the threads of one tick, each with what the unwinder
+	// reads only (registers, stack copy, system call).
+	Threads []ptrace.Thread
 }
 
 type upMsg struct {
@@ -143,6 +152,13 @@ type upMsg struct {
 	// kCacheGet, kCachePut (cache.go): the entry's key, and what to write.
 	Key  *diskcache.Key `json:"key,omitempty"`
 	Data []byte         `json:"data,omitempty"`
+
+	// kRecord: each thread's walk, packed: its frame count (noRegs: no
+	// registers) and stop reason, then per frame its PC, SP and flags
+	// (method, packExact, packSignal); and the addresses named for the
+	// first time since the maps changed (nameKey), their names in Frames.
+	Walks    []uint64 `json:"walks,omitempty"`
+	NamedPCs []uint64 `json:"named_pcs,omitempty"`
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.
@@ -333,7 +349,7 @@ func recvUp(sock int) (*upMsg, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
 	}
-	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && len(b) > maxUpCall {
+	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && m.Kind != kRecord && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
 	mapStrings(&m, decodeRaw)

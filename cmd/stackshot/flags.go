@@ -72,7 +72,7 @@ const (
 
 var flagSets = map[string]int{
 	"dump":      fPID | fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fCapture | fQuiet | fSandbox,
-	"record":    fPID | fFormat | fOutput | fTID | fKernel | fUnwind | fCapture | fQuiet | fRecord,
+	"record":    fPID | fFormat | fOutput | fTID | fKernel | fUnwind | fCapture | fQuiet | fRecord | fSandbox,
 	"capture":   fPID | fFormat | fOutput | fTID | fKernel | fCapture | fQuiet | fSandbox,
 	"report":    fFormat | fOutput | fTID | fKernel | fShow | fUnwind | fQuiet | fSandbox,
 	"symbolize": fPID | fUnwind | fSandbox,

@@ -51,7 +51,7 @@ func cmdRecord(args []string) error {
 	smp, err := sampler.New(s.Resolver(), sampler.Config{Freq: c.freq, Duration: c.duration, Deadline: deadline,
 		Capture: s.CaptureOptions(time.Time{}), CaptureTimeout: c.timeout, Kernel: c.kernel, Idle: c.idle, Source: c.sampler,
 		Warn:     func(msg string) { s.Warn("%s%s", clear, msg) },
-		Progress: show})
+		Progress: show, Sandbox: s.Sandbox})
 	if err != nil {
 		return cli.Usage(err.Error(), "", "")
 	}
@@ -64,7 +64,6 @@ func cmdRecord(args []string) error {
 		if err != nil {
 			return err // the message explains; exit 1
 		}
-		s.Resolver().PrefetchDebug(p) // (debuginfod) before the ticks, not during them
 		if err := smp.Add(p); err != nil {
 			return live.ExplainCaptureError(pid, err)
 		}
