@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -151,6 +152,10 @@ func (s *Session) capture(pid int, deadline time.Time) (*ptrace.Process, error) 
 // returns the reports of those it could read, saying why the others could
 // not; failed counts them. Interrupted: ErrInterrupted.
 func (s *Session) Dump(pids []int) (procs []*report.Process, failed int, err error) {
+	// A dump is short-lived: collecting at 4x the live heap instead of 2x
+	// spares a 512-thread dump its collections (7 % of its CPU) for 1 MB
+	// more peak RSS (BenchmarkDumpVsEuStack/threads-512).
+	debug.SetGCPercent(400)
 	if s.o.Count > 1 {
 		return s.dumpSnapshots(pids)
 	}

@@ -8,9 +8,10 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/google/pprof/profile"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"stackshot/internal/pprofpb"
 )
 
 // OTLPOptions is what an OTLP profile says beyond the recording itself.
@@ -99,7 +100,7 @@ func ToOTLP(p *Profile, o OTLPOptions) (pprofile.Profiles, error) {
 // dictionary fills the profiles' shared tables (mappings, functions,
 // locations) from the pprof form, and returns the locations' indexes by
 // pprof ID and the build id of each mapped file.
-func (b *otlpBuilder) dictionary(pp *profile.Profile) (locIdx map[uint64]int32, exeBuildID map[string]string) {
+func (b *otlpBuilder) dictionary(pp *pprofpb.Profile) (locIdx map[uint64]int32, exeBuildID map[string]string) {
 	// The dictionary: mappings, functions, locations (indexes by pprof ID).
 	mapIdx := make(map[uint64]int32, len(pp.Mapping))
 	exeBuildID = map[string]string{}
@@ -149,7 +150,7 @@ func (b *otlpBuilder) dictionary(pp *profile.Profile) (locIdx map[uint64]int32, 
 type otlpResources struct {
 	pd         pprofile.Profiles
 	b          *otlpBuilder
-	pp         *profile.Profile
+	pp         *pprofpb.Profile
 	o          OTLPOptions
 	exeBuildID map[string]string
 	byPID      map[int64][]pprofile.Profile
@@ -272,7 +273,7 @@ func (b *otlpBuilder) attr(key string, v any) int32 {
 	return i
 }
 
-func (b *otlpBuilder) stack(locs []*profile.Location, locIdx map[uint64]int32) int32 {
+func (b *otlpBuilder) stack(locs []*pprofpb.Location, locIdx map[uint64]int32) int32 {
 	k := b.key[:0]
 	for _, l := range locs {
 		k = binary.LittleEndian.AppendUint32(k, uint32(locIdx[l.ID]))
@@ -292,7 +293,7 @@ func (b *otlpBuilder) stack(locs []*profile.Location, locIdx map[uint64]int32) i
 
 // sampleAttrs appends the attribute indexes of a pprof sample's labels:
 // thread and tid become thread.name and thread.id, pid is the resource's.
-func (b *otlpBuilder) sampleAttrs(out []int32, s *profile.Sample) []int32 {
+func (b *otlpBuilder) sampleAttrs(out []int32, s *pprofpb.Sample) []int32 {
 	for _, k := range sortedKeys(s.Label) {
 		for _, v := range s.Label[k] {
 			key := k

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"stackshot/report"
 	"strings"
 
-	"github.com/google/pprof/profile"
+	"stackshot/internal/pprofpb"
+	"stackshot/report"
 )
 
 // kernelMapping is the file name of the one mapping all kernel frames share.
@@ -61,7 +61,7 @@ func WritePprof(w io.Writer, p *Profile) error {
 	if err != nil {
 		return err
 	}
-	if err := pp.CheckValid(); err != nil {
+	if err := pp.Check(); err != nil {
 		return fmt.Errorf("building pprof profile: %w", err)
 	}
 	if err := pp.Write(w); err != nil {
@@ -82,20 +82,20 @@ type functionKey struct {
 }
 
 type pprofBuilder struct {
-	out       *profile.Profile
+	out       *pprofpb.Profile
 	mappings  map[mappingKey]*pprofMapping
 	mapOrder  []*pprofMapping
-	functions map[functionKey]*profile.Function
-	named     map[functionKey]*profile.Function // by the frame's raw name and file
+	functions map[functionKey]*pprofpb.Function
+	named     map[functionKey]*pprofpb.Function // by the frame's raw name and file
 	byBias    map[uint64]*pprofMapping          // the last mapping of each load bias
 	locCache  map[locSite]locCached
-	locations map[string]*profile.Location
+	locations map[string]*pprofpb.Location
 	key       []byte // reused location key
 }
 
 // pprofMapping is a mapping being assembled, with what its frames showed.
 type pprofMapping struct {
-	m      *profile.Mapping
+	m      *pprofpb.Mapping
 	key    mappingKey
 	havePC bool
 	minPC  uint64
@@ -107,7 +107,7 @@ type pprofMapping struct {
 	realStart, realLimit, realOff uint64
 }
 
-func toPprof(p *Profile) (*profile.Profile, error) {
+func toPprof(p *Profile) (*pprofpb.Profile, error) {
 	if p.FreqHz <= 0 {
 		return nil, errNoFreq
 	}
@@ -116,13 +116,13 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 	if p.OffCPU {
 		clock = "wall"
 	}
-	out := &profile.Profile{
-		SampleType: []*profile.ValueType{
+	out := &pprofpb.Profile{
+		SampleType: []*pprofpb.ValueType{
 			{Type: "samples", Unit: "count"},
 			{Type: clock, Unit: "nanoseconds"},
 		},
 		DefaultSampleType: clock,
-		PeriodType:        &profile.ValueType{Type: clock, Unit: "nanoseconds"},
+		PeriodType:        &pprofpb.ValueType{Type: clock, Unit: "nanoseconds"},
 		Period:            period,
 		DurationNanos:     p.Duration.Nanoseconds(),
 	}
@@ -133,11 +133,11 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 	b := &pprofBuilder{
 		out:       out,
 		mappings:  map[mappingKey]*pprofMapping{},
-		functions: map[functionKey]*profile.Function{},
-		named:     map[functionKey]*profile.Function{},
+		functions: map[functionKey]*pprofpb.Function{},
+		named:     map[functionKey]*pprofpb.Function{},
 		byBias:    map[uint64]*pprofMapping{},
 		locCache:  map[locSite]locCached{},
-		locations: map[string]*profile.Location{},
+		locations: map[string]*pprofpb.Location{},
 	}
 	exes := map[string]bool{}
 	for _, pr := range p.Processes {
@@ -150,7 +150,7 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 		if s.Count <= 0 {
 			continue
 		}
-		ps := &profile.Sample{
+		ps := &pprofpb.Sample{
 			Value:    []int64{s.Count, cpuNanos(s.Count, p.FreqHz)},
 			Label:    map[string][]string{"thread": {cleanText(s.Thread, false)}},
 			NumLabel: map[string][]int64{"tid": {int64(s.TID)}, "pid": {int64(s.PID)}},
@@ -215,8 +215,8 @@ func reasonList(m map[string]int64) string {
 }
 
 // locationsFor returns the sample's locations, leaf first.
-func (b *pprofBuilder) locationsFor(s *Sample, exes map[string]bool) []*profile.Location {
-	locs := make([]*profile.Location, 0, len(s.Frames))
+func (b *pprofBuilder) locationsFor(s *Sample, exes map[string]bool) []*pprofpb.Location {
+	locs := make([]*pprofpb.Location, 0, len(s.Frames))
 	fr := s.Frames
 	for i := 0; i < len(fr); {
 		// A location is a run of inlined frames closed by the frame they
@@ -236,7 +236,7 @@ func sameSite(a, b *report.Frame) bool {
 	return a.PC == b.PC && a.Kind == b.Kind && a.Module == b.Module
 }
 
-func (b *pprofBuilder) location(pid int, group []report.Frame, exes map[string]bool) *profile.Location {
+func (b *pprofBuilder) location(pid int, group []report.Frame, exes map[string]bool) *pprofpb.Location {
 	outer := &group[len(group)-1]
 	pm := b.mapping(pid, outer, exes)
 	// A site seen before with the same names is the same location: no
@@ -247,7 +247,7 @@ func (b *pprofBuilder) location(pid int, group []report.Frame, exes map[string]b
 	}
 	// The key: mapping, PC, and the functions and lines of the group, so
 	// frames at one address that were named differently stay apart.
-	var fns [8]*profile.Function
+	var fns [8]*pprofpb.Function
 	fnl := fns[:0]
 	k := b.key[:0]
 	k = binary.LittleEndian.AppendUint64(k, pm.m.ID)
@@ -264,14 +264,14 @@ func (b *pprofBuilder) location(pid int, group []report.Frame, exes map[string]b
 		b.locCache[site] = locCached{loc: l, group: group}
 		return l
 	}
-	lines := make([]profile.Line, len(group))
+	lines := make([]pprofpb.Line, len(group))
 	for gi := range group {
-		lines[gi] = profile.Line{Function: fnl[gi], Line: int64(group[gi].Line)}
+		lines[gi] = pprofpb.Line{Function: fnl[gi], Line: int64(group[gi].Line)}
 	}
 	if len(group) > 1 {
 		pm.m.HasInlineFrames = true
 	}
-	l := &profile.Location{ID: uint64(len(b.out.Location) + 1), Mapping: pm.m, Address: outer.PC, Line: lines}
+	l := &pprofpb.Location{ID: uint64(len(b.out.Location) + 1), Mapping: pm.m, Address: outer.PC, Line: lines}
 	b.out.Location = append(b.out.Location, l)
 	b.locations[string(k)] = l
 	b.locCache[site] = locCached{loc: l, group: group}
@@ -289,7 +289,7 @@ type locSite struct {
 // locCached is the last location made at a site, with the frames it was
 // made of (read only).
 type locCached struct {
-	loc   *profile.Location
+	loc   *pprofpb.Location
 	group []report.Frame
 }
 
@@ -327,7 +327,7 @@ func (b *pprofBuilder) mapping(pid int, f *report.Frame, exes map[string]bool) *
 	}
 	if pm == nil {
 		pm = &pprofMapping{
-			m: &profile.Mapping{ID: uint64(len(b.mapOrder) + 1),
+			m: &pprofpb.Mapping{ID: uint64(len(b.mapOrder) + 1),
 				File: cleanText(key.file, false), BuildID: cleanText(key.buildID, false)},
 			main: f.Kind != "kernel" && exes[f.Module],
 			key:  key,
@@ -360,7 +360,7 @@ func (b *pprofBuilder) mapping(pid int, f *report.Frame, exes map[string]bool) *
 	return pm
 }
 
-func (b *pprofBuilder) function(f *report.Frame, pm *pprofMapping) *profile.Function {
+func (b *pprofBuilder) function(f *report.Frame, pm *pprofMapping) *pprofpb.Function {
 	if f.Function != "" && !f.SignalFrame {
 		// Seen before under these very names: no cleaning again (most
 		// frames of a profile are).
@@ -402,7 +402,7 @@ func (b *pprofBuilder) function(f *report.Frame, pm *pprofMapping) *profile.Func
 	k := functionKey{name: name, file: file}
 	fn, ok := b.functions[k]
 	if !ok {
-		fn = &profile.Function{ID: uint64(len(b.out.Function) + 1), Name: name, SystemName: name, Filename: file}
+		fn = &pprofpb.Function{ID: uint64(len(b.out.Function) + 1), Name: name, SystemName: name, Filename: file}
 		b.out.Function = append(b.out.Function, fn)
 		b.functions[k] = fn
 	}

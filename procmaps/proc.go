@@ -1,7 +1,6 @@
 package procmaps
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Proc is the root of the proc filesystem; tests may point it elsewhere.
@@ -26,8 +26,42 @@ func taskPath(pid, tid int, elem string) string {
 // maxProcFile bounds how much of a single /proc file is read.
 const maxProcFile = 1 << 20
 
-func readSmall(path string) ([]byte, error) {
-	return readFile(path, nil)
+// smallBufs holds the buffers readSmall reads into: a dump reads
+// several files per thread, and a fresh 4 KiB buffer each time is a fresh
+// page for the kernel to clear and fault in.
+var smallBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// readSmall reads a small /proc file and hands its bytes to parse, which
+// must not keep them (the buffer is reused).
+func readSmall(path string, parse func(b []byte)) error {
+	bp := smallBufs.Get().(*[]byte)
+	b, err := readFile(path, (*bp)[:0])
+	if err == nil {
+		parse(b)
+	}
+	if cap(b) <= 64<<10 { // (a rare large file's buffer is let go)
+		*bp = b[:0]
+	}
+	smallBufs.Put(bp)
+	return err
+}
+
+// forLines calls f with each line of b, without its "\n" (nor a "\r"
+// before it), as bufio.ScanLines splits them, until f returns false. The
+// lines are substrings of one copy of b.
+func forLines(b []byte, f func(line string) bool) {
+	s := string(b)
+	for len(s) > 0 {
+		line := s
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			line, s = s[:i], s[i+1:]
+		} else {
+			s = ""
+		}
+		if !f(strings.TrimSuffix(line, "\r")) {
+			return
+		}
+	}
 }
 
 func readSmallOS(path string) ([]byte, error) {
@@ -154,11 +188,11 @@ func ParseSyscall(b []byte) (Syscall, error) {
 
 // ReadSyscall reads /proc/PID/task/TID/syscall.
 func ReadSyscall(pid, tid int) (Syscall, error) {
-	b, err := readSmall(taskPath(pid, tid, "syscall"))
-	if err != nil {
+	sc, perr := Syscall{Nr: -1}, error(nil)
+	if err := readSmall(taskPath(pid, tid, "syscall"), func(b []byte) { sc, perr = ParseSyscall(b) }); err != nil {
 		return Syscall{Nr: -1}, err
 	}
-	return ParseSyscall(b)
+	return sc, perr
 }
 
 // KernelFrame is one line of /proc/PID/task/TID/stack.
@@ -172,17 +206,16 @@ type KernelFrame struct {
 // ParseKernelStack parses lines like "[<0>] futex_wait_queue+0x7d/0xd0".
 func ParseKernelStack(b []byte) []KernelFrame {
 	var out []KernelFrame
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() && len(out) < 256 {
-		line := strings.TrimSpace(sc.Text())
+	forLines(b, func(line string) bool {
+		line = strings.TrimSpace(line)
 		if line == "" {
-			continue
+			return true
 		}
 		var kf KernelFrame
 		if strings.HasPrefix(line, "[<") {
 			end := strings.Index(line, ">]")
 			if end < 0 {
-				continue
+				return true
 			}
 			kf.Addr, _ = strconv.ParseUint(line[2:end], 16, 64)
 			line = strings.TrimSpace(line[end+2:])
@@ -207,17 +240,16 @@ func ParseKernelStack(b []byte) []KernelFrame {
 		}
 		kf.Function = line
 		out = append(out, kf)
-	}
+		return len(out) < 256
+	})
 	return out
 }
 
 // ReadKernelStack reads /proc/PID/task/TID/stack (root only).
 func ReadKernelStack(pid, tid int) ([]KernelFrame, error) {
-	b, err := readSmall(taskPath(pid, tid, "stack"))
-	if err != nil {
-		return nil, err
-	}
-	return ParseKernelStack(b), nil
+	var frames []KernelFrame
+	err := readSmall(taskPath(pid, tid, "stack"), func(b []byte) { frames = ParseKernelStack(b) })
+	return frames, err
 }
 
 // Stat holds the fields of /proc/PID/task/TID/stat that stackshot uses.
@@ -262,20 +294,21 @@ func ParseStat(b []byte) (Stat, error) {
 
 // ReadStat reads /proc/PID/task/TID/stat.
 func ReadStat(pid, tid int) (Stat, error) {
-	b, err := readSmall(taskPath(pid, tid, "stat"))
-	if err != nil {
+	return readStatFile(taskPath(pid, tid, "stat"))
+}
+
+func readStatFile(path string) (Stat, error) {
+	var st Stat
+	var perr error
+	if err := readSmall(path, func(b []byte) { st, perr = ParseStat(b) }); err != nil {
 		return Stat{}, err
 	}
-	return ParseStat(b)
+	return st, perr
 }
 
 // ReadProcStat reads /proc/PID/stat.
 func ReadProcStat(pid int) (Stat, error) {
-	b, err := readSmall(pidPath(pid, "stat"))
-	if err != nil {
-		return Stat{}, err
-	}
-	return ParseStat(b)
+	return readStatFile(pidPath(pid, "stat"))
 }
 
 // Identity tells a process apart from a later one that is given its PID:
@@ -304,11 +337,12 @@ type SchedStat struct {
 
 // ReadSchedStat reads /proc/PID/task/TID/schedstat.
 func ReadSchedStat(pid, tid int) (SchedStat, error) {
-	b, err := readSmall(taskPath(pid, tid, "schedstat"))
-	if err != nil {
+	var ss SchedStat
+	var perr error
+	if err := readSmall(taskPath(pid, tid, "schedstat"), func(b []byte) { ss, perr = parseSchedStat(b) }); err != nil {
 		return SchedStat{}, err
 	}
-	return parseSchedStat(b)
+	return ss, perr
 }
 
 func parseSchedStat(b []byte) (SchedStat, error) {
@@ -340,11 +374,10 @@ type Status struct {
 // ParseStatus parses /proc/PID/status.
 func ParseStatus(b []byte) Status {
 	var s Status
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
+	forLines(b, func(line string) bool {
+		k, v, ok := strings.Cut(line, ":")
 		if !ok {
-			continue
+			return true
 		}
 		v = strings.TrimSpace(v)
 		switch k {
@@ -378,17 +411,16 @@ func ParseStatus(b []byte) Status {
 		case "nonvoluntary_ctxt_switches":
 			s.NonVolCtx, _ = strconv.ParseUint(v, 10, 64)
 		}
-	}
+		return true
+	})
 	return s
 }
 
 // ReadStatus reads /proc/PID/status.
 func ReadStatus(pid int) (Status, error) {
-	b, err := readSmall(pidPath(pid, "status"))
-	if err != nil {
-		return Status{}, err
-	}
-	return ParseStatus(b), nil
+	var st Status
+	err := readSmall(pidPath(pid, "status"), func(b []byte) { st = ParseStatus(b) })
+	return st, err
 }
 
 // Exe returns the target's executable path as /proc shows it.
@@ -417,12 +449,9 @@ const MaxAuxv = 4096
 
 // ReadAuxv reads /proc/PID/auxv, the process's ELF auxiliary vector.
 func ReadAuxv(pid int) ([]byte, error) {
-	b, err := readSmall(pidPath(pid, "auxv"))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxAuxv {
-		b = b[:MaxAuxv]
-	}
-	return append([]byte(nil), b...), nil
+	var auxv []byte
+	err := readSmall(pidPath(pid, "auxv"), func(b []byte) {
+		auxv = append([]byte(nil), b[:min(len(b), MaxAuxv)]...)
+	})
+	return auxv, err
 }

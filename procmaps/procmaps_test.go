@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -151,6 +152,45 @@ func TestParseKernelStack(t *testing.T) {
 	}
 }
 
+// forLines splits as bufio.ScanLines does: "\r\n" and a last line
+// without "\n" included, no empty token after the last "\n".
+func TestForLines(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":                nil,
+		"a":               {"a"},
+		"a\n":             {"a"},
+		"a\r\nb":          {"a", "b"},
+		"\n\nx\n\n":       {"", "", "x", ""},
+		"one\ntwo\nthree": {"one", "two", "three"},
+	} {
+		var got []string
+		forLines([]byte(in), func(l string) bool { got = append(got, l); return true })
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("forLines(%q) = %q, want %q", in, got, want)
+		}
+	}
+	n := 0
+	forLines([]byte("1\n2\n3\n"), func(string) bool { n++; return n < 2 })
+	if n != 2 {
+		t.Errorf("forLines went on after false: %d calls", n)
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	st := ParseStatus([]byte("Name:\tmy: name\r\nState:\tS (sleeping)\nTgid:\t42\nPPid:\t1\nTracerPid:\t0\nUid:\t1000\t1001\t1002\t1003\nGid:\t5\t6\t7\t8\nno colon here\nnonvoluntary_ctxt_switches:\t9"))
+	if st.Name != "my: name" || st.State != 'S' || st.Tgid != 42 || st.PPid != 1 || st.UID != 1000 ||
+		st.UIDs != [4]int{1000, 1001, 1002, 1003} || st.GIDs != [4]int{5, 6, 7, 8} || st.NonVolCtx != 9 {
+		t.Errorf("%+v", st)
+	}
+}
+
+// A kernel stack is bounded to 256 frames, however long the file.
+func TestParseKernelStackBound(t *testing.T) {
+	if n := len(ParseKernelStack(bytes.Repeat([]byte("[<0>] f+0x1/0x2\n"), 1000))); n != 256 {
+		t.Errorf("%d frames, want 256", n)
+	}
+}
+
 func TestParseStat(t *testing.T) {
 	st, err := ParseStat([]byte("1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 4 0 98765 1000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0"))
 	if err != nil || st.Comm != "my (odd) name" || st.State != 'S' || st.PPID != 1 || st.StartTime != 98765 || st.Processor != 1 {
@@ -180,6 +220,29 @@ func TestLiveSelf(t *testing.T) {
 	tids, err := Tasks(pid)
 	if err != nil || len(tids) == 0 || tids[0] != pid {
 		t.Errorf("Tasks: %v %v", tids, err)
+	}
+	// Reads through the shared buffers: each answer is its own file's.
+	for range 3 {
+		st, err := ReadStatus(pid)
+		if err != nil || st.Tgid != pid || st.Name == "" {
+			t.Errorf("ReadStatus: %+v %v", st, err)
+		}
+		ps, err := ReadProcStat(pid)
+		if err != nil || ps.Comm != st.Name || ps.PPID != os.Getppid() {
+			t.Errorf("ReadProcStat: %+v %v (status name %q)", ps, err, st.Name)
+		}
+		if _, err := ReadSchedStat(pid, pid); err != nil {
+			t.Errorf("ReadSchedStat: %v", err)
+		}
+		if sc, err := ReadSyscall(pid, tids[len(tids)-1]); err != nil {
+			t.Errorf("ReadSyscall: %+v %v", sc, err)
+		}
+		if auxv, err := ReadAuxv(pid); err != nil || len(auxv) == 0 || len(auxv)%16 != 0 {
+			t.Errorf("ReadAuxv: %d bytes, %v", len(auxv), err)
+		}
+	}
+	if _, err := ReadStatus(1 << 30); err == nil {
+		t.Error("ReadStatus of no process: no error")
 	}
 }
 

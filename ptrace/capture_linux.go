@@ -280,9 +280,13 @@ const maxRounds = 16
 // need a stop — running ones, torn copies, and those whose no-stop capture
 // the check rejects — are then stopped one at a time on the tracer thread.
 func (c *capturer) run() {
-	if c.opt.Mode != ModeNoStop && !c.noTrace {
+	if c.opt.Mode == ModeStop && !c.noTrace || c.opt.Consistent && c.opt.Mode != ModeNoStop && !c.noTrace {
 		// Start the tracer thread now, if it is not running yet: not
-		// between a thread's /proc reads and its stop.
+		// between a thread's /proc reads and its stop. The auto mode
+		// starts it only once some thread needs a stop
+		// (observeThenStop): a dump of blocked threads reads them all
+		// through /proc and process_vm_readv, and an OS thread and its
+		// hand-offs cost a one-off dump a tenth of its time.
 		c.tracer()
 	}
 	if c.opt.Consistent && c.opt.Mode != ModeNoStop && !c.noTrace && !c.p.Kernel {
@@ -325,6 +329,12 @@ func (c *capturer) stopEach(tids []int) {
 // it (auto and nostop modes).
 func (c *capturer) observeThenStop(tids []int) {
 	obs := c.observeAll(tids)
+	for i := range obs {
+		if o := &obs[i]; o.ok && !o.done && c.opt.Mode != ModeNoStop && !c.noTrace {
+			c.tracer() // (before the first stop, as run does in the stop mode)
+			break
+		}
+	}
 	for i := range obs {
 		o := &obs[i]
 		if !o.ok {

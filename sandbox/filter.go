@@ -2,9 +2,7 @@
 
 package sandbox
 
-import (
-	seccomp "github.com/elastic/go-seccomp-bpf"
-)
+import "stackshot/internal/seccomp"
 
 // deniedSyscalls fail with EPERM in the child. The Go runtime needs the
 // rest (threads, memory, signals, futexes, the socket to its parent), so
@@ -30,15 +28,5 @@ var deniedSyscalls = []string{
 // loadFilter installs the filter on every thread of the child (TSYNC)
 // with no_new_privs set.
 func loadFilter() error {
-	return seccomp.LoadFilter(seccomp.Filter{
-		NoNewPrivs: true,
-		Flag:       seccomp.FilterFlagTSync,
-		Policy: seccomp.Policy{
-			DefaultAction: seccomp.ActionAllow,
-			Syscalls: []seccomp.SyscallGroup{{
-				Action: seccomp.ActionErrno,
-				Names:  deniedSyscalls,
-			}},
-		},
-	})
+	return seccomp.Deny(deniedSyscalls)
 }
