@@ -2,7 +2,9 @@
 
 package sandbox
 
-import "stackshot/internal/seccomp"
+import (
+	seccomp "github.com/elastic/go-seccomp-bpf"
+)
 
 // deniedSyscalls fail with EPERM in the child. The Go runtime needs the
 // rest (threads, memory, signals, futexes, the socket to its parent), so
@@ -28,5 +30,15 @@ var deniedSyscalls = []string{
 // loadFilter installs the filter on every thread of the child (TSYNC)
 // with no_new_privs set.
 func loadFilter() error {
-	return seccomp.Deny(deniedSyscalls)
+	return seccomp.LoadFilter(seccomp.Filter{
+		NoNewPrivs: true,
+		Flag:       seccomp.FilterFlagTSync,
+		Policy: seccomp.Policy{
+			DefaultAction: seccomp.ActionAllow,
+			Syscalls: []seccomp.SyscallGroup{{
+				Action: seccomp.ActionErrno,
+				Names:  deniedSyscalls,
+			}},
+		},
+	})
 }

@@ -50,13 +50,3 @@ func SyscallName(nr int64) string {
 	}
 	return fmt.Sprintf("syscall_%d", nr)
 }
-
-// SyscallNumber returns the x86-64 number of the system call named name.
-func SyscallNumber(name string) (int64, bool) {
-	for nr, n := range syscallNames {
-		if n == name {
-			return nr, true
-		}
-	}
-	return 0, false
-}
