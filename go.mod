@@ -22,4 +22,4 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 )
 
-require golang.org/x/net v0.60.0 // indirect
+require golang.org/x/net v0.60.0
