@@ -62,14 +62,15 @@ func (s *Session) Close() {
 }
 
 // captureLive is resolve.CaptureLive, with the no-stop check (which
-// unwinds the thread) and the build ids read from memory (ELF notes) in the
+// unwinds the thread; all of a round's threads in one request) and the build ids read from memory (ELF notes) in the
 // target's child when it has one.
 func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, error) {
 	child := s.sandboxFor(pid)
 	if child == nil {
 		return s.res.CaptureLive(pid, opt)
 	}
-	p, err := ptrace.Capture(pid, opt, child.Check())
+	opt.CheckAll = child.CheckAll()
+	p, err := ptrace.Capture(pid, opt, nil)
 	if err != nil {
 		return nil, err
 	}

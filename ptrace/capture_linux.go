@@ -181,6 +181,8 @@ type capturer struct {
 	p       *Process
 	opt     Options
 	check   CheckFunc
+	// verdicts are Options.CheckAll's answers for this round's threads.
+	verdicts map[*Thread]bool
 	t       *tracer
 	seen    map[int]bool
 	noTrace bool
@@ -325,6 +327,7 @@ func (c *capturer) stopEach(tids []int) {
 // it (auto and nostop modes).
 func (c *capturer) observeThenStop(tids []int) {
 	obs := c.observeAll(tids)
+	c.verdicts = c.checkAll(obs)
 	for i := range obs {
 		o := &obs[i]
 		if !o.ok {

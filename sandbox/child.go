@@ -142,6 +142,8 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			if space != nil && m.Thread != nil {
 				up.Complete = space.CheckNoStop(m.Thread)
 			}
+		case kCheckAll:
+			up = checkAll(space, m.Threads)
 		case kNames:
 			hookBefore(cfg.Hook, kNames)
 			up.Kind = kNames

@@ -103,6 +103,8 @@ type downMsg struct {
 	// its file's size.
 	TIDs []int
 	Size int64
+	// Threads are the threads kCheckAll asks about (batch.go).
+	Threads []*ptrace.Thread
 }
 
 type upMsg struct {
@@ -143,6 +145,10 @@ type upMsg struct {
 	// kCacheGet, kCachePut (cache.go): the entry's key, and what to write.
 	Key  *diskcache.Key `json:"key,omitempty"`
 	Data []byte         `json:"data,omitempty"`
+
+	// kCheckAll (batch.go): whether each thread asked about unwinds
+	// completely, in the order asked.
+	Completes []bool `json:"completes,omitempty"`
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.
@@ -333,7 +339,7 @@ func recvUp(sock int) (*upMsg, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
 	}
-	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && len(b) > maxUpCall {
+	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && m.Kind != kCheckAll && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
 	mapStrings(&m, decodeRaw)
