@@ -178,15 +178,15 @@ func readMaps(p *Process) (procmaps.Maps, error) {
 }
 
 type capturer struct {
-	p       *Process
-	opt     Options
-	check   CheckFunc
+	p     *Process
+	opt   Options
+	check CheckFunc
 	// verdicts are Options.CheckAll's answers for this round's threads.
 	verdicts map[*Thread]bool
-	t       *tracer
-	seen    map[int]bool
-	noTrace bool
-	prev    map[int]*Thread // the previous capture's threads (Options.Reuse)
+	t        *tracer
+	seen     map[int]bool
+	noTrace  bool
+	prev     map[int]*Thread // the previous capture's threads (Options.Reuse)
 	// timeouts counts threads that would not stop in this capture.
 	timeouts atomic.Int32
 	mapsMu   sync.Mutex // guards p.Maps and mapsAt: observers run in parallel
