@@ -121,6 +121,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			if err := contain.Call("resolving a process", func() { up.Result = res.Process(m.Proc, mem) }); err != nil {
 				up.Err = err.Error()
 			}
+			shareFrames(&up)
 			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
 		case kSpace:
 			if m.Proc == nil {

@@ -349,6 +349,9 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 	if err == nil && (up.Kind != kResolve || up.Result == nil) {
 		err = fmt.Errorf("no result (%s)", up.Err)
 	}
+	if err == nil {
+		err = joinFrames(up)
+	}
 	if err != nil {
 		err = fmt.Errorf("names of process %d lost: the sandboxed parser failed (%v)", p.PID, err)
 		return c.Unresolved(p, err.Error()), err

@@ -149,6 +149,12 @@ type upMsg struct {
 	// kCheckAll (batch.go): whether each thread asked about unwinds
 	// completely, in the order asked.
 	Completes []bool `json:"completes,omitempty"`
+
+	// kResolve (frames.go): the threads' distinct frames, and each
+	// thread's frames as indexes in them with their stack pointers.
+	FrameTab []report.Frame `json:"frame_tab,omitempty"`
+	FrameOf  [][]int        `json:"frame_of,omitempty"`
+	FrameSP  [][]uint64     `json:"frame_sp,omitempty"`
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.
