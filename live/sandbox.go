@@ -7,6 +7,7 @@ import (
 
 	"stackshot/ptrace"
 	"stackshot/report"
+	"stackshot/resolve"
 	"stackshot/sandbox"
 )
 
@@ -31,14 +32,9 @@ func (s *Session) sandboxFor(pid int) *sandbox.Child {
 		return child
 	}
 	var child *sandbox.Child
-	if !s.o.NoSandbox && sandbox.Needed(pid) {
-		t, err := sandbox.TargetOf(pid)
-		if err != nil {
-			t = sandbox.Target{PID: pid, UID: -1, GID: -1} // owner unknown: anyone's files only
-		}
-		cfg := s.o.Sandbox
-		cfg.Resolve = s.res.Options()
-		child = sandbox.TryStart(cfg, t, fmt.Sprintf("process %d", pid), s.sayUnlessQuiet)
+	if l := s.launchSandbox(pid); l != nil {
+		child = l.Child(fmt.Sprintf("process %d", pid), s.sayUnlessQuiet)
+		delete(s.launching, pid)
 	}
 	if s.boxes == nil {
 		s.boxes = map[int]*sandbox.Child{}
@@ -63,11 +59,40 @@ func (s *Session) anyBox(f func(*sandbox.Child) bool) bool {
 	return false
 }
 
+// launchSandbox starts, in the background, the child that is to parse
+// live process pid's bytes, when it needs one and none was decided yet:
+// what is being started for it (nil: none). sandboxFor waits for it.
+func (s *Session) launchSandbox(pid int) *sandbox.Launching {
+	if _, ok := s.boxes[pid]; ok {
+		return nil
+	}
+	if l, ok := s.launching[pid]; ok {
+		return l
+	}
+	if s.o.NoSandbox || !sandbox.Needed(pid) {
+		return nil
+	}
+	t, err := sandbox.TargetOf(pid)
+	if err != nil {
+		t = sandbox.Target{PID: pid, UID: -1, GID: -1} // owner unknown: anyone's files only
+	}
+	cfg := s.o.Sandbox
+	cfg.Resolve = s.res.Options()
+	if s.launching == nil {
+		s.launching = map[int]*sandbox.Launching{}
+	}
+	s.launching[pid] = sandbox.Launch(cfg, t)
+	return s.launching[pid]
+}
+
 // Close ends the session's sandboxed children and its catching of
 // signals.
 func (s *Session) Close() {
 	if s.stopSignals != nil {
 		s.stopSignals()
+	}
+	for pid := range s.launching {
+		s.sandboxFor(pid)
 	}
 	for pid, child := range s.boxes {
 		if child != nil {
@@ -78,18 +103,42 @@ func (s *Session) Close() {
 }
 
 // captureLive is resolve.CaptureLive, with the no-stop check (which
-// unwinds the thread) and the build ids read from memory (ELF notes) in the
+// unwinds the thread; all of a round's threads in one request) and the build ids read from memory (ELF notes) in the
 // target's child when it has one.
+//
+// A child not started yet is started in the background, its start
+// overlapping the capture's /proc reads until the check needs it; when it
+// fails to start, the check and the build ids are done in-process, as
+// when no child is needed.
 func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, error) {
-	child := s.sandboxFor(pid)
-	if child == nil {
+	if s.launchSandbox(pid) == nil && s.boxes[pid] == nil {
 		return s.res.CaptureLive(pid, opt)
 	}
-	p, err := ptrace.Capture(pid, opt, child.Check())
+	var inProcess *resolve.Space
+	opt.CheckAll = func(p *ptrace.Process, ths []*ptrace.Thread) []bool {
+		if child := s.sandboxFor(pid); child != nil {
+			return child.CheckAll()(p, ths)
+		}
+		if inProcess == nil {
+			mem := ptrace.MemReader{PID: p.MemPID()}
+			resolve.CollectImages(p, mem)
+			inProcess = s.res.Space(p, mem)
+		}
+		ok := make([]bool, len(ths))
+		for i, th := range ths {
+			ok[i] = inProcess.CheckNoStop(th)
+		}
+		return ok
+	}
+	p, err := ptrace.Capture(pid, opt, nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := child.Images(p); err != nil {
+	if child := s.sandboxFor(pid); child == nil {
+		if p.BuildIDs == nil {
+			resolve.CollectImages(p, ptrace.MemReader{PID: p.MemPID()})
+		}
+	} else if err := child.Images(p); err != nil {
 		s.Warn("%v", err)
 	}
 	return p, nil

@@ -69,6 +69,8 @@ type Session struct {
 	cancel <-chan struct{}
 	warned map[string]bool
 	boxes  map[int]*sandbox.Child // sandboxed children, by target (sandbox.go)
+	// launching are children being started (sandbox.go).
+	launching map[int]*sandbox.Launching
 	// stopSignals ends CatchSignals (nil: not catching)
 	stopSignals func()
 	// what a child's symbolizer could not do (Expired, BudgetExceeded)

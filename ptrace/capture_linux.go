@@ -178,13 +178,15 @@ func readMaps(p *Process) (procmaps.Maps, error) {
 }
 
 type capturer struct {
-	p       *Process
-	opt     Options
-	check   CheckFunc
-	t       *tracer
-	seen    map[int]bool
-	noTrace bool
-	prev    map[int]*Thread // the previous capture's threads (Options.Reuse)
+	p     *Process
+	opt   Options
+	check CheckFunc
+	// verdicts are Options.CheckAll's answers for this round's threads.
+	verdicts map[*Thread]bool
+	t        *tracer
+	seen     map[int]bool
+	noTrace  bool
+	prev     map[int]*Thread // the previous capture's threads (Options.Reuse)
 	// timeouts counts threads that would not stop in this capture.
 	timeouts atomic.Int32
 	mapsMu   sync.Mutex // guards p.Maps and mapsAt: observers run in parallel
@@ -329,6 +331,7 @@ func (c *capturer) stopEach(tids []int) {
 // it (auto and nostop modes).
 func (c *capturer) observeThenStop(tids []int) {
 	obs := c.observeAll(tids)
+	c.verdicts = c.checkAll(obs)
 	for i := range obs {
 		if o := &obs[i]; o.ok && !o.done && c.opt.Mode != ModeNoStop && !c.noTrace {
 			c.tracer() // (before the first stop, as run does in the stop mode)

@@ -18,10 +18,37 @@ import (
 // needsStop asks the check whether a no-stop capture must be redone with a
 // stop (auto mode only).
 func (c *capturer) needsStop(th *Thread) bool {
-	if c.opt.Mode != ModeAuto || c.noTrace || c.check == nil {
+	if c.opt.Mode != ModeAuto || c.noTrace {
 		return false
 	}
-	return !c.check(c.p, th)
+	if c.opt.CheckAll != nil {
+		return !c.verdicts[th]
+	}
+	return c.check != nil && !c.check(c.p, th)
+}
+
+// checkAll asks Options.CheckAll, once, about every thread of obs that
+// needsStop will ask about: its answers by thread (nil: no CheckAll).
+func (c *capturer) checkAll(obs []observation) map[*Thread]bool {
+	if c.opt.CheckAll == nil || c.opt.Mode != ModeAuto || c.noTrace {
+		return nil
+	}
+	var ths []*Thread
+	for i := range obs {
+		o := &obs[i]
+		if o.ok && o.done && o.th.Method == MethodNoStop && !o.th.Torn && !o.th.Reused {
+			ths = append(ths, &o.th)
+		}
+	}
+	if len(ths) == 0 {
+		return nil
+	}
+	ans := c.opt.CheckAll(c.p, ths)
+	out := make(map[*Thread]bool, len(ths))
+	for i, th := range ths {
+		out[th] = i < len(ans) && ans[i]
+	}
+	return out
 }
 
 type observation struct {

@@ -31,6 +31,13 @@ type Options struct {
 	// Cache keeps the threads' /proc files open across captures (nil:
 	// open them each time).
 	Cache *procmaps.TaskCache
+	// CheckAll, when set, is asked in auto mode instead of the check given
+	// to Capture: once per round of threads, about all those observed
+	// without a stop, answering for each whether its no-stop capture is
+	// complete (missing answers: not complete). A checker in another
+	// process (the sandboxed parser) answers in one round trip, not one
+	// per thread.
+	CheckAll func(p *Process, ths []*Thread) []bool
 }
 
 // DefaultStopWait bounds the wait for one thread to reach its stop (on a

@@ -122,6 +122,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			if err := contain.Call("resolving a process", func() { up.Result = res.Process(m.Proc, mem) }); err != nil {
 				up.Err = err.Error()
 			}
+			shareFrames(&up)
 			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
 		case kSpace:
 			if m.Proc == nil {
@@ -143,6 +144,8 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			if space != nil && m.Thread != nil {
 				up.Complete = space.CheckNoStop(m.Thread)
 			}
+		case kCheckAll:
+			up = checkAll(space, m.Check)
 		case kNames:
 			hookBefore(cfg.Hook, kNames)
 			up.Kind = kNames

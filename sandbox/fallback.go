@@ -15,3 +15,35 @@ func TryStart(cfg Config, t Target, what string, say func(string)) *Child {
 	}
 	return child
 }
+
+// Launching is a child being started in the background (Launch): its
+// exec and lockdown overlap the caller's work (a capture's /proc reads)
+// until the child is first needed.
+type Launching struct {
+	done  chan struct{}
+	child *Child
+	err   error
+}
+
+// Launch starts a child for target t without waiting for it: Child
+// waits.
+func Launch(cfg Config, t Target) *Launching {
+	l := &Launching{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.child, l.err = Start(cfg, t)
+	}()
+	return l
+}
+
+// Child waits for the child Launch started and returns it, or says
+// through say, as TryStart does, why the parsing of what stays
+// in-process, and returns nil.
+func (l *Launching) Child(what string, say func(string)) *Child {
+	<-l.done
+	if l.err != nil {
+		say(fmt.Sprintf("%s is parsed inside stackshot itself (%v; --no-sandbox says this is intended)", what, l.err))
+		return nil
+	}
+	return l.child
+}

@@ -17,6 +17,8 @@ func FuzzRecvUp(f *testing.F) {
 	f.Add([]byte(`{"k":"mem","addr":18446744073709551615,"len":-1}`))
 	f.Add([]byte(`{"k":"resolve","result":{"pid":1,"threads":[{"tid":1,"frames":[{"function":"\u001b[2J"}]}]}}`))
 	f.Add([]byte(`{"k":"names","frames":[[{"pc":1}],null]}`))
+	f.Add([]byte(`{"k":"resolve","result":{"Threads":[{"TID":1},{"TID":2}]},"frame_tab":[{"PC":1,"Function":"f"}],"frame_of":[[0,0],[0]],"frame_sp":[[8,16],[24]]}`))
+	f.Add([]byte(`{"k":"resolve","result":{"Threads":[{"TID":1}]},"frame_tab":[],"frame_of":[[5]],"frame_sp":[[1]]}`))
 	f.Add([]byte{0xff, 0xfe, '{'})
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -36,6 +38,15 @@ func FuzzRecvUp(f *testing.F) {
 			m, err := recvUp(fds[0])
 			if err == nil && m == nil {
 				t.Fatal("no message and no error")
+			}
+			if err == nil && joinFrames(m) == nil && m.Result != nil {
+				n := 0
+				for _, th := range m.Result.Threads {
+					n += len(th.Frames)
+				}
+				if n > maxSharedFrames {
+					t.Fatalf("%d frames rebuilt", n)
+				}
 			}
 			if n != uint32(len(payload)) {
 				if err == nil {

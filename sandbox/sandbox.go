@@ -298,9 +298,12 @@ func childUser(t Target) (uint32, uint32, error) {
 // PID is the child's process id.
 func (c *Child) PID() int { return c.cmd.Process.Pid }
 
-// Close ends the child (closing its socket ends it; it is killed if it
-// lingers) and waits for it, once it has handed over what it has for the
-// cache.
+// Close ends the child, once it has handed over what it has for the
+// cache: closing its socket ends it, and it is killed if it lingers.
+// Close does not wait for its exit (the kernel's teardown of its address
+// space costs a dump milliseconds): the child can no longer reach anything
+// of stackshot's, it is reaped in the background, and it is killed with
+// stackshot (Pdeathsig) if stackshot exits first. Wait waits for it.
 func (c *Child) Close() error {
 	c.flushCache()
 	c.openNamespace("")
@@ -311,13 +314,25 @@ func (c *Child) Close() error {
 	if c.cmd == nil {
 		return nil
 	}
+	go c.reap()
+	return nil
+}
+
+// reap kills the closed child if it lingers past a second.
+func (c *Child) reap() {
 	select {
 	case <-c.done:
 	case <-time.After(time.Second):
 		c.cmd.Process.Kill()
 		<-c.done
 	}
-	return nil
+}
+
+// Wait waits until a closed child has exited.
+func (c *Child) Wait() {
+	if c.cmd != nil {
+		<-c.done
+	}
 }
 
 // Expired and BudgetExceeded report what the child's symbolizer reported
@@ -333,6 +348,9 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 	up, err := c.roundTrip(&downMsg{Kind: kResolve, Proc: p}, c.killAt())
 	if err == nil && (up.Kind != kResolve || up.Result == nil) {
 		err = fmt.Errorf("no result (%s)", up.Err)
+	}
+	if err == nil {
+		err = joinFrames(up)
 	}
 	if err != nil {
 		err = fmt.Errorf("names of process %d lost: the sandboxed parser failed (%v)", p.PID, err)

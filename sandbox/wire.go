@@ -112,6 +112,9 @@ type downMsg struct {
 	// kRecord: the threads of one tick, each with what the unwinder
 	// reads only (registers, stack copy, system call).
 	Threads []ptrace.Thread
+
+	// Check are the threads kCheckAll asks about (batch.go).
+	Check []*ptrace.Thread
 }
 
 type upMsg struct {
@@ -159,6 +162,16 @@ type upMsg struct {
 	// first time since the maps changed (nameKey), their names in Frames.
 	Walks    []uint64 `json:"walks,omitempty"`
 	NamedPCs []uint64 `json:"named_pcs,omitempty"`
+
+	// kCheckAll (batch.go): whether each thread asked about unwinds
+	// completely, in the order asked.
+	Completes []bool `json:"completes,omitempty"`
+
+	// kResolve (frames.go): the threads' distinct frames, and each
+	// thread's frames as indexes in them with their stack pointers.
+	FrameTab []report.Frame `json:"frame_tab,omitempty"`
+	FrameOf  [][]int        `json:"frame_of,omitempty"`
+	FrameSP  [][]uint64     `json:"frame_sp,omitempty"`
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.
@@ -349,7 +362,7 @@ func recvUp(sock int) (*upMsg, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
 	}
-	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && m.Kind != kRecord && len(b) > maxUpCall {
+	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && m.Kind != kRecord && m.Kind != kCheckAll && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
 	mapStrings(&m, decodeRaw)
