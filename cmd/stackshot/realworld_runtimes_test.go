@@ -103,10 +103,19 @@ func TestRealPython(t *testing.T) {
 	if !testutil.WaitInSyscallNr(tg.PID, tg.PID, 0, 20*time.Second) {
 		t.Fatalf("python's main thread never reached read (input())")
 	}
-	for round := 0; round < 3; round++ {
+	for round, tries := 0, 0; round < 3; round++ {
 		p := dumpJSON(t, strconv.Itoa(tg.PID))
 		if len(p.Threads) != 4 {
 			t.Fatalf("want 4 threads, got %d", len(p.Threads))
+		}
+		// On a loaded machine the spinning thread may wait for a CPU past
+		// the stop timeout; it is then shown from /proc, which is right
+		// but has no stack to check: take that round again.
+		if late := notStopped(p); late != 0 && tries < 10 {
+			t.Logf("round %d: thread %d did not stop in time (a busy machine); again", round, late)
+			tries++
+			round--
+			continue
 		}
 		main := p.Threads[0]
 		assertMainChain(t, main)
@@ -182,4 +191,14 @@ func TestRealNodePerfMap(t *testing.T) {
 		t.Errorf("the JIT frame of spinner() was named in %d of 5 dumps", named)
 	}
 	assertUntouched(t, tg.PID, false)
+}
+
+// notStopped is a thread the dump could not stop within its timeout, or 0.
+func notStopped(p jProc) int {
+	for _, th := range p.Threads {
+		if th.Error != nil && strings.Contains(*th.Error, "did not stop within") {
+			return th.TID
+		}
+	}
+	return 0
 }
