@@ -14,7 +14,7 @@ const maxGoSwitchFrame = 64 << 10
 // morestack) and is not the innermost frame continues on the stack its
 // frame pointer points into.
 func (w *walker) goStep(entry, size uint64, root, switches bool) (Frame, StopReason) {
-	if root {
+	if root && !w.signalHandlerRoot(size) {
 		return Frame{}, StopEnd
 	}
 	if switches {
@@ -45,6 +45,20 @@ func (w *walker) goStep(entry, size uint64, root, switches bool) (Frame, StopRea
 	nr.Set(RegRIP, ret)
 	nr.Set(RegRSP, cfa)
 	return w.accept(&nr, MethodPclntab)
+}
+
+// signalHandlerRoot reports whether a root function (one the runtime
+// marks as starting a stack) returns to the sigreturn trampoline: Go's
+// signal handler entry, runtime.sigtramp, is such a root, yet the thread
+// it runs on goes on below its signal frame to the code the signal
+// interrupted. size is the function's frame size at the PC.
+func (w *walker) signalHandlerRoot(size uint64) bool {
+	slot := w.regs.V[RegRSP] + size
+	if slot < w.regs.V[RegRSP] || w.hi != 0 && slot+8 > w.hi {
+		return false
+	}
+	ret, ok := w.read64(slot)
+	return ok && w.isTrampoline(ret, false)
 }
 
 // goSwitchStep finds the caller of a Go function that switched stacks.

@@ -55,13 +55,15 @@ func (s *goSpace) ReadCode(p []byte, addr uint64) (int, error) {
 }
 
 func (s *goSpace) ReadMemory(p []byte, addr uint64) (int, error) {
-	inStack := addr >= s.g0 && addr+8 <= s.g0Hi || addr >= s.gs && addr+8 <= s.gsHi
-	if !inStack || len(p) != 8 {
+	n := uint64(len(p))
+	inStack := addr >= s.g0 && addr+n <= s.g0Hi || addr >= s.gs && addr+n <= s.gsHi
+	if !inStack || n%8 != 0 {
 		return 0, bin.ErrShort
 	}
-	v := s.mem[addr] // zero where nothing was put
-	binary.LittleEndian.PutUint64(p, v)
-	return 8, nil
+	for i := uint64(0); i < n; i += 8 {
+		binary.LittleEndian.PutUint64(p[i:], s.mem[addr+i]) // zero where nothing was put
+	}
+	return len(p), nil
 }
 
 // call writes a direct call to target ending at ret.
@@ -158,4 +160,36 @@ func TestGoWalkStackSwitch(t *testing.T) {
 	regs.Set(RegRBP, 0)
 	fr, stop = s.walk(t, regs)
 	wantGoFrames(t, fr, stop, StopEnd, 0x2010, 0x2350)
+}
+
+// TestGoWalkThroughSigtramp: Go's signal handler entry (runtime.sigtramp)
+// is a root in the pclntab, but when it returns to the sigreturn
+// trampoline the walk goes on through the signal frame to the code the
+// signal interrupted, and ends at that stack's own root.
+func TestGoWalkThroughSigtramp(t *testing.T) {
+	s := newGoSpace()
+	sigtramp := goFunc{entry: 0x2500, end: 0x2580, size: 0x18, root: true}
+	s.tab = append(goTab{sigtramp}, goTestTab...)
+	const tramp = 0x2600 // the restorer: mov $15,%rax; syscall
+	copy(s.code[tramp-0x2000:], SigreturnTrampoline[:])
+	sp := uint64(0x10100)
+	s.mem[sp+0x18] = tramp // sigtramp returns to the restorer
+	// The rt_sigframe: the restorer's SP (sp+0x20) + 40 is uc_mcontext.
+	ctx := sp + 0x20 + SigcontextOffset
+	interruptedSP := uint64(0x10800)
+	s.mem[ctx+15*8] = interruptedSP  // rsp
+	s.mem[ctx+16*8] = 0x2010         // rip: in A
+	s.mem[interruptedSP+16] = 0x2201 // A (size 16) returns into goexit
+	fr, stop := s.walk(t, regsPCSP(0x2510, sp))
+	if stop != StopEnd || len(fr) != 4 || fr[0].PC != 0x2510 || fr[1].PC != tramp || fr[2].PC != 0x2010 || fr[3].PC != 0x2201 {
+		t.Fatalf("walk: %+v, stop %v; want sigtramp, the restorer, A, goexit", fr, stop)
+	}
+	if !fr[1].SignalFrame {
+		t.Errorf("the restorer's frame is not a signal frame: %+v", fr[1])
+	}
+
+	// A real root whose slot holds anything else still ends the walk.
+	s.mem[sp+0x18] = 0x2150
+	fr, stop = s.walk(t, regsPCSP(0x2510, sp))
+	wantGoFrames(t, fr, stop, StopEnd, 0x2510)
 }
