@@ -1,5 +1,3 @@
-//go:build linux
-
 // Package offline reads saved captures (stackshot's capture files and ELF
 // cores) into reports: both are hostile, so each file is read and resolved
 // in a sandboxed child where one can run, else in-process. It is package live's
@@ -7,12 +5,9 @@
 package offline
 
 import (
-	"os"
-
 	"stackshot/capfile"
 	"stackshot/report"
 	"stackshot/resolve"
-	"stackshot/sandbox"
 	"stackshot/symtab"
 )
 
@@ -21,7 +16,7 @@ type Options struct {
 	// Resolve: MaxFrames, Kernel (for the captures that hold kernel
 	// frames) and Sysroot.
 	Resolve resolve.Options
-	Sandbox sandbox.Config // the children's configuration
+	Sandbox SandboxConfig // the children's configuration (Linux)
 	// NoSandbox resolves in-process (a child's debuginfod fetches run in
 	// the parent, through Sandbox.Symtab's fetchers).
 	NoSandbox bool
@@ -71,11 +66,9 @@ func (r *Reader) Read(path string) (procs []*report.Process, failed int, err err
 		return nil, 0, err
 	}
 	if !r.o.NoSandbox {
-		cfg := r.o.Sandbox
-		cfg.Resolve = r.o.Resolve
-		if child := sandbox.TryStart(cfg, sandbox.Target{UID: -1, GID: -1}, path, r.sayUnlessQuiet); child != nil {
-			defer f.Close()
-			return r.readInChild(child, f, size, path)
+		if procs, failed, err, ok := r.readSandboxed(f, size, path); ok {
+			f.Close()
+			return procs, failed, err
 		}
 	}
 	// The file stays open (a core's memory is read from it on demand)
@@ -106,21 +99,4 @@ func (r *Reader) Read(path string) (procs []*report.Process, failed int, err err
 		procs = append(procs, rp)
 	}
 	return procs, failed, nil
-}
-
-// readInChild has child read and resolve the saved capture f (size
-// bytes; path names it) and ends it: nothing of the file is parsed here.
-// A failed child costs the file, said so.
-func (r *Reader) readInChild(child *sandbox.Child, f *os.File, size int64, path string) ([]*report.Process, int, error) {
-	defer child.Close()
-	sr, err := child.Saved(f, size, r.o.TIDs)
-	r.boxExpired = r.boxExpired || child.Expired()
-	r.boxBudget = r.boxBudget || child.BudgetExceeded()
-	if err != nil {
-		return nil, 0, capfile.LoadError(path, err)
-	}
-	for _, l := range sr.Lines {
-		r.o.Say(l)
-	}
-	return sr.Procs, sr.Failed, nil
 }

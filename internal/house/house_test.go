@@ -111,7 +111,7 @@ func TestReportIsALeaf(t *testing.T) {
 // TestOfflinePartsBuildAnywhere: the data, the formats and what reports
 // and symbolizes saved captures build for another system.
 func TestOfflinePartsBuildAnywhere(t *testing.T) {
-	pkgs := []string{"./report", "./output", "./unwind", "./symtab", "./resolve", "./capfile"}
+	pkgs := []string{"./report", "./output", "./unwind", "./symtab", "./resolve", "./capfile", "./offline"}
 	cmd := exec.Command("go", append([]string{"build", "-o", os.DevNull}, pkgs...)...)
 	cmd.Dir = testutil.Root()
 	cmd.Env = append(os.Environ(), "GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0")

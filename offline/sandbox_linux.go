@@ -1,0 +1,45 @@
+//go:build linux
+
+package offline
+
+import (
+	"os"
+
+	"stackshot/capfile"
+	"stackshot/report"
+	"stackshot/sandbox"
+)
+
+// SandboxConfig configures the sandboxed children that read saved files.
+type SandboxConfig = sandbox.Config
+
+// readSandboxed reads and resolves the saved file f in a sandboxed child;
+// ok is false when no child starts (it was said why), and the file is
+// then read in-process.
+func (r *Reader) readSandboxed(f *os.File, size int64, path string) (procs []*report.Process, failed int, err error, ok bool) {
+	cfg := r.o.Sandbox
+	cfg.Resolve = r.o.Resolve
+	child := sandbox.TryStart(cfg, sandbox.Target{UID: -1, GID: -1}, path, r.sayUnlessQuiet)
+	if child == nil {
+		return nil, 0, nil, false
+	}
+	procs, failed, err = r.readInChild(child, f, size, path)
+	return procs, failed, err, true
+}
+
+// readInChild has child read and resolve the saved capture f (size
+// bytes; path names it) and ends it: nothing of the file is parsed here.
+// A failed child costs the file, said so.
+func (r *Reader) readInChild(child *sandbox.Child, f *os.File, size int64, path string) ([]*report.Process, int, error) {
+	defer child.Close()
+	sr, err := child.Saved(f, size, r.o.TIDs)
+	r.boxExpired = r.boxExpired || child.Expired()
+	r.boxBudget = r.boxBudget || child.BudgetExceeded()
+	if err != nil {
+		return nil, 0, capfile.LoadError(path, err)
+	}
+	for _, l := range sr.Lines {
+		r.o.Say(l)
+	}
+	return sr.Procs, sr.Failed, nil
+}
