@@ -34,7 +34,7 @@ func TestContainerPerfMapSymlink(t *testing.T) {
 	// The map file is the host file itself seen through the symlink: if
 	// it were followed out of the container, 0x1000 would be named.
 	pid, _ := startTarget(t, "unshare", "-m", "--propagation", "private", "sh", "-c",
-		fmt.Sprintf("mount -t tmpfs tmpfs /tmp && ln -s %s /tmp/perf-$$.map && echo ready && exec cat", host))
+		fmt.Sprintf("mount -t tmpfs tmpfs /tmp && ln -s %s /tmp/perf-$$.map && echo ready && exec sleep 600", host))
 	root := fmt.Sprintf("/proc/%d/root", pid)
 	if l, err := os.Readlink(fmt.Sprintf("%s/tmp/perf-%d.map", root, pid)); err != nil || l != host {
 		t.Fatalf("the target's perf map is not the planted symlink (%q, %v): the test would prove nothing", l, err)
