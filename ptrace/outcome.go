@@ -3,6 +3,8 @@ package ptrace
 import (
 	"encoding/json"
 	"strings"
+
+	"stackshot/internal/arch"
 )
 
 // Outcome says why a thread was captured the way it was (read without a
@@ -96,6 +98,19 @@ func (k KernelOutcome) MarshalText() ([]byte, error) { return []byte(k.String())
 func (k *KernelOutcome) UnmarshalText(b []byte) error {
 	*k = parseName(kernelOutcomeNames[:], string(b), KernelUnreadable)
 	return nil
+}
+
+// PC is where the thread is, as far as the capture knows: the instruction
+// pointer of its registers, else the PC of the system call it blocks in (a
+// thread read without a stop), else 0.
+func (th *Thread) PC() uint64 {
+	switch {
+	case len(th.Regs) > arch.UserRIP:
+		return th.Regs[arch.UserRIP]
+	case th.Syscall != nil:
+		return th.Syscall.PC
+	}
+	return 0
 }
 
 // UnmarshalJSON reads a thread, giving a capture saved before outcomes

@@ -1,7 +1,6 @@
 package resolve
 
 import (
-	"stackshot/internal/arch"
 	"stackshot/ptrace"
 	"stackshot/report"
 )
@@ -27,13 +26,7 @@ func Unnamed(p *ptrace.Process, kernel bool, why string) *report.Process {
 					Offset: k.Offset, HasOffset: k.Function != "", Method: "kernel"})
 			}
 		}
-		var pc uint64
-		switch {
-		case len(th.Regs) > arch.UserRIP:
-			pc = th.Regs[arch.UserRIP]
-		case th.Syscall != nil:
-			pc = th.Syscall.PC
-		}
+		pc := th.PC()
 		if pc != 0 {
 			t.Frames = append(t.Frames, report.Frame{PC: pc, Kind: "user", Method: "regs"})
 		}

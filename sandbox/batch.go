@@ -19,15 +19,8 @@ const kCheckAll = "checkall" // down: Threads; up: Completes, in their order
 // length.
 func (c *Child) CheckAll() func(p *ptrace.Process, ths []*ptrace.Thread) []bool {
 	return func(p *ptrace.Process, ths []*ptrace.Thread) []bool {
-		c.follow(p)
-		if c.space != p {
-			c.Images(p)
-			head := *p
-			head.Threads = nil
-			if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
-				return nil
-			}
-			c.space = p
+		if !c.useSpace(p) {
+			return nil
 		}
 		up, err := c.roundTrip(&downMsg{Kind: kCheckAll, Check: ths}, c.killAt())
 		if err != nil || up.Kind != kCheckAll || len(up.Completes) != len(ths) {

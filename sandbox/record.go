@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"stackshot/internal/arch"
 	"stackshot/internal/contain"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -165,13 +164,7 @@ func (w *Walker) unpack(up *upMsg, n int) error {
 func (w *Walker) raw(ths []*ptrace.Thread, why string) []Walk {
 	w.walks, w.frames = w.walks[:0], w.frames[:0]
 	for _, th := range ths {
-		var pc uint64
-		switch {
-		case len(th.Regs) > arch.UserRIP:
-			pc = th.Regs[arch.UserRIP]
-		case th.Syscall != nil:
-			pc = th.Syscall.PC
-		}
+		pc := th.PC()
 		wk := Walk{OK: true, Stop: unwind.StopNone, Err: why}
 		if pc != 0 {
 			wk.Frames = []unwind.Frame{{PC: pc, Exact: true, Method: unwind.MethodRegs}}

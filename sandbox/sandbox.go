@@ -369,19 +369,29 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 // doubt.
 func (c *Child) Check() ptrace.CheckFunc {
 	return func(p *ptrace.Process, th *ptrace.Thread) bool {
-		c.follow(p)
-		if c.space != p {
-			c.Images(p)
-			head := *p
-			head.Threads = nil
-			if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
-				return false
-			}
-			c.space = p
+		if !c.useSpace(p) {
+			return false
 		}
 		up, err := c.roundTrip(&downMsg{Kind: kCheck, Thread: th}, c.killAt())
 		return err == nil && up.Kind == kCheck && up.Complete
 	}
+}
+
+// useSpace makes p the process the child's checks unwind in: the first
+// time, it has the child read p's build ids and vdso and sends p without
+// its threads. false: the child failed.
+func (c *Child) useSpace(p *ptrace.Process) bool {
+	c.follow(p)
+	if c.space != p {
+		c.Images(p)
+		head := *p
+		head.Threads = nil
+		if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
+			return false
+		}
+		c.space = p
+	}
+	return true
 }
 
 // Images is resolve.CollectImages done in the child: the build id of each
