@@ -15,6 +15,7 @@ import (
 	"fmt"
 
 	"stackshot/internal/arch"
+	"stackshot/internal/bin"
 )
 
 // Record types and sample layout this package asks for (uapi
@@ -94,42 +95,43 @@ func ParseSample(rec []byte, s *Sample) error {
 	if size := int(binary.LittleEndian.Uint16(rec[6:])); size != len(rec) {
 		return fmt.Errorf("%w: header says %d bytes, record has %d", ErrRecord, size, len(rec))
 	}
-	r := reader{b: rec[headerSize:]}
-	pid, tid := r.u32(), r.u32()
+	r := bin.Reader{B: rec[headerSize:]} // little endian
+	pid, tid := r.U32(), r.U32()
 	s.PID, s.TID = int(pid), int(tid)
-	s.Time = r.u64()
+	s.Time = r.U64()
 	s.Regs = [arch.UserRegsCount]uint64{}
 	s.Stack = nil
-	abi := r.u64()
+	abi := r.U64()
 	switch abi {
 	case regsABINone:
 		s.HasRegs = false
 	case regsABI64:
 		s.HasRegs = true
 		for _, pr := range perfRegs {
-			s.Regs[pr.user] = r.u64()
+			s.Regs[pr.user] = r.U64()
 		}
 	case regsABI32:
 		return fmt.Errorf("%w: a 32-bit task's registers", ErrRecord)
 	default:
 		return fmt.Errorf("%w: register ABI %d", ErrRecord, abi)
 	}
-	size := r.u64()
-	if r.bad {
+	size := r.U64()
+	if r.Err() != nil {
 		return fmt.Errorf("%w: %d bytes end before the stack", ErrRecord, len(rec))
 	}
+	rest := r.Rest()
 	if size == 0 {
-		if len(r.b) != 0 {
-			return fmt.Errorf("%w: %d bytes after an empty stack", ErrRecord, len(r.b))
+		if len(rest) != 0 {
+			return fmt.Errorf("%w: %d bytes after an empty stack", ErrRecord, len(rest))
 		}
 		return nil
 	}
 	// The stack, then its dynamic size: what of it was really copied.
-	if size > MaxStackBytes || size%8 != 0 || uint64(len(r.b)) != size+8 {
-		return fmt.Errorf("%w: stack of %d bytes in %d left", ErrRecord, size, len(r.b))
+	if size > MaxStackBytes || size%8 != 0 || uint64(len(rest)) != size+8 {
+		return fmt.Errorf("%w: stack of %d bytes in %d left", ErrRecord, size, len(rest))
 	}
-	data := r.b[:size]
-	dyn := binary.LittleEndian.Uint64(r.b[size:])
+	data := rest[:size]
+	dyn := binary.LittleEndian.Uint64(rest[size:])
 	if dyn > size {
 		return fmt.Errorf("%w: %d stack bytes copied of %d", ErrRecord, dyn, size)
 	}
@@ -137,31 +139,4 @@ func ParseSample(rec []byte, s *Sample) error {
 		s.Stack = data[:dyn:dyn]
 	}
 	return nil
-}
-
-// reader reads little-endian words; past the end it reads zeros and sets
-// bad.
-type reader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *reader) u64() uint64 {
-	if len(r.b) < 8 {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(r.b)
-	r.b = r.b[8:]
-	return v
-}
-
-func (r *reader) u32() uint32 {
-	if len(r.b) < 4 {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	v := binary.LittleEndian.Uint32(r.b)
-	r.b = r.b[4:]
-	return v
 }
