@@ -47,6 +47,10 @@ type dwarfIndex struct {
 	loadErr       error
 
 	pack unitPack // decoded units kept in the cache
+
+	abbrev      []byte       // raw .debug_abbrev, for the fast DIE walk
+	headers     []unitHeader // of .debug_info, parsed on first need
+	headersOnce sync.Once
 }
 
 // ctxCheckEvery is how many DIEs, line rows or units are decoded between
@@ -206,7 +210,7 @@ func (x *dwarfIndex) loadData(f *openFile) error {
 			}
 		}
 		x.d = d
-		x.info, x.aranges = info, get["aranges"]
+		x.info, x.aranges, x.abbrev = info, get["aranges"], get["abbrev"]
 		x.line, x.str, x.lineStr = get["line"], get["str"], get["line_str"]
 		return nil
 	})
@@ -238,6 +242,12 @@ type unitHeader struct {
 	isCU  bool // a compile (or skeleton) unit, not a type or partial unit
 	vers  uint16
 	addr8 bool
+
+	// For walking the unit's DIEs (dies.go); zero when the header is
+	// not one of the known versions.
+	abbrevOff uint64
+	addrSize  uint8
+	offSize   uint8
 }
 
 // parseUnitHeaders walks the unit headers of .debug_info.
@@ -272,15 +282,31 @@ func parseUnitHeaders(info []byte, order binary.ByteOrder) ([]unitHeader, error)
 		}
 		u.vers = order.Uint16(body)
 		var h uint64
+		u.offSize = uint8(offSize)
+		readOff := func(p uint64) uint64 {
+			if p+offSize > uint64(len(body)) {
+				return 0
+			}
+			if offSize == 8 {
+				return order.Uint64(body[p:])
+			}
+			return uint64(order.Uint32(body[p:]))
+		}
 		switch {
 		case u.vers >= 2 && u.vers <= 4:
 			h = 2 + offSize + 1
 			u.isCU = true
+			u.abbrevOff = readOff(2)
+			if h <= uint64(len(body)) {
+				u.addrSize = body[2+offSize]
+			}
 		case u.vers == 5:
 			if len(body) < 4 {
 				return us, &FormatError{Section: ".debug_info", Offset: off, Msg: "short unit"}
 			}
 			h = 2 + 1 + 1 + offSize
+			u.addrSize = body[3]
+			u.abbrevOff = readOff(4)
 			switch body[2] {
 			case 0x01: // DW_UT_compile
 				u.isCU = true
@@ -521,112 +547,164 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 	if !cuEntry.Children {
 		return nil
 	}
-	names := map[dwarf.Offset]nameInfo{}
-	nodeInfo := map[int32]nameInfo{}
-	// active[d] is the function node that DIEs at depth d+1 belong to.
-	active := make([]int32, 1, 16)
-	active[0] = -1
-	// scope[d] qualifies names at depth d+1 ("ns::Class::").
-	scope := make([]string, 1, 16)
-	for n := 0; n < maxUnitDIEs; n++ {
-		if n%ctxCheckEvery == 0 {
-			if err := x.expired(); err != nil {
-				dec.err = err
-				break
-			}
+	w := newDieWalk(x, dec)
+	if !x.walkFast(cuEntry, r, w) {
+		// Start again the slow way, from the unit's first child.
+		linesErr := dec.err
+		dec.nodes, dec.funcs, dec.err = nil, nil, linesErr
+		w = newDieWalk(x, dec)
+		r.Seek(off)
+		if _, err := r.Next(); err != nil {
+			return err
 		}
-		e, err := r.Next()
-		if err != nil {
-			dec.err = err
-			break
-		}
-		if e == nil {
-			break
-		}
-		if e.Tag == 0 {
-			active = active[:len(active)-1]
-			scope = scope[:len(scope)-1]
-			if len(active) == 0 {
-				break
-			}
-			continue
-		}
-		cur := active[len(active)-1]
-		next := cur
-		prefix := scope[len(scope)-1]
-		nextScope := prefix
-		switch e.Tag {
-		case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
-			n, _ := e.Val(dwarf.AttrName).(string)
-			if n == "" && e.Tag == dwarf.TagNamespace {
-				n = "(anonymous namespace)"
-			}
-			if n != "" && len(prefix) < 1024 {
-				nextScope = prefix + n + "::"
-			}
-		case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
-			ni := dieNameInfo(e, x.alt)
-			if e.Tag == dwarf.TagSubprogram {
-				if ni.name != "" {
-					ni.name = prefix + ni.name
-				}
-				names[e.Offset] = ni
-			}
-			rs, err := x.d.Ranges(e)
-			if err != nil || len(rs) == 0 {
-				if e.Tag == dwarf.TagSubprogram {
-					next = -1 // abstract or declaration: nothing below has code
-				}
-				break
-			}
-			if len(rs) > maxRangesPerDIE {
-				rs = rs[:maxRangesPerDIE]
-			}
-			node := fnNode{ranges: rs, entry: rs[0][0], parent: -1, callFile: -1}
-			if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
-				node.entry = lo
-			} else if ep, ok := e.Val(dwarf.AttrEntrypc).(uint64); ok {
-				node.entry = ep
-			}
-			idx := int32(len(dec.nodes))
-			if e.Tag == dwarf.TagInlinedSubroutine {
-				if cur < 0 {
-					break // inlined into nothing we know: skip
-				}
-				node.parent = cur
-				if v, ok := e.Val(dwarf.AttrCallFile).(int64); ok {
-					node.callFile = int32(v)
-				}
-				if v, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
-					node.callLine = int32(v)
-				}
-				dec.nodes[cur].children = append(dec.nodes[cur].children, idx)
-			} else {
-				for _, rg := range rs {
-					if rg[1] > rg[0] {
-						dec.funcs = append(dec.funcs, fnRange{rg[0], rg[1], idx})
-					}
-				}
-			}
-			dec.nodes = append(dec.nodes, node)
-			nodeInfo[idx] = ni
-			next = idx
-		}
-		if e.Children {
-			if len(active) >= maxDIEDepth {
-				dec.err = &FormatError{Section: ".debug_info", Offset: uint64(e.Offset), Msg: "DIEs nested too deep"}
-				break
-			}
-			active = append(active, next)
-			scope = append(scope, nextScope)
-		}
+		x.walkSlow(r, w)
 	}
-	for idx, ni := range nodeInfo {
-		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, names)
+	for idx, ni := range w.nodeInfo {
+		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, w.names)
 	}
 	sort.Slice(dec.funcs, func(i, j int) bool { return dec.funcs[i].lo < dec.funcs[j].lo })
 	dec.dem = make([]atomic.Pointer[string], len(dec.nodes))
 	return nil
+}
+
+// walkSlow walks a unit's DIEs after its unit DIE with debug/dwarf.
+func (x *dwarfIndex) walkSlow(r *dwarf.Reader, w *dieWalk) {
+	for n := 0; n < maxUnitDIEs; n++ {
+		if n%ctxCheckEvery == 0 {
+			if err := x.expired(); err != nil {
+				w.dec.err = err
+				return
+			}
+		}
+		e, err := r.Next()
+		if err != nil {
+			w.dec.err = err
+			return
+		}
+		if e == nil {
+			return
+		}
+		if e.Tag == 0 {
+			if w.end() {
+				return
+			}
+			continue
+		}
+		if !w.die(e) {
+			return
+		}
+	}
+}
+
+// dieWalk builds a unit's function tree from its DIEs in order.
+type dieWalk struct {
+	x        *dwarfIndex
+	dec      *cuDecoded
+	names    map[dwarf.Offset]nameInfo
+	nodeInfo map[int32]nameInfo
+	// active[d] is the function node that DIEs at depth d+1 belong to.
+	active []int32
+	// scope[d] qualifies names at depth d+1 ("ns::Class::").
+	scope []string
+}
+
+func newDieWalk(x *dwarfIndex, dec *cuDecoded) *dieWalk {
+	w := &dieWalk{x: x, dec: dec, names: map[dwarf.Offset]nameInfo{}, nodeInfo: map[int32]nameInfo{},
+		active: make([]int32, 1, 16), scope: make([]string, 1, 16)}
+	w.active[0] = -1
+	return w
+}
+
+// end takes a null entry; it returns true when the unit's tree is done.
+func (w *dieWalk) end() bool {
+	w.active = w.active[:len(w.active)-1]
+	w.scope = w.scope[:len(w.scope)-1]
+	return len(w.active) == 0
+}
+
+// other takes a DIE the tree does not need; false stops the walk.
+func (w *dieWalk) other(children bool, off dwarf.Offset) bool {
+	return w.push(children, w.active[len(w.active)-1], w.scope[len(w.scope)-1], off)
+}
+
+func (w *dieWalk) push(children bool, next int32, nextScope string, off dwarf.Offset) bool {
+	if !children {
+		return true
+	}
+	if len(w.active) >= maxDIEDepth {
+		w.dec.err = &FormatError{Section: ".debug_info", Offset: uint64(off), Msg: "DIEs nested too deep"}
+		return false
+	}
+	w.active = append(w.active, next)
+	w.scope = append(w.scope, nextScope)
+	return true
+}
+
+// die takes a DIE (not a null entry); false stops the walk.
+func (w *dieWalk) die(e *dwarf.Entry) bool {
+	x, dec := w.x, w.dec
+	cur := w.active[len(w.active)-1]
+	next := cur
+	prefix := w.scope[len(w.scope)-1]
+	nextScope := prefix
+	switch e.Tag {
+	case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
+		n, _ := e.Val(dwarf.AttrName).(string)
+		if n == "" && e.Tag == dwarf.TagNamespace {
+			n = "(anonymous namespace)"
+		}
+		if n != "" && len(prefix) < 1024 {
+			nextScope = prefix + n + "::"
+		}
+	case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
+		ni := dieNameInfo(e, x.alt)
+		if e.Tag == dwarf.TagSubprogram {
+			if ni.name != "" {
+				ni.name = prefix + ni.name
+			}
+			w.names[e.Offset] = ni
+		}
+		rs, err := x.d.Ranges(e)
+		if err != nil || len(rs) == 0 {
+			if e.Tag == dwarf.TagSubprogram {
+				next = -1 // abstract or declaration: nothing below has code
+			}
+			break
+		}
+		if len(rs) > maxRangesPerDIE {
+			rs = rs[:maxRangesPerDIE]
+		}
+		node := fnNode{ranges: rs, entry: rs[0][0], parent: -1, callFile: -1}
+		if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
+			node.entry = lo
+		} else if ep, ok := e.Val(dwarf.AttrEntrypc).(uint64); ok {
+			node.entry = ep
+		}
+		idx := int32(len(dec.nodes))
+		if e.Tag == dwarf.TagInlinedSubroutine {
+			if cur < 0 {
+				break // inlined into nothing we know: skip
+			}
+			node.parent = cur
+			if v, ok := e.Val(dwarf.AttrCallFile).(int64); ok {
+				node.callFile = int32(v)
+			}
+			if v, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
+				node.callLine = int32(v)
+			}
+			dec.nodes[cur].children = append(dec.nodes[cur].children, idx)
+		} else {
+			for _, rg := range rs {
+				if rg[1] > rg[0] {
+					dec.funcs = append(dec.funcs, fnRange{rg[0], rg[1], idx})
+				}
+			}
+		}
+		dec.nodes = append(dec.nodes, node)
+		w.nodeInfo[idx] = ni
+		next = idx
+	}
+	return w.push(e.Children, next, nextScope, e.Offset)
 }
 
 // resolveName follows abstract_origin/specification references to the
