@@ -51,6 +51,7 @@ type dwarfIndex struct {
 	abbrev      []byte       // raw .debug_abbrev, for the fast DIE walk
 	headers     []unitHeader // of .debug_info, parsed on first need
 	headersOnce sync.Once
+	slowWalk    bool // tests: walk every unit with debug/dwarf alone
 }
 
 // ctxCheckEvery is how many DIEs, line rows or units are decoded between
@@ -548,7 +549,7 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 		return nil
 	}
 	w := newDieWalk(x, dec)
-	if !x.walkFast(cuEntry, r, w) {
+	if x.slowWalk || !x.walkFast(cuEntry, r, w) {
 		// Start again the slow way, from the unit's first child.
 		linesErr := dec.err
 		dec.nodes, dec.funcs, dec.err = nil, nil, linesErr
