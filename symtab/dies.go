@@ -287,12 +287,18 @@ func skipAttrs(b []byte, p int, a *abbrevDecl, vers uint16, addrSize, offSize in
 	return p, true
 }
 
-// unitHeaderAt returns the header of the unit whose first DIE is at die.
-func (x *dwarfIndex) unitHeaderAt(die uint64) (unitHeader, bool) {
+// unitHeaders returns the headers of .debug_info's units, parsed on
+// first need (always before dataFor patches a unit header).
+func (x *dwarfIndex) unitHeaders() []unitHeader {
 	x.headersOnce.Do(func() {
 		x.headers, _ = parseUnitHeaders(x.info, x.order)
 	})
-	hs := x.headers
+	return x.headers
+}
+
+// unitHeaderAt returns the header of the unit whose first DIE is at die.
+func (x *dwarfIndex) unitHeaderAt(die uint64) (unitHeader, bool) {
+	hs := x.unitHeaders()
 	i := sort.Search(len(hs), func(i int) bool { return hs[i].die >= die })
 	if i < len(hs) && hs[i].die == die {
 		return hs[i], true

@@ -9,8 +9,11 @@ import (
 )
 
 // TestFastWalkMatchesDebugDWARF decodes every compilation unit of real
-// binaries twice, with the fast DIE walk and with debug/dwarf alone, and
-// expects the same function trees: the fast walk may only be faster.
+// binaries three times: with the fast DIE walk through a per-unit view
+// (dataFor), with debug/dwarf alone through that view, and with
+// debug/dwarf alone through one dwarf.New of the whole section, as
+// before either existed. It expects the same function trees: both may
+// only be faster.
 func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 	files := map[string]string{}
 	for _, v := range []string{"dwarf5", "dwarf4", "gz-zlib-gnu", "O0-dwarf4"} {
@@ -41,27 +44,42 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 			if err := x.data(); err != nil {
 				t.Fatal(err)
 			}
+			full, err := x.newData(x.info)
+			if err != nil {
+				t.Fatal(err)
+			}
 			fast, slow := 0, 0
 			for _, cu := range x.cus {
-				a, b := &cuDecoded{}, &cuDecoded{}
+				a, b, c := &cuDecoded{}, &cuDecoded{}, &cuDecoded{}
 				errA := safely("fast", func() error { return x.decode(cu.off, a) })
 				x.slowWalk = true
 				errB := safely("slow", func() error { return x.decode(cu.off, b) })
-				x.slowWalk = false
-				if (errA == nil) != (errB == nil) || (a.err == nil) != (b.err == nil) {
-					t.Fatalf("unit %#x: errors %v/%v and %v/%v", cu.off, errA, a.err, errB, b.err)
+				x.d = full
+				errC := safely("whole", func() error { return x.decode(cu.off, c) })
+				x.slowWalk, x.d = false, nil
+				if (errA == nil) != (errB == nil) || (a.err == nil) != (b.err == nil) ||
+					(errA == nil) != (errC == nil) || (a.err == nil) != (c.err == nil) {
+					t.Fatalf("unit %#x: errors %v/%v, %v/%v and %v/%v", cu.off, errA, a.err, errB, b.err, errC, c.err)
 				}
-				a.dem, b.dem = nil, nil
+				a.dem, b.dem, c.dem = nil, nil, nil
 				if !reflect.DeepEqual(a, b) {
 					t.Fatalf("unit %#x: the fast walk found %d nodes, %d functions; debug/dwarf %d, %d",
 						cu.off, len(a.nodes), len(a.funcs), len(b.nodes), len(b.funcs))
 				}
+				if !reflect.DeepEqual(b, c) {
+					t.Fatalf("unit %#x: the unit's view found %d nodes, %d functions, %d rows; the whole section's %d, %d, %d",
+						cu.off, len(b.nodes), len(b.funcs), len(b.rows), len(c.nodes), len(c.funcs), len(c.rows))
+				}
 				// And the fast walk did the work: gcc's DWARF has nothing
 				// it does not know.
-				r := x.d.Reader()
+				d, err := x.dataFor(cu.off)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := d.Reader()
 				r.Seek(cu.off)
 				if e, err := r.Next(); err == nil && e != nil && e.Children {
-					if !x.walkFast(e, r, newDieWalk(x, &cuDecoded{})) {
+					if !x.walkFast(e, r, newDieWalk(x, d, &cuDecoded{})) {
 						t.Fatalf("unit %#x: the fast walk gave up", cu.off)
 					}
 				}
