@@ -2,13 +2,13 @@ package symtab
 
 import (
 	"context"
-	"math"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"sync"
