@@ -205,6 +205,12 @@ func (x *dwarfIndex) loadData(f *openFile) error {
 		}
 		get[n] = datas[i]
 	}
+	return x.setSections(get)
+}
+
+// setSections keeps the DWARF sections (by name without ".debug_") for
+// the per-unit views (dataFor) and the fast walk.
+func (x *dwarfIndex) setSections(get map[string][]byte) error {
 	info := get["info"]
 	if len(info) == 0 {
 		return ErrNoSymbols
