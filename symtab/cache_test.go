@@ -167,7 +167,7 @@ func TestCacheWarmSkipsSections(t *testing.T) {
 			m.Lookup(pc, nil)
 		}
 		x := m.src.dw
-		return s.BudgetUsed(), x != nil && x.d != nil
+		return s.BudgetUsed(), x != nil && x.info != nil
 	}
 	cold, coldLoaded := used()
 	warm, warmLoaded := used()

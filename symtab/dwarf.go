@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -27,7 +28,7 @@ const (
 // dwarfIndex is a module's DWARF: a sorted table of address ranges to
 // compilation units, each unit decoded on first use.
 type dwarfIndex struct {
-	d     *dwarf.Data // nil until data() when the index came from the cache
+	d     *dwarf.Data // tests: one view of all units, see dataFor
 	order binary.ByteOrder
 	cus   []*cuInfo
 	rng   []cuRange // sorted by lo
@@ -47,6 +48,21 @@ type dwarfIndex struct {
 	loadErr       error
 
 	pack unitPack // decoded units kept in the cache
+
+	abbrev      []byte       // raw .debug_abbrev, for the fast DIE walk
+	headers     []unitHeader // of .debug_info, parsed on first need
+	headersOnce sync.Once
+	slowWalk    bool // tests: walk every unit with debug/dwarf alone
+
+	// Views of units (dataFor), or of all units when they cannot be
+	// made; d, when set (tests), serves every unit instead.
+	dorder      binary.ByteOrder // .debug_info's, as debug/dwarf sniffs it
+	ranges      []byte
+	extra       map[string][]byte // DWARF 5 sections for AddSection
+	emptyAbbrev int               // offset of an empty table in abbrev, or -1
+	dmu         sync.Mutex
+	datas       map[int]*dwarf.Data // by unit index in unitHeaders
+	full        *dwarf.Data
 }
 
 // ctxCheckEvery is how many DIEs, line rows or units are decoded between
@@ -189,31 +205,141 @@ func (x *dwarfIndex) loadData(f *openFile) error {
 		}
 		get[n] = datas[i]
 	}
+	return x.setSections(get)
+}
+
+// setSections keeps the DWARF sections (by name without ".debug_") for
+// the per-unit views (dataFor) and the fast walk.
+func (x *dwarfIndex) setSections(get map[string][]byte) error {
 	info := get["info"]
 	if len(info) == 0 {
 		return ErrNoSymbols
 	}
+	// The byte order as debug/dwarf sniffs it, from the first unit's
+	// version.
+	p := 4
+	if len(info) >= 4 && info[0] == 0xff && info[1] == 0xff && info[2] == 0xff && info[3] == 0xff {
+		p = 12
+	}
+	if len(info) < p+2 {
+		return fmt.Errorf("dwarf: %w", &FormatError{Section: ".debug_info", Msg: "too short"})
+	}
+	switch v0, v1 := info[p], info[p+1]; {
+	case v0 == 0 && v1 == 0:
+		return fmt.Errorf("dwarf: %w", &FormatError{Section: ".debug_info", Offset: 4, Msg: "unsupported version 0"})
+	case v0 == 0:
+		x.dorder = binary.BigEndian
+	case v1 == 0:
+		x.dorder = binary.LittleEndian
+	default:
+		return fmt.Errorf("dwarf: %w", &FormatError{Section: ".debug_info", Offset: 4, Msg: "cannot determine byte order"})
+	}
+	x.info, x.aranges, x.abbrev = info, get["aranges"], get["abbrev"]
+	x.line, x.str, x.lineStr = get["line"], get["str"], get["line_str"]
+	x.ranges, x.extra = get["ranges"], map[string][]byte{}
+	for _, n := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
+		if get[n] != nil {
+			x.extra[".debug_"+n] = get[n]
+		}
+	}
+	x.emptyAbbrev = -1
+	if n := len(x.abbrev); n > 0 && x.abbrev[n-1] == 0 && n-1 <= math.MaxUint32 {
+		x.emptyAbbrev = n - 1 // a code 0: an empty table
+	}
+	return nil
+}
+
+// dummyUnitBytes is the header of the unit that stands for all units
+// before the one a per-unit dwarf.Data is made for (DWARF 4, 32-bit).
+const dummyUnitBytes = 11
+
+// dataFor returns a debug/dwarf view of the unit holding the DIE at off.
+//
+// dwarf.New parses the header and the abbreviation table of every unit
+// of .debug_info: on a cold start, a fifth of the CPU of a dump that
+// needs a handful of glibc's two thousand units. A per-unit view is made
+// by handing dwarf.New the section up to the unit's end with its first
+// bytes briefly turned into the header of one dummy unit spanning all
+// units before it, whose abbreviations are an empty table: offsets stay
+// the section's, and dwarf.New parses two headers and one table. The
+// bytes are restored before anything else can read them (only the
+// header walk reads them, and it runs before the first patch).
+func (x *dwarfIndex) dataFor(off dwarf.Offset) (*dwarf.Data, error) {
+	if x.d != nil {
+		return x.d, nil
+	}
+	hs := x.unitHeaders()
+	i := sort.Search(len(hs), func(i int) bool { return hs[i].end > uint64(off) })
+	if i == len(hs) || uint64(off) < hs[i].off {
+		return nil, &FormatError{Section: ".debug_info", Offset: uint64(off), Msg: "offset in no unit"}
+	}
+	x.dmu.Lock()
+	defer x.dmu.Unlock()
+	if d := x.datas[i]; d != nil {
+		return d, nil
+	}
+	if x.full != nil {
+		return x.full, nil
+	}
+	d, err := x.unitData(hs[i])
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		// No dummy possible: one view of every unit, as before.
+		if d, err = x.newData(x.info); err != nil {
+			return nil, err
+		}
+		x.full = d
+		return d, nil
+	}
+	if x.datas == nil {
+		x.datas = map[int]*dwarf.Data{}
+	}
+	x.datas[i] = d
+	return d, nil
+}
+
+// unitData makes the view of the unit h (see dataFor), nil when the
+// dummy unit cannot be made. x.dmu is held.
+func (x *dwarfIndex) unitData(h unitHeader) (*dwarf.Data, error) {
+	info := x.info[:h.end]
+	if h.off == 0 {
+		return x.newData(info)
+	}
+	if x.emptyAbbrev < 0 || h.off < dummyUnitBytes || h.off-4 >= 0xfffffff0 {
+		return nil, nil
+	}
+	var saved [dummyUnitBytes]byte
+	copy(saved[:], info)
+	defer copy(info, saved[:])
+	o := x.dorder
+	o.PutUint32(info[0:], uint32(h.off-4))
+	o.PutUint16(info[4:], 4)
+	o.PutUint32(info[6:], uint32(x.emptyAbbrev))
+	info[10] = 8
+	return x.newData(info)
+}
+
+// newData runs dwarf.New on info and the other sections.
+func (x *dwarfIndex) newData(info []byte) (*dwarf.Data, error) {
+	var d *dwarf.Data
 	err := safely("dwarf", func() error {
-		d, err := dwarf.New(get["abbrev"], nil, nil, info, get["line"], nil, get["ranges"], get["str"])
-		if err != nil {
+		var err error
+		if d, err = dwarf.New(x.abbrev, nil, nil, info, x.line, nil, x.ranges, x.str); err != nil {
 			return err
 		}
-		for _, n := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
-			if get[n] != nil {
-				if err := d.AddSection(".debug_"+n, get[n]); err != nil {
-					return err
-				}
+		for name, b := range x.extra {
+			if err := d.AddSection(name, b); err != nil {
+				return err
 			}
 		}
-		x.d = d
-		x.info, x.aranges = info, get["aranges"]
-		x.line, x.str, x.lineStr = get["line"], get["str"], get["line_str"]
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("dwarf: %w", err)
+		return nil, fmt.Errorf("dwarf: %w", err)
 	}
-	return nil
+	return d, nil
 }
 
 // data makes sure the DWARF sections are loaded (a module whose index
@@ -224,7 +350,7 @@ func (x *dwarfIndex) data() error {
 			x.loadErr = x.load()
 		}
 	})
-	if x.loadErr == nil && x.d == nil {
+	if x.loadErr == nil && x.d == nil && x.info == nil {
 		return ErrNoSymbols
 	}
 	return x.loadErr
@@ -238,6 +364,12 @@ type unitHeader struct {
 	isCU  bool // a compile (or skeleton) unit, not a type or partial unit
 	vers  uint16
 	addr8 bool
+
+	// For walking the unit's DIEs (dies.go); zero when the header is
+	// not one of the known versions.
+	abbrevOff uint64
+	addrSize  uint8
+	offSize   uint8
 }
 
 // parseUnitHeaders walks the unit headers of .debug_info.
@@ -272,15 +404,31 @@ func parseUnitHeaders(info []byte, order binary.ByteOrder) ([]unitHeader, error)
 		}
 		u.vers = order.Uint16(body)
 		var h uint64
+		u.offSize = uint8(offSize)
+		readOff := func(p uint64) uint64 {
+			if p+offSize > uint64(len(body)) {
+				return 0
+			}
+			if offSize == 8 {
+				return order.Uint64(body[p:])
+			}
+			return uint64(order.Uint32(body[p:]))
+		}
 		switch {
 		case u.vers >= 2 && u.vers <= 4:
 			h = 2 + offSize + 1
 			u.isCU = true
+			u.abbrevOff = readOff(2)
+			if h <= uint64(len(body)) {
+				u.addrSize = body[2+offSize]
+			}
 		case u.vers == 5:
 			if len(body) < 4 {
 				return us, &FormatError{Section: ".debug_info", Offset: off, Msg: "short unit"}
 			}
 			h = 2 + 1 + 1 + offSize
+			u.addrSize = body[3]
+			u.abbrevOff = readOff(4)
 			switch body[2] {
 			case 0x01: // DW_UT_compile
 				u.isCU = true
@@ -389,7 +537,6 @@ func (x *dwarfIndex) buildIndex(info, aranges []byte) error {
 			}
 		})
 	}
-	r := x.d.Reader()
 	for i, cu := range x.cus {
 		if covered[i] {
 			continue
@@ -399,12 +546,17 @@ func (x *dwarfIndex) buildIndex(info, aranges []byte) error {
 				return err
 			}
 		}
+		d, err := x.dataFor(cu.off)
+		if err != nil {
+			continue
+		}
+		r := d.Reader()
 		r.Seek(cu.off)
 		e, err := r.Next()
 		if err != nil || e == nil || (e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagSkeletonUnit) {
 			continue
 		}
-		rs, err := x.d.Ranges(e)
+		rs, err := d.Ranges(e)
 		if err != nil {
 			continue
 		}
@@ -505,7 +657,11 @@ func dieNameInfo(e *dwarf.Entry, alt *altDWARF) nameInfo {
 
 // decode walks one unit: its line table and its function tree.
 func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
-	r := x.d.Reader()
+	d, err := x.dataFor(off)
+	if err != nil {
+		return err
+	}
+	r := d.Reader()
 	r.Seek(off)
 	cuEntry, err := r.Next()
 	if err != nil {
@@ -515,118 +671,171 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 		return errors.New("no unit entry")
 	}
 	fileIdx := map[*dwarf.LineFile]int32{}
-	if err := x.decodeLines(cuEntry, dec, fileIdx); err != nil {
+	if err := x.decodeLines(d, cuEntry, dec, fileIdx); err != nil {
 		dec.err = err // keep what was read; the function tree may still help
 	}
 	if !cuEntry.Children {
 		return nil
 	}
-	names := map[dwarf.Offset]nameInfo{}
-	nodeInfo := map[int32]nameInfo{}
-	// active[d] is the function node that DIEs at depth d+1 belong to.
-	active := make([]int32, 1, 16)
-	active[0] = -1
-	// scope[d] qualifies names at depth d+1 ("ns::Class::").
-	scope := make([]string, 1, 16)
-	for n := 0; n < maxUnitDIEs; n++ {
-		if n%ctxCheckEvery == 0 {
-			if err := x.expired(); err != nil {
-				dec.err = err
-				break
-			}
+	w := newDieWalk(x, d, dec)
+	if x.slowWalk || !x.walkFast(cuEntry, r, w) {
+		// Start again the slow way, from the unit's first child.
+		linesErr := dec.err
+		dec.nodes, dec.funcs, dec.err = nil, nil, linesErr
+		w = newDieWalk(x, d, dec)
+		r.Seek(off)
+		if _, err := r.Next(); err != nil {
+			return err
 		}
-		e, err := r.Next()
-		if err != nil {
-			dec.err = err
-			break
-		}
-		if e == nil {
-			break
-		}
-		if e.Tag == 0 {
-			active = active[:len(active)-1]
-			scope = scope[:len(scope)-1]
-			if len(active) == 0 {
-				break
-			}
-			continue
-		}
-		cur := active[len(active)-1]
-		next := cur
-		prefix := scope[len(scope)-1]
-		nextScope := prefix
-		switch e.Tag {
-		case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
-			n, _ := e.Val(dwarf.AttrName).(string)
-			if n == "" && e.Tag == dwarf.TagNamespace {
-				n = "(anonymous namespace)"
-			}
-			if n != "" && len(prefix) < 1024 {
-				nextScope = prefix + n + "::"
-			}
-		case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
-			ni := dieNameInfo(e, x.alt)
-			if e.Tag == dwarf.TagSubprogram {
-				if ni.name != "" {
-					ni.name = prefix + ni.name
-				}
-				names[e.Offset] = ni
-			}
-			rs, err := x.d.Ranges(e)
-			if err != nil || len(rs) == 0 {
-				if e.Tag == dwarf.TagSubprogram {
-					next = -1 // abstract or declaration: nothing below has code
-				}
-				break
-			}
-			if len(rs) > maxRangesPerDIE {
-				rs = rs[:maxRangesPerDIE]
-			}
-			node := fnNode{ranges: rs, entry: rs[0][0], parent: -1, callFile: -1}
-			if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
-				node.entry = lo
-			} else if ep, ok := e.Val(dwarf.AttrEntrypc).(uint64); ok {
-				node.entry = ep
-			}
-			idx := int32(len(dec.nodes))
-			if e.Tag == dwarf.TagInlinedSubroutine {
-				if cur < 0 {
-					break // inlined into nothing we know: skip
-				}
-				node.parent = cur
-				if v, ok := e.Val(dwarf.AttrCallFile).(int64); ok {
-					node.callFile = int32(v)
-				}
-				if v, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
-					node.callLine = int32(v)
-				}
-				dec.nodes[cur].children = append(dec.nodes[cur].children, idx)
-			} else {
-				for _, rg := range rs {
-					if rg[1] > rg[0] {
-						dec.funcs = append(dec.funcs, fnRange{rg[0], rg[1], idx})
-					}
-				}
-			}
-			dec.nodes = append(dec.nodes, node)
-			nodeInfo[idx] = ni
-			next = idx
-		}
-		if e.Children {
-			if len(active) >= maxDIEDepth {
-				dec.err = &FormatError{Section: ".debug_info", Offset: uint64(e.Offset), Msg: "DIEs nested too deep"}
-				break
-			}
-			active = append(active, next)
-			scope = append(scope, nextScope)
-		}
+		x.walkSlow(r, w)
 	}
-	for idx, ni := range nodeInfo {
-		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, names)
+	for idx, ni := range w.nodeInfo {
+		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, w.names)
 	}
 	sort.Slice(dec.funcs, func(i, j int) bool { return dec.funcs[i].lo < dec.funcs[j].lo })
 	dec.dem = make([]atomic.Pointer[string], len(dec.nodes))
 	return nil
+}
+
+// walkSlow walks a unit's DIEs after its unit DIE with debug/dwarf.
+func (x *dwarfIndex) walkSlow(r *dwarf.Reader, w *dieWalk) {
+	for n := 0; n < maxUnitDIEs; n++ {
+		if n%ctxCheckEvery == 0 {
+			if err := x.expired(); err != nil {
+				w.dec.err = err
+				return
+			}
+		}
+		e, err := r.Next()
+		if err != nil {
+			w.dec.err = err
+			return
+		}
+		if e == nil {
+			return
+		}
+		if e.Tag == 0 {
+			if w.end() {
+				return
+			}
+			continue
+		}
+		if !w.die(e) {
+			return
+		}
+	}
+}
+
+// dieWalk builds a unit's function tree from its DIEs in order.
+type dieWalk struct {
+	x        *dwarfIndex
+	d        *dwarf.Data // the unit's view
+	dec      *cuDecoded
+	names    map[dwarf.Offset]nameInfo
+	nodeInfo map[int32]nameInfo
+	// active[d] is the function node that DIEs at depth d+1 belong to.
+	active []int32
+	// scope[d] qualifies names at depth d+1 ("ns::Class::").
+	scope []string
+}
+
+func newDieWalk(x *dwarfIndex, d *dwarf.Data, dec *cuDecoded) *dieWalk {
+	w := &dieWalk{x: x, d: d, dec: dec, names: map[dwarf.Offset]nameInfo{}, nodeInfo: map[int32]nameInfo{},
+		active: make([]int32, 1, 16), scope: make([]string, 1, 16)}
+	w.active[0] = -1
+	return w
+}
+
+// end takes a null entry; it returns true when the unit's tree is done.
+func (w *dieWalk) end() bool {
+	w.active = w.active[:len(w.active)-1]
+	w.scope = w.scope[:len(w.scope)-1]
+	return len(w.active) == 0
+}
+
+// other takes a DIE the tree does not need; false stops the walk.
+func (w *dieWalk) other(children bool, off dwarf.Offset) bool {
+	return w.push(children, w.active[len(w.active)-1], w.scope[len(w.scope)-1], off)
+}
+
+func (w *dieWalk) push(children bool, next int32, nextScope string, off dwarf.Offset) bool {
+	if !children {
+		return true
+	}
+	if len(w.active) >= maxDIEDepth {
+		w.dec.err = &FormatError{Section: ".debug_info", Offset: uint64(off), Msg: "DIEs nested too deep"}
+		return false
+	}
+	w.active = append(w.active, next)
+	w.scope = append(w.scope, nextScope)
+	return true
+}
+
+// die takes a DIE (not a null entry); false stops the walk.
+func (w *dieWalk) die(e *dwarf.Entry) bool {
+	x, dec := w.x, w.dec
+	cur := w.active[len(w.active)-1]
+	next := cur
+	prefix := w.scope[len(w.scope)-1]
+	nextScope := prefix
+	switch e.Tag {
+	case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
+		n, _ := e.Val(dwarf.AttrName).(string)
+		if n == "" && e.Tag == dwarf.TagNamespace {
+			n = "(anonymous namespace)"
+		}
+		if n != "" && len(prefix) < 1024 {
+			nextScope = prefix + n + "::"
+		}
+	case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
+		ni := dieNameInfo(e, x.alt)
+		if e.Tag == dwarf.TagSubprogram {
+			if ni.name != "" {
+				ni.name = prefix + ni.name
+			}
+			w.names[e.Offset] = ni
+		}
+		rs, err := w.d.Ranges(e)
+		if err != nil || len(rs) == 0 {
+			if e.Tag == dwarf.TagSubprogram {
+				next = -1 // abstract or declaration: nothing below has code
+			}
+			break
+		}
+		if len(rs) > maxRangesPerDIE {
+			rs = rs[:maxRangesPerDIE]
+		}
+		node := fnNode{ranges: rs, entry: rs[0][0], parent: -1, callFile: -1}
+		if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
+			node.entry = lo
+		} else if ep, ok := e.Val(dwarf.AttrEntrypc).(uint64); ok {
+			node.entry = ep
+		}
+		idx := int32(len(dec.nodes))
+		if e.Tag == dwarf.TagInlinedSubroutine {
+			if cur < 0 {
+				break // inlined into nothing we know: skip
+			}
+			node.parent = cur
+			if v, ok := e.Val(dwarf.AttrCallFile).(int64); ok {
+				node.callFile = int32(v)
+			}
+			if v, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
+				node.callLine = int32(v)
+			}
+			dec.nodes[cur].children = append(dec.nodes[cur].children, idx)
+		} else {
+			for _, rg := range rs {
+				if rg[1] > rg[0] {
+					dec.funcs = append(dec.funcs, fnRange{rg[0], rg[1], idx})
+				}
+			}
+		}
+		dec.nodes = append(dec.nodes, node)
+		w.nodeInfo[idx] = ni
+		next = idx
+	}
+	return w.push(e.Children, next, nextScope, e.Offset)
 }
 
 // resolveName follows abstract_origin/specification references to the
@@ -649,7 +858,10 @@ func (x *dwarfIndex) resolveName(ni nameInfo, names map[dwarf.Offset]nameInfo) (
 			// References inside the dwz file are its own offsets.
 			next.refAlt = next.ref != 0
 		} else if next, ok = names[ni.ref]; !ok {
-			next, ok = readNameInfo(x.d, ni.ref, x.alt)
+			// Another unit's DIE (DW_FORM_ref_addr), through its view.
+			if d, err := x.dataFor(ni.ref); err == nil {
+				next, ok = readNameInfo(d, ni.ref, x.alt)
+			}
 		}
 		if !ok {
 			return name, true
@@ -679,8 +891,8 @@ func readNameInfo(d *dwarf.Data, off dwarf.Offset, alt *altDWARF) (nameInfo, boo
 	return ni, ok
 }
 
-func (x *dwarfIndex) decodeLines(cu *dwarf.Entry, dec *cuDecoded, fileIdx map[*dwarf.LineFile]int32) error {
-	lr, err := x.d.LineReader(cu)
+func (x *dwarfIndex) decodeLines(d *dwarf.Data, cu *dwarf.Entry, dec *cuDecoded, fileIdx map[*dwarf.LineFile]int32) error {
+	lr, err := d.LineReader(cu)
 	if err != nil || lr == nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -35,8 +36,10 @@ var errBadEntry = errors.New("bad cached DWARF entry")
 // and symbolizing 10,000 addresses of libc decodes 1,200 units). The
 // entry is read on the first unit a run needs and rewritten, with the
 // units decoded since, after each of the first 8 new units, then at
-// every power of two, and by Symbolizer.Flush at the end of a command:
-// a few writes of a growing entry, never one per unit.
+// every power of four (each write encodes the whole entry: with powers
+// of two the writes of a cold 10,000-address run encoded it twice over),
+// and by Symbolizer.Flush at the end of a command: a few writes of a
+// growing entry, never one per unit.
 type unitPack struct {
 	once    sync.Once
 	key     diskcache.Key
@@ -83,7 +86,7 @@ func (x *dwarfIndex) addToPack(off dwarf.Offset, dec *cuDecoded) {
 	p.units[off] = encodeUnit(dec)
 	p.fresh++
 	p.pending = true
-	write := p.fresh <= 8 || p.fresh&(p.fresh-1) == 0
+	write := p.fresh <= 8 || p.fresh&(p.fresh-1) == 0 && bits.TrailingZeros(uint(p.fresh))%2 == 0
 	p.mu.Unlock()
 	if write {
 		x.writePack()

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"stackshot/internal/bin"
+	"stackshot/internal/contain"
 	"stackshot/internal/safeelf"
 
 	"github.com/ulikunitz/xz"
@@ -83,6 +84,41 @@ func (m *Module) loadSources() *sources {
 		return src
 	}
 	src.debug = m.findDebugFile()
+	// The merged symbol table: from the cache when this binary and its
+	// debug file were seen before, else read from every table and kept.
+	// Reading the tables is independent of the DWARF: it runs beside the
+	// DWARF's decompression (the other core's otherwise idle time on a
+	// cold run), into its own sources merged after.
+	key, cached := symbolsKey(m.file, src.debug)
+	var cachedSyms *symTable
+	var cachedNames []string
+	if cached {
+		if b, ok := m.sym.cacheGet(key); ok {
+			if t, names, err := decodeSymbols(b); err == nil {
+				cachedSyms, cachedNames = t, names
+			}
+		}
+	}
+	symSrc := &sources{debug: src.debug}
+	var symErr error // a panic while collecting, raised again below
+	var symDone chan struct{}
+	if cachedSyms == nil {
+		symDone = make(chan struct{})
+		go func() {
+			defer close(symDone)
+			symErr = contain.Call("symbols", func() { symSrc.syms = m.collectSymbols(symSrc) })
+		}()
+	}
+	waitSyms := func() {
+		if symDone != nil {
+			<-symDone
+			symDone = nil
+			if symErr != nil {
+				panic(symErr)
+			}
+		}
+	}
+	defer waitSyms() // never return with the goroutine still reading
 	// DWARF: the debug file's, else the binary's (not at all for a
 	// names-only symbolizer: decompressing and indexing a large debug file
 	// costs far more than its symbol table).
@@ -113,6 +149,7 @@ func (m *Module) loadSources() *sources {
 	}
 	src.goFile = m.file
 	if m.sym.expired() != nil {
+		waitSyms()
 		src.syms = buildSymTable(nil)
 		return src
 	}
@@ -122,23 +159,16 @@ func (m *Module) loadSources() *sources {
 			src.names = append(src.names, "gopclntab")
 		}
 	}
-	// The merged symbol table: from the cache when this binary and its
-	// debug file were seen before, else read from every table and kept.
-	key, cached := symbolsKey(m.file, src.debug)
-	got := false
-	if cached {
-		if b, ok := m.sym.cacheGet(key); ok {
-			if t, names, err := decodeSymbols(b); err == nil {
-				src.syms, got = t, true
-				src.names = append(src.names, names...)
-			}
-		}
-	}
-	if !got {
-		nNames, nErrs := len(src.names), len(src.errs)
-		src.syms = m.collectSymbols(src)
-		if cached && len(src.errs) == nErrs && m.sym.expired() == nil {
-			m.sym.opts.Cache.Put(key, encodeSymbols(src.syms, src.names[nNames:]))
+	if cachedSyms != nil {
+		src.syms = cachedSyms
+		src.names = append(src.names, cachedNames...)
+	} else {
+		waitSyms()
+		src.syms = symSrc.syms
+		src.names = append(src.names, symSrc.names...)
+		src.errs = append(src.errs, symSrc.errs...)
+		if cached && len(symSrc.errs) == 0 && m.sym.expired() == nil {
+			m.sym.opts.Cache.Put(key, encodeSymbols(src.syms, symSrc.names))
 		}
 	}
 	if src.dw != nil {

@@ -1,0 +1,382 @@
+package symtab
+
+import (
+	"debug/dwarf"
+	"encoding/binary"
+	"sort"
+)
+
+// A unit's DIEs are mostly types, variables, parameters and call sites,
+// none of which the symbolizer keeps, and debug/dwarf decodes every
+// attribute of each of them into an allocated Entry: on a cold run that
+// walk is half the CPU. The fast walk below reads the unit itself with
+// its abbreviation table, steps over the attributes of the DIEs it does
+// not need by their forms' sizes, and hands only the DIEs it keeps
+// (functions, inlined subroutines, the scopes that qualify their names)
+// to debug/dwarf, seeking its Reader to them, so their meaning stays
+// debug/dwarf's. Anything it does not know (a form, an address size, a
+// DIE debug/dwarf reads differently) makes the caller walk the unit the
+// slow way from its start: the answers are the same either way.
+
+// Limits on abbreviation tables (.debug_abbrev is input like any other).
+const (
+	maxAbbrevs      = 1 << 16 // declarations in one table
+	maxAbbrevFields = 1 << 10 // attributes of one declaration
+	maxIndirect     = 4       // DW_FORM_indirect chain
+)
+
+// abbrevDecl is one abbreviation declaration: the tag, whether DIEs
+// using it have children, their attributes' forms, and the bytes they
+// take when all forms have a fixed size (-1 otherwise).
+type abbrevDecl struct {
+	tag      dwarf.Tag
+	children bool
+	forms    []uint32
+	fixed    int
+}
+
+// wanted reports whether the walk needs a DIE of this tag decoded.
+func wanted(t dwarf.Tag) bool {
+	switch t {
+	case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType,
+		dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
+		return true
+	}
+	return false
+}
+
+// uleb reads an unsigned LEB128 at b[p:]; ok false past the end or for
+// more than 10 bytes.
+func uleb(b []byte, p int) (v uint64, next int, ok bool) {
+	var shift uint
+	for i := 0; i < 10; i++ {
+		if p >= len(b) {
+			return 0, p, false
+		}
+		c := b[p]
+		p++
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v, p, true
+		}
+		shift += 7
+	}
+	return 0, p, false
+}
+
+// skipLEB steps over a LEB128 (signed or not) at b[p:].
+func skipLEB(b []byte, p int) (int, bool) {
+	for i := 0; i < 10; i++ {
+		if p >= len(b) {
+			return p, false
+		}
+		c := b[p]
+		p++
+		if c < 0x80 {
+			return p, true
+		}
+	}
+	return p, false
+}
+
+// formSize is the fixed size of a form in a unit with the given
+// version, address and offset sizes; -1 for a variable size, -2 for a
+// form the fast walk does not know.
+func formSize(form uint32, vers uint16, addrSize, offSize int) int {
+	switch form {
+	case 0x01: // addr
+		return addrSize
+	case 0x0b, 0x0c, 0x11, 0x25, 0x29: // data1 flag ref1 strx1 addrx1
+		return 1
+	case 0x05, 0x12, 0x26, 0x2a: // data2 ref2 strx2 addrx2
+		return 2
+	case 0x27, 0x2b: // strx3 addrx3
+		return 3
+	case 0x06, 0x13, 0x28, 0x2c, 0x1c: // data4 ref4 strx4 addrx4 ref_sup4
+		return 4
+	case 0x07, 0x14, 0x20, 0x24: // data8 ref8 ref_sig8 ref_sup8
+		return 8
+	case 0x1e: // data16
+		return 16
+	case 0x19, 0x21: // flag_present implicit_const
+		return 0
+	case 0x0e, 0x17, 0x1d, 0x1f, 0x1f20, 0x1f21: // strp sec_offset strp_sup line_strp GNU_ref_alt GNU_strp_alt
+		return offSize
+	case 0x10: // ref_addr: an address in DWARF 2, an offset later
+		if vers <= 2 {
+			return addrSize
+		}
+		return offSize
+	case 0x03, 0x04, 0x08, 0x09, 0x0a, 0x0d, 0x0f, 0x15, 0x16, 0x18, 0x1a, 0x1b, 0x22, 0x23:
+		// block2 block4 string block block1 sdata udata ref_udata
+		// indirect exprloc strx addrx loclistx rnglistx
+		return -1
+	}
+	return -2
+}
+
+// abbrevTable is a unit's abbreviation declarations by code: codes are
+// almost always small and dense, kept in a slice, the rest in a map.
+type abbrevTable struct {
+	dense  []abbrevDecl // by code; tag 0 for none
+	sparse map[uint32]*abbrevDecl
+}
+
+// maxDenseCode is the largest code kept in abbrevTable.dense.
+const maxDenseCode = 1 << 12
+
+func (t *abbrevTable) get(code uint64) *abbrevDecl {
+	// As debug/dwarf keys them: the code truncated to 32 bits.
+	c := uint32(code)
+	if c < uint32(len(t.dense)) {
+		if a := &t.dense[c]; a.tag != 0 {
+			return a
+		}
+		return nil
+	}
+	return t.sparse[c]
+}
+
+// parseAbbrevTable reads the abbreviation table at off of .debug_abbrev
+// for a unit of the given version and sizes; ok false when it is
+// malformed or uses a form the fast walk does not know.
+func parseAbbrevTable(b []byte, off uint64, vers uint16, addrSize, offSize int) (*abbrevTable, bool) {
+	if off > uint64(len(b)) {
+		return nil, false
+	}
+	p := int(off)
+	t := &abbrevTable{}
+	forms := make([]uint32, 0, 256) // shared by the declarations
+	for n := 0; n < maxAbbrevs; n++ {
+		code, q, ok := uleb(b, p)
+		if !ok {
+			return nil, false
+		}
+		p = q
+		if code == 0 {
+			return t, true
+		}
+		tag, q, ok := uleb(b, p)
+		if !ok || q >= len(b) || tag == 0 {
+			return nil, false
+		}
+		a := abbrevDecl{tag: dwarf.Tag(tag), children: b[q] != 0}
+		p = q + 1
+		first := len(forms)
+		for k := 0; ; k++ {
+			if k >= maxAbbrevFields {
+				return nil, false
+			}
+			var attr, form uint64
+			if attr, p, ok = uleb(b, p); !ok {
+				return nil, false
+			}
+			if form, p, ok = uleb(b, p); !ok {
+				return nil, false
+			}
+			if attr == 0 && form == 0 {
+				break
+			}
+			if form == 0x21 { // implicit_const: the value is here
+				if p, ok = skipLEB(b, p); !ok {
+					return nil, false
+				}
+			}
+			if form > 0xffff || formSize(uint32(form), vers, addrSize, offSize) == -2 {
+				return nil, false
+			}
+			forms = append(forms, uint32(form))
+		}
+		a.forms = forms[first:len(forms):len(forms)]
+		for _, f := range a.forms {
+			sz := formSize(f, vers, addrSize, offSize)
+			if sz < 0 {
+				a.fixed = -1
+				break
+			}
+			a.fixed += sz
+		}
+		// A later declaration of one code replaces the earlier, as in
+		// debug/dwarf.
+		c := uint32(code)
+		switch {
+		case c < maxDenseCode:
+			if c >= uint32(len(t.dense)) {
+				t.dense = append(t.dense, make([]abbrevDecl, int(c)+1-len(t.dense))...)
+			}
+			t.dense[c] = a
+		default:
+			if t.sparse == nil {
+				t.sparse = map[uint32]*abbrevDecl{}
+			}
+			t.sparse[c] = &a
+		}
+	}
+	return nil, false
+}
+
+// skipAttrs steps over the attribute values of a DIE declared by a,
+// starting at p; ok false when they run past the end or use a form it
+// does not know.
+func skipAttrs(b []byte, p int, a *abbrevDecl, vers uint16, addrSize, offSize int, order binary.ByteOrder) (int, bool) {
+	if a.fixed >= 0 {
+		p += a.fixed
+		return p, p <= len(b)
+	}
+	for _, f := range a.forms {
+		form := f
+		for hop := 0; ; hop++ {
+			sz := formSize(form, vers, addrSize, offSize)
+			if sz >= 0 {
+				p += sz
+				break
+			}
+			if sz == -2 || hop >= maxIndirect {
+				return p, false
+			}
+			var ok bool
+			var n uint64
+			switch form {
+			case 0x16: // indirect: the form comes first
+				var v uint64
+				if v, p, ok = uleb(b, p); !ok || v > 0xffff || v == 0x21 {
+					return p, false
+				}
+				form = uint32(v)
+				continue
+			case 0x08: // string
+				for p < len(b) && b[p] != 0 {
+					p++
+				}
+				p++
+			case 0x0a: // block1
+				if p >= len(b) {
+					return p, false
+				}
+				p += 1 + int(b[p])
+			case 0x03: // block2
+				if p+2 > len(b) {
+					return p, false
+				}
+				p += 2 + int(order.Uint16(b[p:]))
+			case 0x04: // block4
+				if p+4 > len(b) {
+					return p, false
+				}
+				n = uint64(order.Uint32(b[p:]))
+				if n > uint64(len(b)) {
+					return p, false
+				}
+				p += 4 + int(n)
+			case 0x09, 0x18: // block, exprloc
+				if n, p, ok = uleb(b, p); !ok || n > uint64(len(b)) {
+					return p, false
+				}
+				p += int(n)
+			default: // the LEB128 forms
+				if p, ok = skipLEB(b, p); !ok {
+					return p, false
+				}
+			}
+			break
+		}
+		if p > len(b) {
+			return p, false
+		}
+	}
+	return p, true
+}
+
+// unitHeaders returns the headers of .debug_info's units, parsed on
+// first need (always before dataFor patches a unit header).
+func (x *dwarfIndex) unitHeaders() []unitHeader {
+	x.headersOnce.Do(func() {
+		x.headers, _ = parseUnitHeaders(x.info, x.order)
+	})
+	return x.headers
+}
+
+// unitHeaderAt returns the header of the unit whose first DIE is at die.
+func (x *dwarfIndex) unitHeaderAt(die uint64) (unitHeader, bool) {
+	hs := x.unitHeaders()
+	i := sort.Search(len(hs), func(i int) bool { return hs[i].die >= die })
+	if i < len(hs) && hs[i].die == die {
+		return hs[i], true
+	}
+	return unitHeader{}, false
+}
+
+// walkFast walks the DIEs of the unit whose first DIE is cu (already read
+// through r) into w, decoding through r only the DIEs it keeps. It
+// returns false, having possibly added to w, when the walk must be done
+// the slow way instead.
+func (x *dwarfIndex) walkFast(cu *dwarf.Entry, r *dwarf.Reader, w *dieWalk) bool {
+	h, ok := x.unitHeaderAt(uint64(cu.Offset))
+	if !ok || !h.isCU || h.end > uint64(len(x.info)) || h.die >= h.end {
+		return false
+	}
+	addrSize, offSize := int(h.addrSize), int(h.offSize)
+	if addrSize != 1 && addrSize != 2 && addrSize != 4 && addrSize != 8 {
+		return false
+	}
+	abbrevs, ok := parseAbbrevTable(x.abbrev, h.abbrevOff, h.vers, addrSize, offSize)
+	if !ok {
+		return false
+	}
+	// b is the unit (offsets in it are section offsets); the walk starts
+	// at the unit DIE, which it steps over.
+	b := x.info[:h.end]
+	p := int(h.die)
+	code, p, ok := uleb(b, p)
+	if !ok {
+		return false
+	}
+	a := abbrevs.get(code)
+	if a == nil || a.tag != cu.Tag || a.children != cu.Children {
+		return false
+	}
+	if p, ok = skipAttrs(b, p, a, h.vers, addrSize, offSize, x.order); !ok {
+		return false
+	}
+	for n := 0; n < maxUnitDIEs; n++ {
+		if n%ctxCheckEvery == 0 {
+			if err := x.expired(); err != nil {
+				w.dec.err = err
+				return true
+			}
+		}
+		if p >= len(b) {
+			return false // the unit ended inside the tree: as debug/dwarf reads it
+		}
+		off := p
+		if code, p, ok = uleb(b, p); !ok {
+			return false
+		}
+		if code == 0 {
+			if w.end() {
+				return true
+			}
+			continue
+		}
+		a := abbrevs.get(code)
+		if a == nil {
+			return false
+		}
+		if wanted(a.tag) {
+			r.Seek(dwarf.Offset(off))
+			e, err := r.Next()
+			if err != nil || e == nil || e.Offset != dwarf.Offset(off) || e.Tag != a.tag || e.Children != a.children {
+				return false
+			}
+			if !w.die(e) {
+				return true
+			}
+		} else if !w.other(a.children, dwarf.Offset(off)) {
+			return true
+		}
+		if p, ok = skipAttrs(b, p, a, h.vers, addrSize, offSize, x.order); !ok {
+			return false
+		}
+	}
+	return true
+}
