@@ -454,18 +454,38 @@ func TestDumpKilledMidDumpLeavesTargetRunning(t *testing.T) {
 				time.Sleep(time.Duration(2+i*3) * time.Millisecond)
 				cmd.Process.Kill()
 				cmd.Wait()
-				time.Sleep(5 * time.Millisecond)
-				for tid, s := range testutil.ThreadStates(tg.PID) {
-					if s == "t" || s == "T" {
-						t.Fatalf("round %d: thread %d left in state %q after stackshot was killed", i, tid, s)
+				// The kernel detaches the tracees as the tracer thread
+				// exits and wakes them; a thread seen stopped for a moment
+				// on a loaded machine is on its way. Left stopped is what
+				// must never be: still stopped or traced after 2 s.
+				start := time.Now()
+				for {
+					tid, st := stoppedThread(tg.PID)
+					tp := tracerPid(tg.PID)
+					if tid == 0 && tp == 0 {
+						break
 					}
+					if time.Since(start) > 2*time.Second {
+						t.Fatalf("round %d: thread %d left in state %q, tracer %d, 2 s after stackshot was killed", i, tid, st, tp)
+					}
+					time.Sleep(5 * time.Millisecond)
 				}
-				if tp := tracerPid(tg.PID); tp != 0 {
-					t.Fatalf("round %d: target still traced by %d", i, tp)
+				if d := time.Since(start); d > 50*time.Millisecond {
+					t.Logf("round %d: the target was released %v after stackshot's exit", i, d)
 				}
 			}
 		})
 	}
+}
+
+// stoppedThread is a thread of pid in a stopped state (t or T), or 0.
+func stoppedThread(pid int) (int, string) {
+	for tid, s := range testutil.ThreadStates(pid) {
+		if s == "t" || s == "T" {
+			return tid, s
+		}
+	}
+	return 0, ""
 }
 
 func tracerPid(pid int) int {
