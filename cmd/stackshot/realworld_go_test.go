@@ -48,7 +48,13 @@ func TestRealGo(t *testing.T) {
 				}
 				if th, ok := threadWith(p, "main.spinB"); ok {
 					spinSeen = true
-					if f := fnames(th); !hasChain(f, []string{"main.spinB", "main.spinA", "runtime.goexit"}) {
+					// Caught inside the runtime's preemption signal handler
+					// (rare: a loaded machine), the walk goes through the
+					// signal frame into the goroutine (TestGoWalkThroughSigtramp);
+					// this chain is asserted on rounds outside the handler.
+					if f := fnames(th); hasChain(f, []string{"runtime.sigtramp"}) {
+						t.Logf("round %d: the spinning thread was in the signal handler: %v", round, f)
+					} else if !hasChain(f, []string{"main.spinB", "main.spinA", "runtime.goexit"}) {
 						t.Errorf("spinning goroutine: want main.spinB, main.spinA, runtime.goexit in %v", f)
 					}
 				}
