@@ -69,6 +69,37 @@ func (m *Module) poison(err error) {
 // load: it stands for a parser bug met on that module's hostile input.
 var loadHook func(path string)
 
+// loadDWARFInto loads the DWARF of the debug file, else of the binary,
+// into src (not at all for a names-only symbolizer: decompressing and
+// indexing a large debug file costs far more than its symbol table).
+func (m *Module) loadDWARFInto(src *sources) {
+	for _, f := range []*openFile{src.debug, m.file} {
+		if f == nil || m.sym.opts.NamesOnly {
+			continue
+		}
+		var alt *altDWARF
+		af := m.findAltFile(f)
+		if af != nil {
+			if alt = loadAlt(af); alt == nil {
+				af.close()
+				af = nil
+			}
+		}
+		dw, err := loadDWARF(f, alt)
+		if err == nil {
+			src.dw, src.alt = dw, af
+			src.names = append(src.names, "dwarf")
+			return
+		}
+		if af != nil {
+			af.close()
+		}
+		if !errors.Is(err, ErrNoSymbols) {
+			src.errs = append(src.errs, err)
+		}
+	}
+}
+
 func (m *Module) loadSources() *sources {
 	if loadHook != nil {
 		loadHook(m.path)
@@ -119,34 +150,7 @@ func (m *Module) loadSources() *sources {
 		}
 	}
 	defer waitSyms() // never return with the goroutine still reading
-	// DWARF: the debug file's, else the binary's (not at all for a
-	// names-only symbolizer: decompressing and indexing a large debug file
-	// costs far more than its symbol table).
-	for _, f := range []*openFile{src.debug, m.file} {
-		if f == nil || m.sym.opts.NamesOnly {
-			continue
-		}
-		var alt *altDWARF
-		af := m.findAltFile(f)
-		if af != nil {
-			if alt = loadAlt(af); alt == nil {
-				af.close()
-				af = nil
-			}
-		}
-		dw, err := loadDWARF(f, alt)
-		if err == nil {
-			src.dw, src.alt = dw, af
-			src.names = append(src.names, "dwarf")
-			break
-		}
-		if af != nil {
-			af.close()
-		}
-		if !errors.Is(err, ErrNoSymbols) {
-			src.errs = append(src.errs, err)
-		}
-	}
+	m.loadDWARFInto(src)
 	src.goFile = m.file
 	if m.sym.expired() != nil {
 		waitSyms()
