@@ -3,11 +3,8 @@
 package procmaps
 
 import (
-	"strconv"
 	"sync"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // Task files kept open by a TaskCache.
@@ -32,7 +29,6 @@ type TaskCache struct {
 
 type taskFiles struct {
 	fds [numTaskFiles]int // -1: not open
-	dir int               // the task's directory (O_PATH), -1: not open
 	buf *[]byte           // from smallBufs
 }
 
@@ -45,16 +41,14 @@ func (c *TaskCache) files(pid, tid int) *taskFiles {
 	k := [2]int{pid, tid}
 	tf := c.tasks[k]
 	if tf == nil {
-		tf = &taskFiles{fds: [numTaskFiles]int{-1, -1, -1, -1}, dir: -1}
+		tf = &taskFiles{fds: [numTaskFiles]int{-1, -1, -1, -1}}
 		c.tasks[k] = tf
 	}
 	return tf
 }
 
-// read preads one of a thread's files, opening it on first use (relative
-// to the thread's directory, which is opened once: a path walk through
-// /proc/PID/task/TID per file costs more than the read). The returned
-// bytes are valid until the next read of the same thread.
+// read preads one of a thread's files, opening it on first use. The
+// returned bytes are valid until the next read of the same thread.
 func (c *TaskCache) read(pid, tid, which int) ([]byte, error) {
 	tf := c.files(pid, tid)
 	if tf.fds[which] < 0 {
@@ -96,20 +90,10 @@ func (c *TaskCache) read(pid, tid, which int) ([]byte, error) {
 }
 
 func (tf *taskFiles) open(pid, tid, which int) (int, error) {
-	var err error
-	if tf.dir < 0 {
-		path := Proc + "/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid)
-		for tf.dir, err = syscall.Open(path, unix.O_PATH|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == syscall.EINTR; {
-			tf.dir, err = syscall.Open(path, unix.O_PATH|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-		}
-		if err != nil {
-			tf.dir = -1
-			return -1, err
-		}
-	}
-	fd, err := syscall.Openat(tf.dir, taskFileNames[which], syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	path := taskPath(pid, tid, taskFileNames[which])
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	for err == syscall.EINTR {
-		fd, err = syscall.Openat(tf.dir, taskFileNames[which], syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	}
 	return fd, err
 }
@@ -221,10 +205,6 @@ func (tf *taskFiles) close() {
 			syscall.Close(fd)
 			tf.fds[i] = -1
 		}
-	}
-	if tf.dir >= 0 {
-		syscall.Close(tf.dir)
-		tf.dir = -1
 	}
 	if tf.buf != nil {
 		if cap(*tf.buf) <= 64<<10 { // (a rare large file's buffer is let go)

@@ -40,8 +40,8 @@ func TestTaskCache(t *testing.T) {
 		if _, err := c.ReadSchedStat(pid, pid); err != nil {
 			t.Fatal(err)
 		}
-		if n := openFDs(t); n != before+3 { // the task's directory, stat, schedstat
-			t.Errorf("%d descriptors open, want %d", n, before+3)
+		if n := openFDs(t); n != before+2 { // stat, schedstat
+			t.Errorf("%d descriptors open, want %d", n, before+2)
 		}
 		c.Forget(pid, pid)
 		if n := openFDs(t); n != before {

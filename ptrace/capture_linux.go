@@ -66,9 +66,8 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	c := &capturer{p: p, opt: opt, check: check, seen: map[int]bool{}}
 	if opt.Cache == nil {
 		// A one-shot capture keeps a thread's files open only while it
-		// reads them (the two schedstat reads share one open, and the
-		// files open relative to the thread's directory), and lets them
-		// go when done with the thread.
+		// reads them (the two schedstat reads share one open), and lets
+		// them go when done with the thread.
 		c.opt.Cache, c.oneShot = procmaps.NewTaskCache(), true
 		defer c.opt.Cache.Close()
 	}
