@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -73,6 +74,8 @@ type Session struct {
 	launching map[int]*sandbox.Launching
 	// stopSignals ends CatchSignals (nil: not catching)
 	stopSignals func()
+	// beforeTrace starts catching (CatchSignalsOnTrace), nil: none to start
+	beforeTrace func()
 	// what a child's symbolizer could not do (Expired, BudgetExceeded)
 	boxExpired, boxBudget bool
 }
@@ -105,8 +108,42 @@ func (s *Session) BudgetExceeded() bool {
 // CatchSignals makes SIGINT/SIGTERM end the command cleanly, until Close:
 // captures in flight detach every thread before they return.
 func (s *Session) CatchSignals() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), caughtSignals...)
 	s.cancel, s.stopSignals = ctx.Done(), stop
+}
+
+// caughtSignals are the signals a session catches.
+var caughtSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE}
+
+// CatchSignalsOnTrace is CatchSignals from the first capture that makes a
+// ptrace call on (ptrace.Options.BeforeTrace), until Close. A dump whose
+// threads are all read without a stop never catches: catching costs a
+// locked OS thread and hand-offs to it (about 5% of a small dump), and
+// before a thread is traced a signal ending the command the usual way
+// leaves nothing to detach (the target is only read through /proc and
+// process_vm_readv; a sandboxed child dies with its parent).
+func (s *Session) CatchSignalsOnTrace() {
+	cancel, done := make(chan struct{}), make(chan struct{})
+	sig := make(chan os.Signal, 1)
+	var once sync.Once
+	s.cancel = cancel
+	s.beforeTrace = func() {
+		once.Do(func() {
+			signal.Notify(sig, caughtSignals...)
+			go func() {
+				select {
+				case <-sig:
+					close(cancel)
+				case <-done:
+				}
+			}()
+		})
+	}
+	s.stopSignals = func() {
+		once.Do(func() {}) // (nothing starts catching after Close)
+		signal.Stop(sig)
+		close(done)
+	}
 }
 
 // Interrupted reports whether a signal ended the session.
@@ -130,7 +167,7 @@ func (s *Session) Warn(format string, args ...any) {
 // CaptureOptions are the capture's options, with deadline.
 func (s *Session) CaptureOptions(deadline time.Time) ptrace.Options {
 	o := s.o.Capture
-	o.Deadline, o.Cancel = deadline, s.cancel
+	o.Deadline, o.Cancel, o.BeforeTrace = deadline, s.cancel, s.beforeTrace
 	return o
 }
 

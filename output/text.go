@@ -10,6 +10,7 @@ import (
 	"sort"
 	"stackshot/internal/term"
 	"stackshot/report"
+	"strconv"
 	"strings"
 )
 
@@ -88,7 +89,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 		if f.Inlined && !o.Inline {
 			continue
 		}
-		w.WriteString(frameLine(n, f, o))
+		w.Write(appendFrameLine(w.AvailableBuffer(), n, f, o))
 		n++
 	}
 	if !boundary && n > 0 && t.Syscall != nil && t.Syscall.InCall {
@@ -121,59 +122,77 @@ func syscallLine(t *report.Thread) string {
 	return b.String()
 }
 
-func frameLine(n int, f *report.Frame, o TextOptions) string {
-	var b strings.Builder
+// appendFrameLine appends frame line n to b: what fmt would print, built
+// by hand (a 1,000-frame dump prints 1,000 of them; fmt cost a tenth of
+// its time).
+func appendFrameLine(b []byte, n int, f *report.Frame, o TextOptions) []byte {
+	b = append(b, '#')
+	l := len(b)
+	b = strconv.AppendInt(b, int64(n), 10)
+	for len(b)-l < 3 { // %-3d
+		b = append(b, ' ')
+	}
+	b = append(b, ' ')
 	if f.Kind == "kernel" {
-		fmt.Fprintf(&b, "#%-3d ", n)
 		if f.PC != 0 {
-			fmt.Fprintf(&b, "0x%016x in ", f.PC)
+			b = append(appendHex16(b, f.PC), " in "...)
 		}
 		if f.Function != "" {
-			b.WriteString(term.Escape(f.Function))
+			b = append(b, term.Escape(f.Function)...)
 			if f.HasOffset {
-				fmt.Fprintf(&b, "+0x%x", f.Offset)
+				b = strconv.AppendUint(append(b, "+0x"...), f.Offset, 16)
 			}
 		} else {
-			b.WriteString("??")
+			b = append(b, "??"...)
 		}
-		b.WriteString(" [kernel]")
-		b.WriteString("\n")
-		return b.String()
+		return append(b, " [kernel]\n"...)
 	}
-	fmt.Fprintf(&b, "#%-3d 0x%016x in ", n, f.PC)
+	b = append(appendHex16(b, f.PC), " in "...)
 	switch {
 	case f.SignalFrame:
-		b.WriteString("<signal handler called>")
+		b = append(b, "<signal handler called>"...)
 	case f.Function != "":
-		b.WriteString(term.Escape(f.Function))
+		b = append(b, term.Escape(f.Function)...)
 		if f.Inlined {
-			b.WriteString(" [inlined]")
+			b = append(b, " [inlined]"...)
 		}
 	default:
-		b.WriteString("??")
+		b = append(b, "??"...)
 	}
 	if o.Source && f.File != "" {
-		fmt.Fprintf(&b, " at %s", term.Escape(f.File))
+		b = append(append(b, " at "...), term.Escape(f.File)...)
 		if f.Line > 0 {
-			fmt.Fprintf(&b, ":%d", f.Line)
+			b = strconv.AppendInt(append(b, ':'), int64(f.Line), 10)
 		}
 	}
 	if f.HasModule {
-		fmt.Fprintf(&b, " (%s+0x%x)", term.Escape(filepath.Base(f.Module)), f.ModuleOffset)
+		b = append(append(b, " ("...), term.Escape(filepath.Base(f.Module))...)
+		b = append(strconv.AppendUint(append(b, "+0x"...), f.ModuleOffset, 16), ')')
 	} else if f.Module != "" {
-		fmt.Fprintf(&b, " (%s)", term.Escape(f.Module))
+		b = append(append(append(b, " ("...), term.Escape(f.Module)...), ')')
 	}
 	if f.BuildIDMismatch {
-		b.WriteString(" [build id mismatch]")
+		b = append(b, " [build id mismatch]"...)
 	}
 	if f.ModuleMissing {
-		b.WriteString(" [module not found]")
+		b = append(b, " [module not found]"...)
 	}
 	if o.Verbose {
-		fmt.Fprintf(&b, " [%s]", f.Method)
+		b = append(append(append(b, " ["...), f.Method...), ']')
 	}
-	b.WriteString("\n")
-	return b.String()
+	return append(b, '\n')
+}
+
+// appendHex16 appends v as fmt's 0x%016x does.
+func appendHex16(b []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
+	b = append(b, "0x"...)
+	var d [16]byte // (a uint64 has 16 hex digits at most)
+	for i := 15; i >= 0; i-- {
+		d[i] = digits[v&0xf]
+		v >>= 4
+	}
+	return append(b, d[:]...)
 }
 
 func textPauses(w *bufio.Writer, p *report.Process) {

@@ -86,7 +86,7 @@ func textGoFrames(w *bufio.Writer, frames []report.Frame, o TextOptions) {
 		if f.Kind != "user" {
 			continue
 		}
-		w.WriteString(frameLine(n, f, o))
+		w.Write(appendFrameLine(w.AvailableBuffer(), n, f, o))
 		n++
 	}
 	if n == 0 {

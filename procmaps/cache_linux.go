@@ -29,7 +29,7 @@ type TaskCache struct {
 
 type taskFiles struct {
 	fds [numTaskFiles]int // -1: not open
-	buf []byte
+	buf *[]byte           // from smallBufs
 }
 
 // NewTaskCache returns an empty cache; Close releases it.
@@ -52,21 +52,25 @@ func (c *TaskCache) files(pid, tid int) *taskFiles {
 func (c *TaskCache) read(pid, tid, which int) ([]byte, error) {
 	tf := c.files(pid, tid)
 	if tf.fds[which] < 0 {
-		path := taskPath(pid, tid, taskFileNames[which])
-		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err := tf.open(pid, tid, which)
 		if err != nil {
 			if err == syscall.EMFILE || err == syscall.ENFILE {
-				return readFile(path, nil) // out of descriptors: no caching
+				return readFile(taskPath(pid, tid, taskFileNames[which]), nil) // out of descriptors: no caching
 			}
-			return nil, &pathErr{path, err}
+			return nil, &pathErr{taskPath(pid, tid, taskFileNames[which]), err}
 		}
 		tf.fds[which] = fd
 	}
-	if cap(tf.buf) < 4096 {
-		tf.buf = make([]byte, 4096)
+	if tf.buf == nil {
+		tf.buf = smallBufs.Get().(*[]byte)
 	}
-	buf := tf.buf[:cap(tf.buf)]
+	if cap(*tf.buf) < 4096 { // (readSmall may have put back an empty one)
+		*tf.buf = make([]byte, 0, 4096)
+	}
+	buf := (*tf.buf)[:cap(*tf.buf)]
 	for {
+		// One pread reads the whole of these one-record files: a short
+		// count is the end.
 		n, err := syscall.Pread(tf.fds[which], buf, 0)
 		if err == syscall.EINTR {
 			continue
@@ -78,11 +82,20 @@ func (c *TaskCache) read(pid, tid, which int) ([]byte, error) {
 		}
 		if n == len(buf) && len(buf) < maxProcFile {
 			buf = make([]byte, 2*len(buf))
-			tf.buf = buf
+			*tf.buf = buf[:0]
 			continue
 		}
 		return buf[:n], nil
 	}
+}
+
+func (tf *taskFiles) open(pid, tid, which int) (int, error) {
+	path := taskPath(pid, tid, taskFileNames[which])
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	for err == syscall.EINTR {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	}
+	return fd, err
 }
 
 type pathErr struct {
@@ -157,6 +170,22 @@ func (c *TaskCache) Retain(pid int, tids map[int]bool) {
 	}
 }
 
+// Forget closes one thread's files: a one-shot capture is done with a
+// thread once it is observed, and holding four descriptors for each of
+// thousands of threads would starve the rest of the process.
+func (c *TaskCache) Forget(pid, tid int) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := [2]int{pid, tid}
+	if tf := c.tasks[k]; tf != nil {
+		tf.close()
+		delete(c.tasks, k)
+	}
+}
+
 // Close closes every file.
 func (c *TaskCache) Close() {
 	if c == nil {
@@ -176,5 +205,11 @@ func (tf *taskFiles) close() {
 			syscall.Close(fd)
 			tf.fds[i] = -1
 		}
+	}
+	if tf.buf != nil {
+		if cap(*tf.buf) <= 64<<10 { // (a rare large file's buffer is let go)
+			smallBufs.Put(tf.buf)
+		}
+		tf.buf = nil
 	}
 }

@@ -39,7 +39,7 @@ func readSmall(path string, parse func(b []byte)) error {
 	if err == nil {
 		parse(b)
 	}
-	if cap(b) <= 64<<10 { // (a rare large file's buffer is let go)
+	if b != nil && cap(b) <= 64<<10 { // (a rare large file's buffer is let go; a failed read keeps the old one)
 		*bp = b[:0]
 	}
 	smallBufs.Put(bp)
@@ -205,7 +205,7 @@ type KernelFrame struct {
 
 // ParseKernelStack parses lines like "[<0>] futex_wait_queue+0x7d/0xd0".
 func ParseKernelStack(b []byte) []KernelFrame {
-	var out []KernelFrame
+	out := make([]KernelFrame, 0, min(bytes.Count(b, []byte{'\n'})+1, 256))
 	forLines(b, func(line string) bool {
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -242,6 +242,9 @@ func ParseKernelStack(b []byte) []KernelFrame {
 		out = append(out, kf)
 		return len(out) < 256
 	})
+	if len(out) == 0 {
+		return nil
+	}
 	return out
 }
 
@@ -274,8 +277,10 @@ func ParseStat(b []byte) (Stat, error) {
 		return s, fmt.Errorf("stat line: %w", ErrFormat)
 	}
 	s.Comm = string(b[open+1 : close])
-	f := strings.Fields(string(b[close+1:]))
-	// f[0] is field 3 (state).
+	// Fields 3 to 39 (f[0] is the state): the ones read here, split in
+	// place (a dump parses a stat line per thread).
+	var fa [37]string
+	f := fieldsInto(fa[:], string(b[close+1:]))
 	if len(f) < 20 {
 		return s, fmt.Errorf("stat line with %d fields: %w", len(f), ErrFormat)
 	}
@@ -290,6 +295,33 @@ func ParseStat(b []byte) (Stat, error) {
 		s.Processor, _ = strconv.Atoi(f[36])
 	}
 	return s, nil
+}
+
+// fieldsInto splits s around runs of ASCII white space, as strings.Fields
+// does, into dst, up to its length, and returns the fields found.
+func fieldsInto(dst []string, s string) []string {
+	n := 0
+	for n < len(dst) {
+		i := 0
+		for i < len(s) && asciiSpace(s[i]) {
+			i++
+		}
+		s = s[i:]
+		if s == "" {
+			break
+		}
+		j := 0
+		for j < len(s) && !asciiSpace(s[j]) {
+			j++
+		}
+		dst[n], s = s[:j], s[j:]
+		n++
+	}
+	return dst[:n]
+}
+
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 // ReadStat reads /proc/PID/task/TID/stat.

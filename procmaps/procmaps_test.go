@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -188,6 +189,21 @@ func TestParseStatus(t *testing.T) {
 func TestParseKernelStackBound(t *testing.T) {
 	if n := len(ParseKernelStack(bytes.Repeat([]byte("[<0>] f+0x1/0x2\n"), 1000))); n != 256 {
 		t.Errorf("%d frames, want 256", n)
+	}
+}
+
+// fieldsInto splits as strings.Fields does, up to its bound.
+func TestFieldsInto(t *testing.T) {
+	for _, in := range []string{"", "  ", "a", " S 1  2\t3\n4 ", "x\vy\fz\rw", strings.Repeat("f ", 50)} {
+		var dst [37]string
+		got := fieldsInto(dst[:], in)
+		want := strings.Fields(in)
+		if len(want) > len(dst) {
+			want = want[:len(dst)]
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("fieldsInto(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

@@ -64,6 +64,13 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 		opt.StopWait = DefaultStopWait
 	}
 	c := &capturer{p: p, opt: opt, check: check, seen: map[int]bool{}}
+	if opt.Cache == nil {
+		// A one-shot capture keeps a thread's files open only while it
+		// reads them (the two schedstat reads share one open), and lets
+		// them go when done with the thread.
+		c.opt.Cache, c.oneShot = procmaps.NewTaskCache(), true
+		defer c.opt.Cache.Close()
+	}
 	if r := opt.Reuse; r != nil && r.PID == pid {
 		c.prev = make(map[int]*Thread, len(r.Threads))
 		for i := range r.Threads {
@@ -79,7 +86,7 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	defer tracers.mu.Unlock()
 	c.run()
 	c.leftovers()
-	if opt.Cache != nil {
+	if !c.oneShot {
 		live := make(map[int]bool, len(p.Threads))
 		for _, th := range p.Threads {
 			live[th.TID] = true
@@ -88,6 +95,14 @@ func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	}
 	p.WallNS = time.Since(start).Nanoseconds()
 	return p, nil
+}
+
+// forget closes a thread's /proc files once a one-shot capture is done
+// reading them.
+func (c *capturer) forget(tid int) {
+	if c.oneShot {
+		c.opt.Cache.Forget(c.p.PID, tid)
+	}
 }
 
 // reuseIdentity starts a sampler's next tick from its last capture r:
@@ -186,6 +201,7 @@ type capturer struct {
 	t        *tracer
 	seen     map[int]bool
 	noTrace  bool
+	oneShot  bool            // opt.Cache is this capture's own: see forget
 	prev     map[int]*Thread // the previous capture's threads (Options.Reuse)
 	// timeouts counts threads that would not stop in this capture.
 	timeouts atomic.Int32
@@ -224,6 +240,7 @@ func (c *capturer) leftovers() {
 				continue
 			}
 			th, ok := c.pre(tid)
+			c.forget(tid)
 			if !ok {
 				continue
 			}

@@ -78,6 +78,7 @@ func (c *capturer) seizeAll(t *tracer) []*held {
 		}
 		for _, tid := range fresh {
 			th, ok := c.pre(tid)
+			c.forget(tid)
 			if !ok {
 				continue
 			}

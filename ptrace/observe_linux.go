@@ -137,6 +137,7 @@ const maxNoStopTries = 3
 // needs a ptrace stop (running, or its copy kept tearing); ok is false when
 // it is gone.
 func (c *capturer) observe(tid int) (th Thread, ok, done bool) {
+	defer c.forget(tid)
 	tryNoStop := c.opt.Mode != ModeStop || c.noTrace
 	for try := 0; try < maxNoStopTries; try++ {
 		// A thread that did not run between the two schedstat reads was in

@@ -38,6 +38,11 @@ type Options struct {
 	// process (the sandboxed parser) answers in one round trip, not one
 	// per thread.
 	CheckAll func(p *Process, ths []*Thread) []bool
+	// BeforeTrace, when set, is called before the capture's first ptrace
+	// call (a capture of blocked threads makes none): a command catches
+	// SIGINT there for a clean detach, which costs it a locked OS thread
+	// and hand-offs that a capture without a stop does not need.
+	BeforeTrace func()
 }
 
 // DefaultStopWait bounds the wait for one thread to reach its stop (on a

@@ -118,6 +118,9 @@ var tracers struct {
 // tracer returns the capture's tracer thread: the shared one, or a new one
 // once it has been abandoned. Only called with tracers.mu held.
 func (c *capturer) tracer() *tracer {
+	if c.t == nil && c.opt.BeforeTrace != nil {
+		c.opt.BeforeTrace()
+	}
 	if c.t == nil || c.t.abandoned.Load() {
 		if t := tracers.t; t != nil && !t.abandoned.Load() {
 			c.t = t

@@ -157,6 +157,12 @@ func (r *Resolver) thread(s *Space, th *ptrace.Thread) report.Thread {
 // then the logical frames of each physical frame fr (from Space.Unwind; ok
 // false when there were no registers to unwind from), appended to out.
 func (r *Resolver) Frames(s *Space, th *ptrace.Thread, fr []unwind.Frame, ok bool, out []report.Frame) []report.Frame {
+	// One allocation of about the size needed (inlined frames may add
+	// some) instead of a doubling per append: for thousands of threads
+	// that is megabytes of fresh memory to fault in.
+	if want := len(out) + len(th.KernelStack) + len(fr) + 1; cap(out) < want {
+		out = append(make([]report.Frame, 0, want), out...)
+	}
 	if r.opts.Kernel {
 		out = r.kernelFrames(th, out)
 	}

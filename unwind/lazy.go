@@ -41,6 +41,88 @@ type lazyCFI struct {
 
 	fullOnce sync.Once
 	full     *Table // the whole compiled table, for Rows
+
+	// When src is set, sec.data starts zeroed (fresh memory the kernel
+	// has not faulted in) and only the pages of the entries compiled are
+	// read into it: a dump needs a dozen of libc's thousands of FDEs.
+	src    io.ReaderAt // .eh_frame's bytes, from offset 0
+	filled []uint64    // a bit per page of sec.data read from src
+	srcErr bool        // a read failed: no more entries
+}
+
+const lazyPage = 4096
+
+// fill reads the pages of sec.data holding [off, off+n) (clamped to the
+// section) from src, once each; it reports false if a read failed. The
+// caller holds mu.
+func (l *lazyCFI) fill(off, n uint64) bool {
+	size := uint64(len(l.sec.data))
+	if l.src == nil || off >= size {
+		return !l.srcErr
+	}
+	end := size
+	if n < size-off {
+		end = off + n
+	}
+	for p := off / lazyPage; p*lazyPage < end && !l.srcErr; p++ {
+		if l.filled[p/64]&(1<<(p%64)) != 0 {
+			continue
+		}
+		b := l.sec.data[p*lazyPage : min((p+1)*lazyPage, size)]
+		if k, err := l.src.ReadAt(b, int64(p*lazyPage)); k != len(b) {
+			_ = err
+			l.srcErr = true
+			break
+		}
+		l.filled[p/64] |= 1 << (p % 64)
+	}
+	return !l.srcErr
+}
+
+// fillEntry reads the entry at off (its length words, then all of it) and,
+// for an FDE, its CIE: what builder.entry reads. The caller holds mu.
+func (l *lazyCFI) fillEntry(off uint64, withCIE bool) bool {
+	if !l.fill(off, 12) {
+		return false
+	}
+	d := l.sec.data
+	if off+4 > uint64(len(d)) {
+		return true // (builder.entry says what is wrong)
+	}
+	length, hdr := uint64(binary.LittleEndian.Uint32(d[off:])), uint64(4)
+	if length == 0xffffffff {
+		if off+12 > uint64(len(d)) {
+			return true
+		}
+		length, hdr = binary.LittleEndian.Uint64(d[off+4:]), 12
+	}
+	if length > uint64(len(d)) || !l.fill(off, hdr+length) {
+		return !l.srcErr
+	}
+	body := off + hdr
+	if !withCIE || length < 4 || body+4 > uint64(len(d)) {
+		return true
+	}
+	var id uint64
+	if hdr == 12 {
+		if length < 8 || body+8 > uint64(len(d)) {
+			return true
+		}
+		id = binary.LittleEndian.Uint64(d[body:])
+	} else {
+		id = uint64(binary.LittleEndian.Uint32(d[body:]))
+	}
+	if id == 0 || id > body {
+		return true
+	}
+	return l.fillEntry(body-id, false)
+}
+
+// fillAll reads the rest of sec.data (the whole table is compiled).
+func (l *lazyCFI) fillAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fill(0, uint64(len(l.sec.data)))
 }
 
 func (l *lazyCFI) entry(i int) (loc, fde uint64) {
@@ -89,6 +171,12 @@ func (l *lazyCFI) compileFDE(i int) *Table {
 		return nil
 	}
 	off := int(addr - l.sec.bases.section)
+	l.mu.Lock()
+	ok := l.fillEntry(uint64(off), true)
+	l.mu.Unlock()
+	if !ok {
+		return nil
+	}
 	b := newBuilder()
 	_, f, ok := b.entry(l.sec, off, make(map[int]*cie), func(int, string) {})
 	if !ok {
@@ -134,6 +222,7 @@ func (t *Table) compiled() *Table {
 		return t
 	}
 	l.fullOnce.Do(func() {
+		l.fillAll()
 		b := newBuilder()
 		err := contain.Do("unwind", func() error {
 			b.parseSection(l.sec, 0)
@@ -234,6 +323,20 @@ func loadLazy(ctx context.Context, binR io.ReaderAt, budget *safeelf.Budget) (*T
 			return nil, nil // unsorted: not searchable
 		}
 		prev = loc
+	}
+	if s := f.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS && s.Flags&elf.SHF_COMPRESSED == 0 {
+		// Read page by page as entries are compiled (lazyCFI.fill),
+		// within the same bounds and budget as a whole read.
+		if s.Offset > uint64(sf.Size) || s.FileSize > uint64(sf.Size)-s.Offset ||
+			s.FileSize > uint64(budget.SectionCap()) || budget.Take(int64(s.FileSize)) != nil {
+			return nil, nil
+		}
+		l.taken += int64(s.FileSize)
+		text, data := baseAddrs(f)
+		lz.sec = &frameSection{name: ".eh_frame", data: make([]byte, s.FileSize), isEH: true,
+			bases: ptrBases{section: s.Addr, text: text, data: data, deref: derefFunc(f)}}
+		lz.src, lz.filled = s.ReaderAt, make([]uint64, (s.FileSize+lazyPage*64-1)/(lazyPage*64))
+		return &Table{lazy: lz}, nil
 	}
 	sec, err := l.ehFrameSection(sf)
 	if err != nil || sec == nil {

@@ -2,6 +2,7 @@ package unwind
 
 import (
 	"debug/elf"
+	"math/bits"
 	"os"
 	"testing"
 )
@@ -165,5 +166,52 @@ func TestLazyConcurrent(t *testing.T) {
 		if bad := <-done; bad > 0 {
 			t.Errorf("%d lookups differ from the compiled table", bad)
 		}
+	}
+}
+
+// TestLazyReadsLittle: a lazy table reads .eh_frame page by page as FDEs
+// are compiled; one lookup in libc reads a few pages of it, and its row is
+// the compiled table's.
+func TestLazyReadsLittle(t *testing.T) {
+	needLinuxAmd64(t)
+	_, err := os.Stat(libcPath)
+	skipUnless(t, err == nil, libcPath+" is missing")
+	f, err := os.Open(libcPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lazy, err := LoadTableLazy(nil, f, nil)
+	if err != nil || !lazy.Lazy() {
+		t.Fatalf("lazy table: %v", err)
+	}
+	full, err := LoadTable(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := ef.Section(".text")
+	if text == nil {
+		t.Fatal("libc has no .text")
+	}
+	pc := text.Addr + text.Size/2
+	got, gok := lazy.Find(pc)
+	want, wok := full.Find(pc)
+	if gok != wok || gok && !sameRules(got, want) {
+		t.Errorf("row at %#x: lazy %v %+v, compiled %v %+v", pc, gok, got, wok, want)
+	}
+	l := lazy.lazy
+	if l.src == nil {
+		t.Fatal(".eh_frame was read whole")
+	}
+	pages, read := (len(l.sec.data)+lazyPage-1)/lazyPage, 0
+	for _, w := range l.filled {
+		read += bits.OnesCount64(w)
+	}
+	if read == 0 || read > 4 {
+		t.Errorf("%d of .eh_frame's %d pages read for one lookup", read, pages)
 	}
 }

@@ -18,7 +18,7 @@ func cmdDump(args []string) error {
 		return err
 	}
 	s := c.newSession(false)
-	s.CatchSignals()
+	s.CatchSignalsOnTrace()
 	defer s.Close()
 	procs, failed, err := s.Dump(c.pids)
 	if err != nil {

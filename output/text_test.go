@@ -1,0 +1,91 @@
+package output
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"stackshot/internal/term"
+	"stackshot/report"
+)
+
+// fmtFrameLine is the frame line as fmt prints it (what appendFrameLine
+// builds by hand).
+func fmtFrameLine(n int, f *report.Frame, o TextOptions) string {
+	var b strings.Builder
+	if f.Kind == "kernel" {
+		fmt.Fprintf(&b, "#%-3d ", n)
+		if f.PC != 0 {
+			fmt.Fprintf(&b, "0x%016x in ", f.PC)
+		}
+		if f.Function != "" {
+			b.WriteString(term.Escape(f.Function))
+			if f.HasOffset {
+				fmt.Fprintf(&b, "+0x%x", f.Offset)
+			}
+		} else {
+			b.WriteString("??")
+		}
+		b.WriteString(" [kernel]\n")
+		return b.String()
+	}
+	fmt.Fprintf(&b, "#%-3d 0x%016x in ", n, f.PC)
+	switch {
+	case f.SignalFrame:
+		b.WriteString("<signal handler called>")
+	case f.Function != "":
+		b.WriteString(term.Escape(f.Function))
+		if f.Inlined {
+			b.WriteString(" [inlined]")
+		}
+	default:
+		b.WriteString("??")
+	}
+	if o.Source && f.File != "" {
+		fmt.Fprintf(&b, " at %s", term.Escape(f.File))
+		if f.Line > 0 {
+			fmt.Fprintf(&b, ":%d", f.Line)
+		}
+	}
+	if f.HasModule {
+		fmt.Fprintf(&b, " (%s+0x%x)", term.Escape(filepath.Base(f.Module)), f.ModuleOffset)
+	} else if f.Module != "" {
+		fmt.Fprintf(&b, " (%s)", term.Escape(f.Module))
+	}
+	if f.BuildIDMismatch {
+		b.WriteString(" [build id mismatch]")
+	}
+	if f.ModuleMissing {
+		b.WriteString(" [module not found]")
+	}
+	if o.Verbose {
+		fmt.Fprintf(&b, " [%s]", f.Method)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// Every kind of frame line, every option: the same bytes as fmt's.
+func TestFrameLineAsFmt(t *testing.T) {
+	frames := []report.Frame{
+		{Kind: "kernel", PC: 0xffffffff81000130, Function: "entry_SYSCALL_64_after_hwframe", Offset: 0x76, HasOffset: true},
+		{Kind: "kernel", Function: "futex_wait"},
+		{Kind: "kernel"},
+		{Kind: "user", PC: 0x7fe38f0982ec, Function: "read", Module: "/lib/x86_64-linux-gnu/libc.so.6", ModuleOffset: 0xf82ec, HasModule: true, Method: "cfi"},
+		{Kind: "user", PC: 0, Function: "inl\x1b[31m", Inlined: true, File: "/src/a b.c", Line: 12, Module: "/tmp/x", ModuleOffset: 0, HasModule: true},
+		{Kind: "user", PC: ^uint64(0), SignalFrame: true, Module: "[vdso]", BuildIDMismatch: true, ModuleMissing: true, Method: "fp"},
+		{Kind: "user", PC: 0x1234, File: "f.go", Module: "memfd:jit (deleted)"},
+		{Kind: "user", PC: 1 << 60, Function: "main", File: "m.c", Line: 0},
+	}
+	for _, o := range []TextOptions{{}, {Source: true}, {Verbose: true}, {Source: true, Verbose: true}} {
+		for i := range frames {
+			for _, n := range []int{0, 7, 42, 999, 1000, 12345} {
+				want := fmtFrameLine(n, &frames[i], o)
+				if got := string(appendFrameLine([]byte("x"), n, &frames[i], o)); got != "x"+want {
+					t.Errorf("frame %d, #%d, %+v:\n got %q\nwant %q", i, n, o, got[1:], want)
+				}
+			}
+		}
+	}
+}
