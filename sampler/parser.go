@@ -23,9 +23,10 @@ type parser interface {
 	// prepare points the parser at the last capture before the next one
 	// (check then uses it).
 	prepare(last *ptrace.Process)
-	// check reports whether a thread captured without a stop unwinds
-	// completely (ptrace.CheckFunc).
-	check(p *ptrace.Process, th *ptrace.Thread) bool
+	// checks say whether threads captured without a stop unwind
+	// completely: one at a time (ptrace.CheckFunc), or all of a round's
+	// in one call (ptrace.Options.CheckAll); one of them is nil.
+	checks() (ptrace.CheckFunc, func(*ptrace.Process, []*ptrace.Thread) []bool)
 	// walk unwinds ths, threads of capture p, and calls each with each
 	// one's walk in turn (fr valid during the call only); why, when set,
 	// says why the walk could not be made (fr is then the PC alone).
@@ -62,6 +63,10 @@ func (ip *inProcess) images(p *ptrace.Process) {
 
 func (ip *inProcess) prepare(last *ptrace.Process) { ip.space.Update(last) }
 
+func (ip *inProcess) checks() (ptrace.CheckFunc, func(*ptrace.Process, []*ptrace.Thread) []bool) {
+	return ip.check, nil
+}
+
 func (ip *inProcess) check(p *ptrace.Process, th *ptrace.Thread) bool {
 	ip.images(p)
 	ip.space.Update(p)
@@ -89,14 +94,13 @@ func (ip *inProcess) frames(th *ptrace.Thread, fr []unwind.Frame, ok bool) []rep
 type boxed struct {
 	child  *sandbox.Child
 	w      *sandbox.Walker
-	chk    ptrace.CheckFunc
 	res    *resolve.Resolver // kernel frames only: the kernel named them
 	warn   func(string)
 	warned bool
 }
 
 func newBoxed(child *sandbox.Child, res *resolve.Resolver, warn func(string)) *boxed {
-	return &boxed{child: child, w: child.Walker(), chk: child.Check(), res: res, warn: warn}
+	return &boxed{child: child, w: child.Walker(), res: res, warn: warn}
 }
 
 func (b *boxed) warm(p *ptrace.Process) {
@@ -117,7 +121,10 @@ func (b *boxed) images(p *ptrace.Process) {
 
 func (b *boxed) prepare(*ptrace.Process) {}
 
-func (b *boxed) check(p *ptrace.Process, th *ptrace.Thread) bool { return b.chk(p, th) }
+// checks: a tick's threads are checked in the child in one round trip.
+func (b *boxed) checks() (ptrace.CheckFunc, func(*ptrace.Process, []*ptrace.Thread) []bool) {
+	return nil, b.child.CheckAll()
+}
 
 func (b *boxed) walk(p *ptrace.Process, ths []*ptrace.Thread, each func(int, []unwind.Frame, unwind.StopReason, bool, string)) {
 	ws, err := b.w.Walk(p, ths)

@@ -436,7 +436,9 @@ func (s *Sampler) sample(t *target, cover int) bool {
 		t.mapsAt, t.stale = time.Now(), false
 	}
 	t.parse.prepare(t.last)
-	p, err := ptrace.Capture(t.pid, opt, t.parse.check)
+	check, checkAll := t.parse.checks()
+	opt.CheckAll = checkAll
+	p, err := ptrace.Capture(t.pid, opt, check)
 	if err != nil && s.cancelled() {
 		return true // not gone: the run ends on this tick
 	}

@@ -73,12 +73,11 @@ func DefaultDir() string {
 }
 
 // Default opens the cache where DefaultDir says, creating it; nil and no
-// error when off (--no-cache), when STACKSHOT_NO_CACHE=1 or when no
-// directory can be named. An error
-// means the directory is not safe to use (the caller warns once and goes
-// on without a cache).
-func Default(off bool) (*Cache, error) {
-	if off || os.Getenv(EnvNoCache) == "1" {
+// error when STACKSHOT_NO_CACHE=1 or when no directory can be named. An
+// error means the directory is not safe to use (the caller warns once and
+// goes on without a cache).
+func Default() (*Cache, error) {
+	if os.Getenv(EnvNoCache) == "1" {
 		return nil, nil
 	}
 	d := DefaultDir()
@@ -95,9 +94,9 @@ var (
 
 // Shared is Default opened once per process (for each directory): the
 // symbolizer and the sandboxed children's namespaces share it, and its
-// error is said once, through warn, unless quiet.
+// error is said once, through warn, unless quiet. off (--no-cache): nil.
 func Shared(off, quiet bool, warn func(string)) *Cache {
-	if off || os.Getenv(EnvNoCache) == "1" {
+	if off {
 		return nil
 	}
 	sharedMu.Lock()
@@ -106,7 +105,7 @@ func Shared(off, quiet bool, warn func(string)) *Cache {
 	if c, ok := shared[d]; ok {
 		return c
 	}
-	c, err := Default(false)
+	c, err := Default()
 	if err != nil && !quiet {
 		warn(err.Error())
 	}
