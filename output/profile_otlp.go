@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"stackshot/internal/otlppb"
@@ -88,6 +89,9 @@ func ToOTLP(p *Profile, o OTLPOptions) (*otlppb.ProfilesData, error) {
 			op.Samples = append(op.Samples, otlppb.Sample{Stack: stack, Values: s.Value[k : k+1], Attributes: attrs})
 		}
 	}
+	// The resources' attribute strings go into the string table, as
+	// the Collector's encoder puts them (and reads them back).
+	pd.InternResources(b.str)
 	if err := pd.Check(); err != nil {
 		return nil, err
 	}
@@ -99,6 +103,9 @@ func ToOTLP(p *Profile, o OTLPOptions) (*otlppb.ProfilesData, error) {
 // pprof ID and the build id of each mapped file.
 func (b *otlpBuilder) dictionary(pp *pprofpb.Profile) (locIdx map[uint64]int32, exeBuildID map[string]string) {
 	d := b.dict
+	d.Mappings = slices.Grow(d.Mappings, len(pp.Mapping))
+	d.Functions = slices.Grow(d.Functions, len(pp.Function))
+	d.Locations = slices.Grow(d.Locations, len(pp.Location))
 	mapIdx := make(map[uint64]int32, len(pp.Mapping))
 	exeBuildID = map[string]string{}
 	for _, m := range pp.Mapping {
@@ -117,8 +124,15 @@ func (b *otlpBuilder) dictionary(pp *pprofpb.Profile) (locIdx map[uint64]int32, 
 			Filename: b.str(f.Filename), StartLine: f.StartLine})
 	}
 	locIdx = make(map[uint64]int32, len(pp.Location))
+	// The locations' lines share one array.
+	n := 0
 	for _, l := range pp.Location {
-		ol := otlppb.Location{Address: l.Address, Lines: make([]otlppb.Line, len(l.Line))}
+		n += len(l.Line)
+	}
+	lines := make([]otlppb.Line, n)
+	for _, l := range pp.Location {
+		ol := otlppb.Location{Address: l.Address, Lines: lines[:len(l.Line):len(l.Line)]}
+		lines = lines[len(l.Line):]
 		if l.Mapping != nil {
 			ol.Mapping = mapIdx[l.Mapping.ID]
 		}

@@ -43,157 +43,201 @@ const (
 	stackLocations = 1
 
 	// KeyValueAndUnit, KeyValue and AnyValue.
-	kvuKey, kvuValue, kvuUnit = 1, 2, 3
-	kvKey, kvValue            = 1, 2
-	anyString, anyInt         = 1, 3
+	kvuKey, kvuValue, kvuUnit         = 1, 2, 3
+	kvKey, kvValue, kvKeyIndex        = 1, 2, 3
+	anyString, anyInt, anyStringIndex = 1, 3, 8
 )
 
 // Encode is p's protobuf encoding as an ExportProfilesServiceRequest
 // (uncompressed).
 func (p *ProfilesData) Encode() []byte {
-	var e encoder
-	out := make([]byte, 0, 4096)
+	e := encoder{b: make([]byte, 0, p.sizeHint())}
 	for _, rp := range p.ResourceProfiles {
-		out = appendBytes(out, reqResourceProfiles, e.resourceProfiles(rp))
+		at := e.open(reqResourceProfiles)
+		e.resourceProfiles(rp)
+		e.close(at)
 	}
-	return appendBytes(out, reqDictionary, e.dictionary(&p.Dictionary))
+	at := e.open(reqDictionary)
+	e.dictionary(&p.Dictionary)
+	e.close(at)
+	return e.b
 }
 
-// encoder keeps one scratch buffer per nesting depth, so that a message
-// is encoded into its buffer and then copied behind its length by its
-// parent, without allocating per message.
+// sizeHint guesses the encoding's size from its biggest parts, so that
+// the buffer seldom grows.
+func (p *ProfilesData) sizeHint() int {
+	d := &p.Dictionary
+	n := 64 + 16*len(d.Locations) + 8*len(d.Functions) + 8*len(d.Stacks) + 8*len(d.Attributes) + 24*len(d.Mappings)
+	for _, s := range d.Strings {
+		n += 2 + len(s)
+	}
+	for _, st := range d.Stacks {
+		n += 2 * len(st.Locations)
+	}
+	for _, rp := range p.ResourceProfiles {
+		for _, sp := range rp.ScopeProfiles {
+			for _, pr := range sp.Profiles {
+				n += 64 + 16*len(pr.Samples)
+			}
+		}
+	}
+	return n
+}
+
+// encoder writes a message into one buffer: a nested message is written
+// in place behind room for the longest length it can have (open), and
+// moved back over the room its length did not take (close).
 type encoder struct {
-	res, scope, prof, sample, dict, entry, line []byte
+	b []byte
 }
 
-func (e *encoder) resourceProfiles(rp *ResourceProfiles) []byte {
-	// Resource { repeated KeyValue attributes = 1; }, built in the
-	// scope's buffer (free until the scopes are encoded).
-	res := e.scope[:0]
+// lenRoom is the room left for a length: 5 varint bytes hold any length
+// below 32 GiB (protobuf messages stay below 2 GiB).
+const lenRoom = 5
+
+// open starts a length-delimited field and returns where its content
+// starts, for close.
+func (e *encoder) open(field int) int {
+	e.b = appendVarint(e.b, uint64(field)<<3|2)
+	e.b = append(e.b, make([]byte, lenRoom)...)
+	return len(e.b)
+}
+
+// close ends the field open started at at: writes its length and moves
+// its content behind it.
+func (e *encoder) close(at int) {
+	n := len(e.b) - at
+	l := appendVarint(e.b[at-lenRoom:at-lenRoom], uint64(n))
+	copy(e.b[at-lenRoom+len(l):], e.b[at:])
+	e.b = e.b[:at-lenRoom+len(l)+n]
+}
+
+func (e *encoder) resourceProfiles(rp *ResourceProfiles) {
+	// Resource { repeated KeyValue attributes = 1; }
+	at := e.open(rpResource)
 	for _, kv := range rp.Resource {
-		e.entry = appendKeyValue(e.entry[:0], kv)
-		res = appendBytes(res, resourceAttributes, e.entry)
+		a := e.open(resourceAttributes)
+		e.b = appendKeyValue(e.b, kv)
+		e.close(a)
 	}
-	e.scope = res
-	b := appendBytes(e.res[:0], rpResource, res)
+	e.close(at)
 	for _, sp := range rp.ScopeProfiles {
-		b = appendBytes(b, rpScopeProfiles, e.scopeProfiles(sp))
+		at := e.open(rpScopeProfiles)
+		e.scopeProfiles(sp)
+		e.close(at)
 	}
-	e.res = b
-	return b
 }
 
-func (e *encoder) scopeProfiles(sp *ScopeProfiles) []byte {
-	b := e.scope[:0]
-	e.entry = appendString(appendString(e.entry[:0], scopeName, sp.Name), scopeVersion, sp.Version)
-	b = appendBytes(b, spScope, e.entry)
+func (e *encoder) scopeProfiles(sp *ScopeProfiles) {
+	at := e.open(spScope)
+	e.b = appendString(appendString(e.b, scopeName, sp.Name), scopeVersion, sp.Version)
+	e.close(at)
 	for _, pr := range sp.Profiles {
-		b = appendBytes(b, spProfiles, e.profile(pr))
+		at := e.open(spProfiles)
+		e.profile(pr)
+		e.close(at)
 	}
-	e.scope = b
-	return b
 }
 
-func (e *encoder) profile(pr *Profile) []byte {
-	b := appendBytes(e.prof[:0], profSampleType, appendValueType(e.entry[:0], pr.SampleType))
+func (e *encoder) profile(pr *Profile) {
+	e.valueType(profSampleType, pr.SampleType)
 	for i := range pr.Samples {
 		s := &pr.Samples[i]
-		m := appendVarintField(e.sample[:0], sampleStack, uint64(s.Stack))
-		m = appendPackedInt32s(m, sampleAttributes, s.Attributes)
-		m = appendPackedInt64s(m, sampleValues, s.Values)
-		e.sample = m
-		b = appendBytes(b, profSamples, m)
+		at := e.open(profSamples)
+		b := appendVarintField(e.b, sampleStack, uint64(s.Stack))
+		b = appendPackedInt32s(b, sampleAttributes, s.Attributes)
+		e.b = appendPackedInt64s(b, sampleValues, s.Values)
+		e.close(at)
 	}
+	b := e.b
 	if pr.TimeUnixNano != 0 {
 		b = appendVarint(b, profTime<<3|1)
 		b = binary.LittleEndian.AppendUint64(b, pr.TimeUnixNano)
 	}
-	b = appendVarintField(b, profDuration, pr.DurationNano)
-	b = appendBytes(b, profPeriodType, appendValueType(e.entry[:0], pr.PeriodType))
-	b = appendVarintField(b, profPeriod, uint64(pr.Period))
+	e.b = appendVarintField(b, profDuration, pr.DurationNano)
+	e.valueType(profPeriodType, pr.PeriodType)
+	b = appendVarintField(e.b, profPeriod, uint64(pr.Period))
 	if pr.ProfileID != ([16]byte{}) {
 		b = appendBytes(b, profID, pr.ProfileID[:])
 	}
-	b = appendPackedInt32s(b, profAttributes, pr.Attributes)
-	e.prof = b
-	return b
+	e.b = appendPackedInt32s(b, profAttributes, pr.Attributes)
 }
 
-func (e *encoder) dictionary(d *Dictionary) []byte {
-	b := e.dict[:0]
+func (e *encoder) valueType(field int, vt ValueType) {
+	at := e.open(field)
+	e.b = appendVarintField(e.b, valueTypeType, uint64(vt.Type))
+	e.b = appendVarintField(e.b, valueTypeUnit, uint64(vt.Unit))
+	e.close(at)
+}
+
+func (e *encoder) dictionary(d *Dictionary) {
 	for i := range d.Mappings {
 		m := &d.Mappings[i]
-		x := appendVarintField(e.entry[:0], mappingStart, m.MemoryStart)
-		x = appendVarintField(x, mappingLimit, m.MemoryLimit)
-		x = appendVarintField(x, mappingOffset, m.FileOffset)
-		x = appendVarintField(x, mappingFilename, uint64(m.Filename))
-		x = appendPackedInt32s(x, mappingAttributes, m.Attributes)
-		e.entry = x
-		b = appendBytes(b, dictMapping, x)
+		at := e.open(dictMapping)
+		b := appendVarintField(e.b, mappingStart, m.MemoryStart)
+		b = appendVarintField(b, mappingLimit, m.MemoryLimit)
+		b = appendVarintField(b, mappingOffset, m.FileOffset)
+		b = appendVarintField(b, mappingFilename, uint64(m.Filename))
+		e.b = appendPackedInt32s(b, mappingAttributes, m.Attributes)
+		e.close(at)
 	}
 	for i := range d.Locations {
 		l := &d.Locations[i]
-		x := appendVarintField(e.entry[:0], locationMapping, uint64(l.Mapping))
-		x = appendVarintField(x, locationAddress, l.Address)
+		at := e.open(dictLocation)
+		e.b = appendVarintField(e.b, locationMapping, uint64(l.Mapping))
+		e.b = appendVarintField(e.b, locationAddress, l.Address)
 		for _, ln := range l.Lines {
-			y := appendVarintField(e.line[:0], lineFunction, uint64(ln.Function))
-			y = appendVarintField(y, lineLine, uint64(ln.Line))
-			y = appendVarintField(y, lineColumn, uint64(ln.Column))
-			e.line = y
-			x = appendBytes(x, locationLines, y)
+			a := e.open(locationLines)
+			b := appendVarintField(e.b, lineFunction, uint64(ln.Function))
+			b = appendVarintField(b, lineLine, uint64(ln.Line))
+			e.b = appendVarintField(b, lineColumn, uint64(ln.Column))
+			e.close(a)
 		}
-		x = appendPackedInt32s(x, locationAttributes, l.Attributes)
-		e.entry = x
-		b = appendBytes(b, dictLocation, x)
+		e.b = appendPackedInt32s(e.b, locationAttributes, l.Attributes)
+		e.close(at)
 	}
 	for i := range d.Functions {
 		f := &d.Functions[i]
-		x := appendVarintField(e.entry[:0], functionName, uint64(f.Name))
-		x = appendVarintField(x, functionSystemName, uint64(f.SystemName))
-		x = appendVarintField(x, functionFilename, uint64(f.Filename))
-		x = appendVarintField(x, functionStartLine, uint64(f.StartLine))
-		e.entry = x
-		b = appendBytes(b, dictFunction, x)
+		at := e.open(dictFunction)
+		b := appendVarintField(e.b, functionName, uint64(f.Name))
+		b = appendVarintField(b, functionSystemName, uint64(f.SystemName))
+		b = appendVarintField(b, functionFilename, uint64(f.Filename))
+		e.b = appendVarintField(b, functionStartLine, uint64(f.StartLine))
+		e.close(at)
 	}
 	for i := range d.Links {
 		l := &d.Links[i]
-		x := e.entry[:0]
+		at := e.open(dictLink)
 		if l.TraceID != ([16]byte{}) {
-			x = appendBytes(x, linkTraceID, l.TraceID[:])
+			e.b = appendBytes(e.b, linkTraceID, l.TraceID[:])
 		}
 		if l.SpanID != ([8]byte{}) {
-			x = appendBytes(x, linkSpanID, l.SpanID[:])
+			e.b = appendBytes(e.b, linkSpanID, l.SpanID[:])
 		}
-		e.entry = x
-		b = appendBytes(b, dictLink, x)
+		e.close(at)
 	}
 	for _, s := range d.Strings {
-		b = appendString(appendVarint(b, dictString<<3|2), 0, s)
+		e.b = appendString(appendVarint(e.b, dictString<<3|2), 0, s)
 	}
 	for i := range d.Attributes {
 		a := &d.Attributes[i]
-		x := appendVarintField(e.entry[:0], kvuKey, uint64(a.Key))
-		x = appendValueField(x, kvuValue, a.Value)
-		x = appendVarintField(x, kvuUnit, uint64(a.Unit))
-		e.entry = x
-		b = appendBytes(b, dictAttribute, x)
+		at := e.open(dictAttribute)
+		b := appendVarintField(e.b, kvuKey, uint64(a.Key))
+		b = appendValueField(b, kvuValue, a.Value)
+		e.b = appendVarintField(b, kvuUnit, uint64(a.Unit))
+		e.close(at)
 	}
 	for i := range d.Stacks {
-		e.entry = appendPackedInt32s(e.entry[:0], stackLocations, d.Stacks[i].Locations)
-		b = appendBytes(b, dictStack, e.entry)
+		at := e.open(dictStack)
+		e.b = appendPackedInt32s(e.b, stackLocations, d.Stacks[i].Locations)
+		e.close(at)
 	}
-	e.dict = b
-	return b
-}
-
-func appendValueType(b []byte, vt ValueType) []byte {
-	b = appendVarintField(b, valueTypeType, uint64(vt.Type))
-	return appendVarintField(b, valueTypeUnit, uint64(vt.Unit))
 }
 
 // appendKeyValue appends the fields of a KeyValue.
 func appendKeyValue(b []byte, kv KeyValue) []byte {
-	return appendValueField(appendString(b, kvKey, kv.Key), kvValue, kv.Value)
+	b = appendValueField(appendString(b, kvKey, kv.Key), kvValue, kv.Value)
+	return appendVarintField(b, kvKeyIndex, uint64(kv.KeyIndex))
 }
 
 // appendValueField appends an AnyValue field, its length computed ahead
@@ -203,7 +247,7 @@ func appendValueField(b []byte, field int, v Value) []byte {
 	switch v.Kind {
 	case String:
 		n = 1 + varintLen(uint64(len(v.Str))) + len(v.Str)
-	case Int:
+	case Int, StringIndex:
 		n = 1 + varintLen(uint64(v.Int))
 	}
 	b = appendVarint(b, uint64(field)<<3|2)
@@ -220,6 +264,8 @@ func appendValue(b []byte, v Value) []byte {
 		// An int64 of 0 is still a value (a oneof member is written
 		// even when zero).
 		return appendVarint(appendVarint(b, anyInt<<3), uint64(v.Int))
+	case StringIndex:
+		return appendVarint(appendVarint(b, anyStringIndex<<3), uint64(int32(v.Int)))
 	}
 	return b
 }

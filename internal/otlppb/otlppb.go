@@ -78,12 +78,12 @@ type Attribute struct {
 	Unit  int32 // string index; 0: none
 }
 
-// Value is an attribute's value: a string or an int64 (the AnyValue kinds
-// stackshot writes). The zero Value is an empty one.
+// Value is an attribute's value: a string, a string index or an int64 (the
+// AnyValue kinds stackshot writes). The zero Value is an empty one.
 type Value struct {
 	Kind ValueKind
 	Str  string
-	Int  int64
+	Int  int64 // the int, or the string index
 }
 
 // ValueKind says which of Value's fields holds the value.
@@ -94,10 +94,14 @@ const (
 	Empty ValueKind = iota
 	String
 	Int
+	StringIndex // a string of the dictionary's table
 )
 
-// StringValue and IntValue make a Value.
+// StringValue makes a string Value.
 func StringValue(s string) Value { return Value{Kind: String, Str: s} }
+
+// StringIndexValue makes a Value that is the string table's string i.
+func StringIndexValue(i int32) Value { return Value{Kind: StringIndex, Int: int64(i)} }
 
 // IntValue makes an int64 Value.
 func IntValue(i int64) Value { return Value{Kind: Int, Int: i} }
@@ -107,10 +111,30 @@ type Stack struct {
 	Locations []int32
 }
 
-// KeyValue is a resource's attribute, with its key in full.
+// KeyValue is a resource's attribute: its key in full, or as an index
+// into the dictionary's string table (KeyIndex, when Key is empty).
 type KeyValue struct {
-	Key   string
-	Value Value
+	Key      string
+	KeyIndex int32
+	Value    Value
+}
+
+// InternResources moves the keys and string values of the resources'
+// attributes into the string table, as the Collector's own encoder does
+// before it writes a request: each becomes the index of its string, found
+// by index (the caller's map of the table, kept up to date) or appended.
+func (p *ProfilesData) InternResources(index func(string) int32) {
+	for _, rp := range p.ResourceProfiles {
+		for i := range rp.Resource {
+			kv := &rp.Resource[i]
+			if kv.Key != "" {
+				kv.KeyIndex, kv.Key = index(kv.Key), ""
+			}
+			if kv.Value.Kind == String {
+				kv.Value = StringIndexValue(index(kv.Value.Str))
+			}
+		}
+	}
 }
 
 // ResourceProfiles is one resource (a process) and its scopes.
@@ -204,6 +228,12 @@ func (p *ProfilesData) Check() error {
 		}
 	}
 	for _, rp := range p.ResourceProfiles {
+		for _, kv := range rp.Resource {
+			add(str("resource attribute key", kv.KeyIndex))
+			if kv.Value.Kind == StringIndex {
+				add(idx("resource attribute value", int32(kv.Value.Int), len(d.Strings)))
+			}
+		}
 		for _, sp := range rp.ScopeProfiles {
 			for _, pr := range sp.Profiles {
 				add(str("sample type", pr.SampleType.Type))
