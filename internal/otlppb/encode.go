@@ -265,7 +265,7 @@ func appendValue(b []byte, v Value) []byte {
 		// even when zero).
 		return appendVarint(appendVarint(b, anyInt<<3), uint64(v.Int))
 	case StringIndex:
-		return appendVarint(appendVarint(b, anyStringIndex<<3), uint64(int32(v.Int)))
+		return appendVarint(appendVarint(b, anyStringIndex<<3), uint64(v.Int))
 	}
 	return b
 }
