@@ -20,15 +20,17 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"stackshot/internal/otlppb"
 )
 
 // body returns a request body carrying one profile marked n.
 func body(t testing.TB, n int64) []byte {
 	t.Helper()
-	pd := pprofile.NewProfiles()
-	rp := pd.ResourceProfiles().AppendEmpty()
-	rp.Resource().Attributes().PutInt("n", n)
-	rp.ScopeProfiles().AppendEmpty().Profiles().AppendEmpty()
+	pd := &otlppb.ProfilesData{ResourceProfiles: []*otlppb.ResourceProfiles{{
+		Resource:      []otlppb.KeyValue{{Key: "n", Value: otlppb.IntValue(n)}},
+		ScopeProfiles: []*otlppb.ScopeProfiles{{Profiles: []*otlppb.Profile{{}}}},
+	}}}
 	b, err := Encode(pd)
 	if err != nil {
 		t.Fatal(err)

@@ -4,22 +4,15 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
-	"fmt"
 
-	"go.opentelemetry.io/collector/pdata/pprofile"
+	"stackshot/internal/otlppb"
 )
 
 // Encode returns the request body that carries pd: an
-// ExportProfilesServiceRequest, gzipped. The request message has the same
-// fields as ProfilesData (resource_profiles = 1, dictionary = 2), so
-// pdata's own marshaler writes it; the gzip is what goes on the wire and
-// into the spool as it is.
-func Encode(pd pprofile.Profiles) ([]byte, error) {
-	var m pprofile.ProtoMarshaler
-	raw, err := m.MarshalProfiles(pd)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the OTLP profile (%v)", err)
-	}
+// ExportProfilesServiceRequest, gzipped; the gzip is what goes on the wire
+// and into the spool as it is.
+func Encode(pd *otlppb.ProfilesData) ([]byte, error) {
+	raw := pd.Encode()
 	var buf bytes.Buffer
 	buf.Grow(len(raw)/4 + 64)
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)

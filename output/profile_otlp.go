@@ -3,14 +3,11 @@ package output
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
-	"strconv"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pprofile"
-
+	"stackshot/internal/otlppb"
 	"stackshot/internal/pprofpb"
 )
 
@@ -40,8 +37,8 @@ const (
 	otlpLabelPID    = "pid"
 )
 
-// ToOTLP converts p to OTLP profiles data, built with the Collector's own
-// pdata package.
+// ToOTLP converts p to OTLP profiles data (the request a Collector
+// receives; its Encode writes it).
 //
 // The samples, locations, functions and mappings are the ones WritePprof
 // writes (one derivation for both formats), moved into the OTLP dictionary:
@@ -53,26 +50,25 @@ const (
 // sample type (samples/count, cpu/nanoseconds) becomes one profile of the
 // resource, with pprof's period, start time and duration. Samples carry
 // thread.name and thread.id; other pprof labels keep their names.
-func ToOTLP(p *Profile, o OTLPOptions) (pprofile.Profiles, error) {
+func ToOTLP(p *Profile, o OTLPOptions) (*otlppb.ProfilesData, error) {
 	pp, err := toPprof(p)
 	if err != nil {
-		return pprofile.Profiles{}, err
+		return nil, err
 	}
-	pd := pprofile.NewProfiles()
-	b := &otlpBuilder{dict: pd.Dictionary(), strs: map[string]int32{}, attrs: map[string]int32{},
+	pd := &otlppb.ProfilesData{}
+	b := &otlpBuilder{dict: &pd.Dictionary, strs: map[string]int32{}, attrs: map[otlpAttrKey]int32{},
 		stacks: map[string]int32{}}
 	b.init()
 	locIdx, exeBuildID := b.dictionary(pp)
 	// One resource per process, in the recording's order; a sample of a
 	// process the recording does not list gets a resource of its own.
-	rs := &otlpResources{pd: pd, b: b, pp: pp, o: o, exeBuildID: exeBuildID, byPID: map[int64][]pprofile.Profile{}}
+	rs := &otlpResources{pd: pd, b: b, pp: pp, o: o, exeBuildID: exeBuildID, byPID: map[int64][]*otlppb.Profile{}}
 	for i := range p.Processes {
 		pr := &p.Processes[i]
 		if rs.byPID[int64(pr.PID)] == nil {
 			rs.add(int64(pr.PID), pr)
 		}
 	}
-	var attrs []int32
 	for _, s := range pp.Sample {
 		var pid int64
 		if v := s.NumLabel[otlpLabelPID]; len(v) == 1 {
@@ -83,16 +79,21 @@ func ToOTLP(p *Profile, o OTLPOptions) (pprofile.Profiles, error) {
 			profiles = rs.add(pid, nil)
 		}
 		stack := b.stack(s.Location, locIdx)
-		attrs = b.sampleAttrs(attrs[:0], s)
+		// The profiles of one sample share its attributes and its
+		// values' slice: the encoder only reads them.
+		attrs := b.sampleAttrs(nil, s)
 		for k, op := range profiles {
 			if k >= len(s.Value) || s.Value[k] == 0 {
 				continue
 			}
-			sm := op.Samples().AppendEmpty()
-			sm.SetStackIndex(stack)
-			sm.Values().Append(s.Value[k])
-			sm.AttributeIndices().Append(attrs...)
+			op.Samples = append(op.Samples, otlppb.Sample{Stack: stack, Values: s.Value[k : k+1], Attributes: attrs})
 		}
+	}
+	// The resources' attribute strings go into the string table, as
+	// the Collector's encoder puts them (and reads them back).
+	pd.InternResources(b.str)
+	if err := pd.Check(); err != nil {
+		return nil, err
 	}
 	return pd, nil
 }
@@ -101,46 +102,48 @@ func ToOTLP(p *Profile, o OTLPOptions) (pprofile.Profiles, error) {
 // locations) from the pprof form, and returns the locations' indexes by
 // pprof ID and the build id of each mapped file.
 func (b *otlpBuilder) dictionary(pp *pprofpb.Profile) (locIdx map[uint64]int32, exeBuildID map[string]string) {
-	// The dictionary: mappings, functions, locations (indexes by pprof ID).
+	d := b.dict
+	d.Mappings = slices.Grow(d.Mappings, len(pp.Mapping))
+	d.Functions = slices.Grow(d.Functions, len(pp.Function))
+	d.Locations = slices.Grow(d.Locations, len(pp.Location))
 	mapIdx := make(map[uint64]int32, len(pp.Mapping))
 	exeBuildID = map[string]string{}
 	for _, m := range pp.Mapping {
-		om := b.dict.MappingTable().AppendEmpty()
-		om.SetMemoryStart(m.Start)
-		om.SetMemoryLimit(m.Limit)
-		om.SetFileOffset(m.Offset)
-		om.SetFilenameStrindex(b.str(m.File))
+		om := otlppb.Mapping{MemoryStart: m.Start, MemoryLimit: m.Limit, FileOffset: m.Offset, Filename: b.str(m.File)}
 		if m.BuildID != "" {
-			om.AttributeIndices().Append(b.attr(attrExeBuildID, m.BuildID))
+			om.Attributes = []int32{b.attr(attrExeBuildID, otlppb.StringValue(m.BuildID))}
 			exeBuildID[m.File] = m.BuildID
 		}
-		mapIdx[m.ID] = int32(b.dict.MappingTable().Len() - 1)
+		mapIdx[m.ID] = int32(len(d.Mappings))
+		d.Mappings = append(d.Mappings, om)
 	}
 	fnIdx := make(map[uint64]int32, len(pp.Function))
 	for _, f := range pp.Function {
-		of := b.dict.FunctionTable().AppendEmpty()
-		of.SetNameStrindex(b.str(f.Name))
-		of.SetSystemNameStrindex(b.str(f.SystemName))
-		of.SetFilenameStrindex(b.str(f.Filename))
-		of.SetStartLine(f.StartLine)
-		fnIdx[f.ID] = int32(b.dict.FunctionTable().Len() - 1)
+		fnIdx[f.ID] = int32(len(d.Functions))
+		d.Functions = append(d.Functions, otlppb.Function{Name: b.str(f.Name), SystemName: b.str(f.SystemName),
+			Filename: b.str(f.Filename), StartLine: f.StartLine})
 	}
 	locIdx = make(map[uint64]int32, len(pp.Location))
+	// The locations' lines share one array.
+	n := 0
 	for _, l := range pp.Location {
-		ol := b.dict.LocationTable().AppendEmpty()
+		n += len(l.Line)
+	}
+	lines := make([]otlppb.Line, n)
+	for _, l := range pp.Location {
+		ol := otlppb.Location{Address: l.Address, Lines: lines[:len(l.Line):len(l.Line)]}
+		lines = lines[len(l.Line):]
 		if l.Mapping != nil {
-			ol.SetMappingIndex(mapIdx[l.Mapping.ID])
+			ol.Mapping = mapIdx[l.Mapping.ID]
 		}
-		ol.SetAddress(l.Address)
-		for _, ln := range l.Line {
-			oln := ol.Lines().AppendEmpty()
+		for i, ln := range l.Line {
 			if ln.Function != nil {
-				oln.SetFunctionIndex(fnIdx[ln.Function.ID])
+				ol.Lines[i].Function = fnIdx[ln.Function.ID]
 			}
-			oln.SetLine(ln.Line)
-			oln.SetColumn(ln.Column)
+			ol.Lines[i].Line, ol.Lines[i].Column = ln.Line, ln.Column
 		}
-		locIdx[l.ID] = int32(b.dict.LocationTable().Len() - 1)
+		locIdx[l.ID] = int32(len(d.Locations))
+		d.Locations = append(d.Locations, ol)
 	}
 	return locIdx, exeBuildID
 }
@@ -148,24 +151,25 @@ func (b *otlpBuilder) dictionary(pp *pprofpb.Profile) (locIdx map[uint64]int32, 
 // otlpResources holds one resource (and its profiles, one per sample
 // type) per process.
 type otlpResources struct {
-	pd         pprofile.Profiles
+	pd         *otlppb.ProfilesData
 	b          *otlpBuilder
 	pp         *pprofpb.Profile
 	o          OTLPOptions
 	exeBuildID map[string]string
-	byPID      map[int64][]pprofile.Profile
+	byPID      map[int64][]*otlppb.Profile
 }
 
 // add makes the resource of process pid (pr, when the recording lists it)
 // and its profiles.
-func (rs *otlpResources) add(pid int64, pr *ProfileProcess) []pprofile.Profile {
+func (rs *otlpResources) add(pid int64, pr *ProfileProcess) []*otlppb.Profile {
 	b, pp, o := rs.b, rs.pp, rs.o
-	rp := rs.pd.ResourceProfiles().AppendEmpty()
-	at := rp.Resource().Attributes()
+	rp := &otlppb.ResourceProfiles{}
+	rs.pd.ResourceProfiles = append(rs.pd.ResourceProfiles, rp)
+	put := func(k string, v otlppb.Value) { rp.Resource = append(rp.Resource, otlppb.KeyValue{Key: k, Value: v}) }
 	if o.Host != "" {
-		at.PutStr(attrHost, cleanText(o.Host, false))
+		put(attrHost, otlppb.StringValue(cleanText(o.Host, false)))
 	}
-	at.PutInt(attrPID, pid)
+	put(attrPID, otlppb.IntValue(pid))
 	service := o.Service
 	if pr != nil {
 		exe := cleanText(pr.Exe, false)
@@ -175,100 +179,87 @@ func (rs *otlpResources) add(pid int64, pr *ProfileProcess) []pprofile.Profile {
 		name := pr.Comm
 		if exe != "" {
 			name = filepath.Base(exe)
-			at.PutStr(attrExePath, exe)
+			put(attrExePath, otlppb.StringValue(exe))
 			if id := rs.exeBuildID[exe]; id != "" {
-				at.PutStr(attrExeBuildID, id)
-				at.PutStr(attrBuildID, id)
+				put(attrExeBuildID, otlppb.StringValue(id))
+				put(attrBuildID, otlppb.StringValue(id))
 			}
 		}
 		if name != "" {
-			at.PutStr(attrExeName, cleanText(name, false))
+			put(attrExeName, otlppb.StringValue(cleanText(name, false)))
 		}
 	}
 	if service == "" {
 		service = "unknown_service:stackshot"
 	}
-	at.PutStr(attrService, cleanText(service, false))
-	sp := rp.ScopeProfiles().AppendEmpty()
-	sp.Scope().SetName(otlpScopeName)
-	sp.Scope().SetVersion(o.Version)
-	var profiles []pprofile.Profile
+	put(attrService, otlppb.StringValue(cleanText(service, false)))
+	sp := &otlppb.ScopeProfiles{Name: otlpScopeName, Version: o.Version}
+	rp.ScopeProfiles = []*otlppb.ScopeProfiles{sp}
+	var profiles []*otlppb.Profile
 	for _, st := range pp.SampleType {
-		op := sp.Profiles().AppendEmpty()
-		var id pprofile.ProfileID
-		rand.Read(id[:])
-		op.SetProfileID(id)
-		op.SampleType().SetTypeStrindex(b.str(st.Type))
-		op.SampleType().SetUnitStrindex(b.str(st.Unit))
-		if pp.PeriodType != nil {
-			op.PeriodType().SetTypeStrindex(b.str(pp.PeriodType.Type))
-			op.PeriodType().SetUnitStrindex(b.str(pp.PeriodType.Unit))
+		op := &otlppb.Profile{
+			SampleType:   otlppb.ValueType{Type: b.str(st.Type), Unit: b.str(st.Unit)},
+			Period:       pp.Period,
+			TimeUnixNano: uint64(pp.TimeNanos),
+			DurationNano: uint64(pp.DurationNanos),
 		}
-		op.SetPeriod(pp.Period)
-		op.SetTime(pcommon.Timestamp(pp.TimeNanos))
-		op.SetDurationNano(uint64(pp.DurationNanos))
+		rand.Read(op.ProfileID[:])
+		if pp.PeriodType != nil {
+			op.PeriodType = otlppb.ValueType{Type: b.str(pp.PeriodType.Type), Unit: b.str(pp.PeriodType.Unit)}
+		}
+		sp.Profiles = append(sp.Profiles, op)
 		profiles = append(profiles, op)
 	}
 	rs.byPID[pid] = profiles
 	return profiles
 }
 
-// otlpBuilder fills an OTLP dictionary, each table indexed by a map (the
-// pdata helpers search linearly).
+// otlpBuilder fills an OTLP dictionary, each table indexed by a map.
 type otlpBuilder struct {
-	dict   pprofile.ProfilesDictionary
+	dict   *otlppb.Dictionary
 	strs   map[string]int32
-	attrs  map[string]int32
+	attrs  map[otlpAttrKey]int32
 	stacks map[string]int32
 	key    []byte
+}
+
+// otlpAttrKey is an attribute table entry's identity.
+type otlpAttrKey struct {
+	key string
+	val otlppb.Value
 }
 
 // init puts each table's zero entry at index 0, as OTLP requires (index 0
 // means "none").
 func (b *otlpBuilder) init() {
 	b.str("")
-	b.dict.MappingTable().AppendEmpty()
-	b.dict.LocationTable().AppendEmpty()
-	b.dict.FunctionTable().AppendEmpty()
-	b.dict.LinkTable().AppendEmpty()
-	b.dict.StackTable().AppendEmpty()
-	b.dict.AttributeTable().AppendEmpty()
+	d := b.dict
+	d.Mappings = append(d.Mappings, otlppb.Mapping{})
+	d.Locations = append(d.Locations, otlppb.Location{})
+	d.Functions = append(d.Functions, otlppb.Function{})
+	d.Links = append(d.Links, otlppb.Link{})
+	d.Stacks = append(d.Stacks, otlppb.Stack{})
+	d.Attributes = append(d.Attributes, otlppb.Attribute{})
 }
 
 func (b *otlpBuilder) str(s string) int32 {
 	if i, ok := b.strs[s]; ok {
 		return i
 	}
-	t := b.dict.StringTable()
-	t.Append(s)
-	i := int32(t.Len() - 1)
+	i := int32(len(b.dict.Strings))
+	b.dict.Strings = append(b.dict.Strings, s)
 	b.strs[s] = i
 	return i
 }
 
-// attr returns the index of a string or int64 attribute.
-func (b *otlpBuilder) attr(key string, v any) int32 {
-	var k string
-	switch v := v.(type) {
-	case string:
-		k = key + "\x00s" + v
-	case int64:
-		k = key + "\x00i" + strconv.FormatInt(v, 10)
-	default:
-		panic(fmt.Sprintf("otlp attribute %s of type %T", key, v))
-	}
+// attr returns the index of an attribute.
+func (b *otlpBuilder) attr(key string, v otlppb.Value) int32 {
+	k := otlpAttrKey{key, v}
 	if i, ok := b.attrs[k]; ok {
 		return i
 	}
-	kv := b.dict.AttributeTable().AppendEmpty()
-	kv.SetKeyStrindex(b.str(key))
-	switch v := v.(type) {
-	case string:
-		kv.Value().SetStr(v)
-	case int64:
-		kv.Value().SetInt(v)
-	}
-	i := int32(b.dict.AttributeTable().Len() - 1)
+	i := int32(len(b.dict.Attributes))
+	b.dict.Attributes = append(b.dict.Attributes, otlppb.Attribute{Key: b.str(key), Value: v})
 	b.attrs[k] = i
 	return i
 }
@@ -282,11 +273,12 @@ func (b *otlpBuilder) stack(locs []*pprofpb.Location, locIdx map[uint64]int32) i
 	if i, ok := b.stacks[string(k)]; ok {
 		return i
 	}
-	st := b.dict.StackTable().AppendEmpty()
-	for _, l := range locs {
-		st.LocationIndices().Append(locIdx[l.ID])
+	st := otlppb.Stack{Locations: make([]int32, len(locs))}
+	for j, l := range locs {
+		st.Locations[j] = locIdx[l.ID]
 	}
-	i := int32(b.dict.StackTable().Len() - 1)
+	i := int32(len(b.dict.Stacks))
+	b.dict.Stacks = append(b.dict.Stacks, st)
 	b.stacks[string(k)] = i
 	return i
 }
@@ -300,7 +292,7 @@ func (b *otlpBuilder) sampleAttrs(out []int32, s *pprofpb.Sample) []int32 {
 			if k == otlpLabelThread {
 				key = attrThreadName
 			}
-			out = append(out, b.attr(key, v))
+			out = append(out, b.attr(key, otlppb.StringValue(v)))
 		}
 	}
 	for _, k := range sortedKeys(s.NumLabel) {
@@ -312,12 +304,11 @@ func (b *otlpBuilder) sampleAttrs(out []int32, s *pprofpb.Sample) []int32 {
 			if k == otlpLabelTID {
 				key = attrThreadID
 			}
-			out = append(out, b.attr(key, v))
+			out = append(out, b.attr(key, otlppb.IntValue(v)))
 		}
 	}
 	return out
 }
-
 func sortedKeys[V any](m map[string]V) []string {
 	if len(m) == 1 {
 		for k := range m {

@@ -17,13 +17,8 @@ func otlpRoundTrip(t *testing.T, p *Profile, o OTLPOptions) pprofile.Profiles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m pprofile.ProtoMarshaler
-	b, err := m.MarshalProfiles(pd)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var u pprofile.ProtoUnmarshaler
-	got, err := u.UnmarshalProfiles(b)
+	got, err := u.UnmarshalProfiles(pd.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
