@@ -77,15 +77,13 @@ func (e *Exporter) Where(path string) string {
 }
 
 // Export sends prof within timeout (see Deliver), or spools it, and tells
-// say (nil: nothing) what became of it: with verbose, how long that took;
-// the spooled profiles sent on the way; the spool file an undelivered one
-// is kept in. The error (exit 1) is for a profile neither sent nor
+// say (nil: nothing) what became of it: the spooled profiles sent on the
+// way; the spool file an undelivered one is kept in. The error (exit 1) is for a profile neither sent nor
 // spooled. A nil Exporter exports nothing.
-func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, verbose bool, say func(string)) error {
+func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say func(string)) error {
 	if e == nil {
 		return nil
 	}
-	began := time.Now()
 	host, _ := os.Hostname()
 	pd, err := output.ToOTLP(prof, output.OTLPOptions{Host: host, Service: e.service, Version: e.version})
 	if err != nil {
@@ -103,9 +101,6 @@ func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, verbose b
 	}
 	if say == nil {
 		return nil
-	}
-	if verbose && out.Sent {
-		say(fmt.Sprintf("profile sent to %s in %.1f ms (%d bytes)", e.Sender.URL, float64(time.Since(began).Microseconds())/1000, len(body)))
 	}
 	if out.Flushed > 0 {
 		say(fmt.Sprintf("sent %d spooled profiles to %s", out.Flushed, e.Sender.URL))

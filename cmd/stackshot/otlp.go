@@ -53,10 +53,10 @@ func (o *otlpFlags) prepare(quiet bool) error {
 func (o *otlpFlags) where(path string) string { return o.exp.Where(path) }
 
 // deliver sends prof within timeout, or spools it.
-func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet, verbose bool) error {
+func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet bool) error {
 	var say func(string)
 	if !quiet {
 		say = cli.Say
 	}
-	return o.exp.Export(prof, timeout, verbose, say)
+	return o.exp.Export(prof, timeout, say)
 }

@@ -88,5 +88,5 @@ func cmdRecord(args []string) error {
 		output.WriteSummary(os.Stderr, prof, end.String(), where)
 	}
 	c.symbolizerNotes(s)
-	return c.otlp.deliver(prof, max(time.Until(deadline), time.Second), c.quiet, c.verbose)
+	return c.otlp.deliver(prof, max(time.Until(deadline), time.Second), c.quiet)
 }
