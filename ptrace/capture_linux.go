@@ -205,7 +205,7 @@ type capturer struct {
 	prev     map[int]*Thread // the previous capture's threads (Options.Reuse)
 	// timeouts counts threads that would not stop in this capture.
 	timeouts atomic.Int32
-	mapsMu   sync.Mutex // guards p.Maps and mapsAt: observers run in parallel
+	mapsMu   sync.RWMutex // guards p.Maps and mapsAt: observers and the check run in parallel
 	mapsAt   time.Time
 }
 
@@ -360,7 +360,7 @@ func (c *capturer) observeThenStop(tids []int) {
 		if !o.ok {
 			continue
 		}
-		if !o.done || (o.th.Method == MethodNoStop && !o.th.Torn && !o.th.Reused && c.needsStop(&o.th)) {
+		if !o.done || (o.th.Method == MethodNoStop && !o.th.Torn && !o.th.Reused && c.stopAfterAll(o)) {
 			if c.cancelled() {
 				return
 			}
