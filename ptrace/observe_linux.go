@@ -81,6 +81,10 @@ func (c *capturer) checkEarly() bool {
 	return c.opt.Mode == ModeAuto && !c.noTrace && c.opt.CheckAll == nil && c.check != nil
 }
 
+// checkBatch is how many observations may wait for the checker before an
+// observer yields to it.
+const checkBatch = 16
+
 // checker asks the check, one thread at a time in the order they arrive
 // on todo, about observations of out, until todo is closed; done is then
 // closed, after a panic of the check is put in *panicked (the caller
@@ -146,6 +150,12 @@ func (c *capturer) observeAll(tids []int) []observation {
 				out[i].th, out[i].ok, out[i].done = c.observe(tids[i])
 				if todo != nil && out[i].wantsCheck() {
 					todo <- i // (never blocks: room for every thread)
+					if len(todo) >= checkBatch {
+						// The checker waits for a free P, and the
+						// observers, busy in short system calls, give
+						// theirs up only when preempted: let it catch up.
+						runtime.Gosched()
+					}
 				}
 			}
 		}()
