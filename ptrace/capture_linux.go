@@ -349,6 +349,11 @@ func (c *capturer) stopEach(tids []int) {
 func (c *capturer) observeThenStop(tids []int) {
 	obs := c.observeAll(tids)
 	c.verdicts = c.checkAll(obs)
+	if n := len(c.p.Threads) + len(obs); n > cap(c.p.Threads) {
+		// One allocation for the round's threads, not a doubling series
+		// (a 512-thread Thread array is 130 KB of fresh pages).
+		c.p.Threads = append(make([]Thread, 0, n), c.p.Threads...)
+	}
 	for i := range obs {
 		if o := &obs[i]; o.ok && !o.done && c.opt.Mode != ModeNoStop && !c.noTrace {
 			c.tracer() // (before the first stop, as run does in the stop mode)
