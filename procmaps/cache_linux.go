@@ -3,6 +3,7 @@
 package procmaps
 
 import (
+	"strconv"
 	"sync"
 	"syscall"
 )
@@ -22,9 +23,15 @@ var taskFileNames = [numTaskFiles]string{"stat", "syscall", "schedstat", "stack"
 // reads the same files every tick, and a pread of an open file costs one
 // system call where open+read+close costs three. A nil *TaskCache reads
 // the files afresh every time.
+//
+// It also keeps each process's task directory open, and opens a thread's
+// files relative to it ("TID/stat"): the kernel then walks one directory
+// and one file per open instead of /proc, the pid and task as well (a
+// 512-thread dump opens 2,048 of these files).
 type TaskCache struct {
 	mu    sync.Mutex
 	tasks map[[2]int]*taskFiles
+	dirs  map[int]int // pid -> its open /proc/PID/task (-1: could not open)
 }
 
 type taskFiles struct {
@@ -33,26 +40,55 @@ type taskFiles struct {
 }
 
 // NewTaskCache returns an empty cache; Close releases it.
-func NewTaskCache() *TaskCache { return &TaskCache{tasks: map[[2]int]*taskFiles{}} }
+func NewTaskCache() *TaskCache {
+	return &TaskCache{tasks: map[[2]int]*taskFiles{}, dirs: map[int]int{}}
+}
 
-func (c *TaskCache) files(pid, tid int) *taskFiles {
+// files is a thread's open files, and its process's task directory (-1:
+// none, open by full path).
+func (c *TaskCache) files(pid, tid int) (tf *taskFiles, dir int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := [2]int{pid, tid}
-	tf := c.tasks[k]
+	tf = c.tasks[k]
 	if tf == nil {
 		tf = &taskFiles{fds: [numTaskFiles]int{-1, -1, -1, -1}}
 		c.tasks[k] = tf
 	}
-	return tf
+	dir, ok := c.dirs[pid]
+	if !ok {
+		dir = openDir(Proc + "/" + strconv.Itoa(pid) + "/task")
+		c.dirs[pid] = dir
+	}
+	return tf, dir
 }
+
+// openDir opens a directory only to open files relative to it (-1: it
+// could not be opened; the files are then opened by full path, which
+// says why they cannot be read).
+func openDir(path string) int {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC|oPath, 0)
+	for err == syscall.EINTR {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC|oPath, 0)
+	}
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// O_PATH and AT_FDCWD (the syscall package does not name them).
+const (
+	oPath   = 0x200000
+	atFDCWD = -100
+)
 
 // read preads one of a thread's files, opening it on first use. The
 // returned bytes are valid until the next read of the same thread.
 func (c *TaskCache) read(pid, tid, which int) ([]byte, error) {
-	tf := c.files(pid, tid)
+	tf, dir := c.files(pid, tid)
 	if tf.fds[which] < 0 {
-		fd, err := tf.open(pid, tid, which)
+		fd, err := tf.open(dir, pid, tid, which)
 		if err != nil {
 			if err == syscall.EMFILE || err == syscall.ENFILE {
 				return readFile(taskPath(pid, tid, taskFileNames[which]), nil) // out of descriptors: no caching
@@ -89,11 +125,18 @@ func (c *TaskCache) read(pid, tid, which int) ([]byte, error) {
 	}
 }
 
-func (tf *taskFiles) open(pid, tid, which int) (int, error) {
-	path := taskPath(pid, tid, taskFileNames[which])
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+// open opens one of a thread's files, relative to its task directory dir
+// when there is one.
+func (tf *taskFiles) open(dir, pid, tid, which int) (int, error) {
+	var path string
+	if dir >= 0 {
+		path = strconv.Itoa(tid) + "/" + taskFileNames[which]
+	} else {
+		dir, path = atFDCWD, taskPath(pid, tid, taskFileNames[which])
+	}
+	fd, err := syscall.Openat(dir, path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	for err == syscall.EINTR {
-		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err = syscall.Openat(dir, path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	}
 	return fd, err
 }
@@ -168,6 +211,19 @@ func (c *TaskCache) Retain(pid int, tids map[int]bool) {
 			delete(c.tasks, k)
 		}
 	}
+	if len(tids) == 0 {
+		c.closeDir(pid)
+	}
+}
+
+// closeDir closes pid's task directory (under c.mu).
+func (c *TaskCache) closeDir(pid int) {
+	if fd, ok := c.dirs[pid]; ok {
+		if fd >= 0 {
+			syscall.Close(fd)
+		}
+		delete(c.dirs, pid)
+	}
 }
 
 // Forget closes one thread's files: a one-shot capture is done with a
@@ -196,6 +252,9 @@ func (c *TaskCache) Close() {
 	for k, tf := range c.tasks {
 		tf.close()
 		delete(c.tasks, k)
+	}
+	for pid := range c.dirs {
+		c.closeDir(pid)
 	}
 }
 

@@ -17,7 +17,9 @@ func openFDs(t *testing.T) int {
 
 // A TaskCache reads a thread's files as the plain readers do, keeps them
 // open until Forget or Close, and reads after a failed read elsewhere
-// (which puts an empty buffer back in the shared pool).
+// (which puts an empty buffer back in the shared pool). The process's task
+// directory, which the files are opened relative to, stays open until
+// Close or a Retain of none of its threads.
 func TestTaskCache(t *testing.T) {
 	pid := os.Getpid()
 	before := openFDs(t)
@@ -40,12 +42,18 @@ func TestTaskCache(t *testing.T) {
 		if _, err := c.ReadSchedStat(pid, pid); err != nil {
 			t.Fatal(err)
 		}
-		if n := openFDs(t); n != before+2 { // stat, schedstat
-			t.Errorf("%d descriptors open, want %d", n, before+2)
+		if n := openFDs(t); n != before+3 { // task directory, stat, schedstat
+			t.Errorf("%d descriptors open, want %d", n, before+3)
 		}
 		c.Forget(pid, pid)
-		if n := openFDs(t); n != before {
-			t.Errorf("%d descriptors open after Forget, want %d", n, before)
+		if n := openFDs(t); n != before+1 {
+			t.Errorf("%d descriptors open after Forget, want %d (the task directory)", n, before+1)
+		}
+		if round == 1 {
+			c.Retain(pid, nil)
+			if n := openFDs(t); n != before {
+				t.Errorf("%d descriptors open after Retain of no thread, want %d", n, before)
+			}
 		}
 	}
 	if _, err := c.ReadStat(pid, 1<<30); err == nil {

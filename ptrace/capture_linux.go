@@ -205,7 +205,7 @@ type capturer struct {
 	prev     map[int]*Thread // the previous capture's threads (Options.Reuse)
 	// timeouts counts threads that would not stop in this capture.
 	timeouts atomic.Int32
-	mapsMu   sync.Mutex // guards p.Maps and mapsAt: observers run in parallel
+	mapsMu   sync.RWMutex // guards p.Maps and mapsAt: observers and the check run in parallel
 	mapsAt   time.Time
 }
 
@@ -349,6 +349,11 @@ func (c *capturer) stopEach(tids []int) {
 func (c *capturer) observeThenStop(tids []int) {
 	obs := c.observeAll(tids)
 	c.verdicts = c.checkAll(obs)
+	if n := len(c.p.Threads) + len(obs); n > cap(c.p.Threads) {
+		// One allocation for the round's threads, not a doubling series
+		// (a 512-thread Thread array is 130 KB of fresh pages).
+		c.p.Threads = append(make([]Thread, 0, n), c.p.Threads...)
+	}
 	for i := range obs {
 		if o := &obs[i]; o.ok && !o.done && c.opt.Mode != ModeNoStop && !c.noTrace {
 			c.tracer() // (before the first stop, as run does in the stop mode)
@@ -360,7 +365,7 @@ func (c *capturer) observeThenStop(tids []int) {
 		if !o.ok {
 			continue
 		}
-		if !o.done || (o.th.Method == MethodNoStop && !o.th.Torn && !o.th.Reused && c.needsStop(&o.th)) {
+		if !o.done || (o.th.Method == MethodNoStop && !o.th.Torn && !o.th.Reused && c.stopAfterAll(o)) {
 			if c.cancelled() {
 				return
 			}

@@ -5,6 +5,7 @@ package ptrace
 import (
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -200,5 +201,63 @@ func TestReadMemoryShortAtGuard(t *testing.T) {
 	n := ReadMemory(os.Getpid(), buf, m.End-4096)
 	if n != 4096 {
 		t.Errorf("read %d bytes across the end of [stack], want 4096", n)
+	}
+}
+
+// With many threads the check is asked beside the observers: once for
+// each clean no-stop copy, and its answer still decides, thread by
+// thread, which are stopped; the threads stay in task order. A check
+// that panics makes Capture panic, with no thread left stopped.
+func TestCaptureCheckManyThreads(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(t, bin, "64")
+	var mu sync.Mutex
+	asked := map[int]int{}
+	check := func(p *Process, th *Thread) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[th.TID]++
+		return th.TID%2 == 0
+	}
+	p, err := Capture(tg.PID, Options{Mode: ModeAuto}, check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Threads) != 65 || p.Threads[0].TID != tg.PID {
+		t.Fatalf("%d threads, first %d", len(p.Threads), p.Threads[0].TID)
+	}
+	for i, th := range p.Threads {
+		if i > 1 && th.TID <= p.Threads[i-1].TID {
+			t.Errorf("thread %d (tid %d) after tid %d", i, th.TID, p.Threads[i-1].TID)
+		}
+		want := MethodNoStop
+		if th.TID%2 != 0 {
+			want = MethodPtrace
+		}
+		if th.Method != want || asked[th.TID] != 1 {
+			t.Errorf("tid %d: %s (want %s), checked %d times", th.TID, th.Method, want, asked[th.TID])
+		}
+	}
+	calls := 0
+	boom := func(p *Process, th *Thread) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls++; calls == 5 {
+			panic("check failed")
+		}
+		return true
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != "check failed" {
+				t.Errorf("Capture with a panicking check: recovered %v", v)
+			}
+		}()
+		Capture(tg.PID, Options{Mode: ModeAuto}, boom)
+	}()
+	for tid, s := range testutil.ThreadStates(tg.PID) {
+		if s == "t" || s == "T" {
+			t.Errorf("thread %d left stopped", tid)
+		}
 	}
 }

@@ -17,8 +17,8 @@ import (
 // knownStackBounds is stackBounds without reading the maps again: the only
 // form allowed inside a stop.
 func (c *capturer) knownStackBounds(sp uint64) (lo, hi uint64) {
-	c.mapsMu.Lock()
-	defer c.mapsMu.Unlock()
+	c.mapsMu.RLock()
+	defer c.mapsMu.RUnlock()
 	if m, ok := procmaps.Maps(c.p.Maps).Find(sp); ok {
 		return m.Start, m.End
 	}
@@ -34,9 +34,12 @@ var mapsReadHook func(pid int)
 // were read. Never call it while a thread is stopped: a re-read of a large
 // process's maps costs about a millisecond.
 func (c *capturer) stackBounds(sp uint64) (lo, hi uint64) {
+	if lo, hi = c.knownStackBounds(sp); hi != 0 {
+		return lo, hi
+	}
 	c.mapsMu.Lock()
 	defer c.mapsMu.Unlock()
-	if m, ok := procmaps.Maps(c.p.Maps).Find(sp); ok {
+	if m, ok := procmaps.Maps(c.p.Maps).Find(sp); ok { // (read again meanwhile)
 		return m.Start, m.End
 	}
 	if time.Since(c.mapsAt) > 5*time.Millisecond {

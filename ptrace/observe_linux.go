@@ -35,8 +35,7 @@ func (c *capturer) checkAll(obs []observation) map[*Thread]bool {
 	}
 	var ths []*Thread
 	for i := range obs {
-		o := &obs[i]
-		if o.ok && o.done && o.th.Method == MethodNoStop && !o.th.Torn && !o.th.Reused {
+		if o := &obs[i]; o.wantsCheck() {
 			ths = append(ths, &o.th)
 		}
 	}
@@ -54,6 +53,63 @@ func (c *capturer) checkAll(obs []observation) map[*Thread]bool {
 type observation struct {
 	th       Thread
 	ok, done bool
+	// checked: the check was asked already, while other threads were
+	// being observed (checkEarly); clean is its answer.
+	checked, clean bool
+}
+
+// wantsCheck tells whether the check is asked about o: a clean no-stop
+// copy.
+func (o *observation) wantsCheck() bool {
+	return o.ok && o.done && o.th.Method == MethodNoStop && !o.th.Torn && !o.th.Reused
+}
+
+// stopAfterAll tells whether the no-stop capture o needs a stop after all
+// (the check's answer, asked now unless already asked).
+func (c *capturer) stopAfterAll(o *observation) bool {
+	if o.checked {
+		return !o.clean
+	}
+	return c.needsStop(&o.th)
+}
+
+// checkEarly tells whether the check is asked about each thread as soon as
+// it is observed, beside the observers, rather than after all of them: a
+// per-thread CheckFunc in the auto mode (CheckAll is one round trip for
+// all threads, and is asked after).
+func (c *capturer) checkEarly() bool {
+	return c.opt.Mode == ModeAuto && !c.noTrace && c.opt.CheckAll == nil && c.check != nil
+}
+
+// checkBatch is how many observations may wait for the checker before an
+// observer yields to it.
+const checkBatch = 16
+
+// checker asks the check, one thread at a time in the order they arrive
+// on todo, about observations of out, until todo is closed; done is then
+// closed, after a panic of the check is put in *panicked (the caller
+// panics with it, as a check in its own goroutine would).
+//
+// The check reads the process's maps, which an observer may read again
+// (stackBounds): each answer is asked under mapsMu's read lock. Its
+// answers are those it would give after all threads were observed, but
+// for a library mapped while the capture runs, which a check asked
+// before the maps were read again does not know: that thread is then
+// stopped, as it would be if its maps had been read before.
+func (c *capturer) checker(out []observation, todo <-chan int, done chan<- struct{}, panicked *any) {
+	defer close(done)
+	defer func() {
+		if v := recover(); v != nil {
+			*panicked = v
+		}
+	}()
+	for i := range todo {
+		o := &out[i]
+		c.mapsMu.RLock()
+		o.clean = !c.needsStop(&o.th)
+		c.mapsMu.RUnlock()
+		o.checked = true
+	}
 }
 
 // observeAll observes threads through /proc, in parallel when there are
@@ -70,6 +126,16 @@ func (c *capturer) observeAll(tids []int) []observation {
 		}
 		return out
 	}
+	// The check (an unwind of each copy, and first the loading of the
+	// process's modules) runs beside the observers instead of after them:
+	// a 512-thread dump's checks take milliseconds.
+	var todo chan int
+	var checked chan struct{}
+	var panicked any
+	if c.checkEarly() {
+		todo, checked = make(chan int, len(tids)), make(chan struct{})
+		go c.checker(out, todo, checked, &panicked)
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -82,10 +148,26 @@ func (c *capturer) observeAll(tids []int) []observation {
 					return
 				}
 				out[i].th, out[i].ok, out[i].done = c.observe(tids[i])
+				if todo != nil && out[i].wantsCheck() {
+					todo <- i // (never blocks: room for every thread)
+					if len(todo) >= checkBatch {
+						// The checker waits for a free P, and the
+						// observers, busy in short system calls, give
+						// theirs up only when preempted: let it catch up.
+						runtime.Gosched()
+					}
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	if todo != nil {
+		close(todo)
+		<-checked
+		if panicked != nil {
+			panic(panicked)
+		}
+	}
 	return out
 }
 
