@@ -132,6 +132,7 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 	}{
 		{"threads-1", many, "1"},
 		{"threads-16", many, "16"},
+		{"threads-128", many, "128"},
 		{"threads-512", many, "512"},
 		{"deep-1000", deep, "1000"},
 	} {
