@@ -232,15 +232,17 @@ func (tl cacheTool) command(b *testing.B, dir string) *exec.Cmd {
 // BenchmarkSymbolizeVsTools resolves 10,000 addresses (`symbolize -a -e
 // FILE`, addresses on stdin) beside `addr2line -a -f -i -C -e FILE` and
 // `llvm-symbolizer --obj FILE` (when installed) in one run, the tools
-// alternating: glibc through its separate debug file (libc6-dbg) and the
-// Go toolchain's go binary. Addresses are spread over the functions nm
+// alternating: glibc through its separate debug file (libc6-dbg), the
+// Go toolchain's go binary, and a large C++ library through its debug
+// file (libcephfs2-dbg: 57 MB of DWARF once decompressed). Addresses are spread over the functions nm
 // lists. stackshot runs warm (its cache filled by a first run), cold (an
 // empty cache directory each time) and with --no-cache; metrics are each
 // tool's median wall and CPU ms.
 func BenchmarkSymbolizeVsTools(b *testing.B) {
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	libc := "/lib/x86_64-linux-gnu/libc.so.6"
-	for _, in := range []struct{ name, file, nmFlag string }{{"glibc", libc, "-D"}, {"go", goBin, ""}} {
+	cephfs := "/usr/lib/x86_64-linux-gnu/libcephfs.so.2"
+	for _, in := range []struct{ name, file, nmFlag string }{{"glibc", libc, "-D"}, {"go", goBin, ""}, {"cephfs", cephfs, "-D"}} {
 		b.Run(in.name, func(b *testing.B) {
 			if _, err := os.Stat(in.file); err != nil {
 				b.Skipf("no %s: %v", in.file, err)
