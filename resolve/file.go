@@ -23,6 +23,12 @@ func FileSymbolizer(sym *symtab.Symbolizer, path string) (func(addr uint64) []re
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs // a relative path, as addr2line takes it
 	}
+	// The operator's own path: followed through symlinks (libfoo.so.2 ->
+	// libfoo.so.2.0.0), as addr2line does; the files a target names are
+	// opened without following (symtab's Opener).
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
 	lookup, err := fileSymbolizer(sym, path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

@@ -60,6 +60,17 @@ func TestRealSymbolize(t *testing.T) {
 				filepath.Base(bin), err, so.String(), want, se.String())
 		}
 	})
+	t.Run("exe-symlink", func(t *testing.T) {
+		// libfoo.so.2 -> libfoo.so.2.0.0: the name operators type.
+		link := filepath.Join(t.TempDir(), "link-to-bin")
+		if err := os.Symlink(bin, link); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := runSS(t, "symbolize", "-e", link, addr)
+		if code != 0 || out != string(want) {
+			t.Errorf("symbolize -e through a symlink: exit %d: got %q, addr2line %q (%s)", code, out, want, errOut)
+		}
+	})
 	t.Run("pid-lld", func(t *testing.T) {
 		d := lldDir()
 		if d == "" {
