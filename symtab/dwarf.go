@@ -953,6 +953,20 @@ func (x *dwarfIndex) decodeLines(d *dwarf.Data, cu *dwarf.Entry, dec *cuDecoded,
 		}
 	}
 	sort.SliceStable(seqs, func(i, j int) bool { return seqs[i][0].addr < seqs[j][0].addr })
+	// Rows are searched by address, so they must be sorted: a sequence
+	// that starts inside the one before it, or goes backwards, is left
+	// out. The linker leaves the sequences of code it discarded at
+	// address 0, where they overlap one another (libcephfs has dozens);
+	// kept, they made the rows unsorted, the cached unit was refused on
+	// every warm run, and the unit decoded again.
+	kept := seqs[:0]
+	for _, s := range seqs {
+		if k := len(kept); k > 0 && s[0].addr < kept[k-1][len(kept[k-1])-1].addr || !rowsSorted(s) {
+			continue
+		}
+		kept = append(kept, s)
+	}
+	seqs = kept
 	n := 0
 	for _, s := range seqs {
 		n += len(s)
@@ -966,6 +980,16 @@ func (x *dwarfIndex) decodeLines(d *dwarf.Data, cu *dwarf.Entry, dec *cuDecoded,
 		dec.raddr[i] = r.addr
 	}
 	return nil
+}
+
+// rowsSorted reports whether a sequence's addresses never go backwards.
+func rowsSorted(seq []lineRow) bool {
+	for i := 1; i < len(seq); i++ {
+		if seq[i].addr < seq[i-1].addr {
+			return false
+		}
+	}
+	return true
 }
 
 // lookupRow returns the line row covering pc.
