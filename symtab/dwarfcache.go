@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,21 +33,26 @@ var errBadEntry = errors.New("bad cached DWARF entry")
 // unitPack is a module's decoded units, kept in the cache as one entry
 // (one file per unit cost 0.3-0.7 ms each to create on a loaded machine,
 // and symbolizing 10,000 addresses of libc decodes 1,200 units). The
-// entry is read on the first unit a run needs and rewritten, with the
-// units decoded since, after each of the first 8 new units, then at
-// every power of four (each write encodes the whole entry: with powers
-// of two the writes of a cold 10,000-address run encoded it twice over),
-// and by Symbolizer.Flush at the end of a command: a few writes of a
-// growing entry, never one per unit.
+// entry is read on the first unit a run needs. It is written by
+// Symbolizer.Flush at the end of a command and, while it is small (the
+// first 8 new units, under smallPack bytes), after each new unit, so a
+// short run cut off before its end leaves what it decoded. A large pack
+// is written once: rewritten at each step, libcephfs's 14 units of 2 MB
+// each made a cold run write 130 MB for a 29 MB entry.
 type unitPack struct {
 	once    sync.Once
 	key     diskcache.Key
 	cached  bool
 	mu      sync.Mutex
 	units   map[dwarf.Offset][]byte // encoded, from the entry or decoded in this run
+	bytes   int                     // of units' encodings
 	fresh   int                     // units decoded in this run
 	pending bool                    // decoded since the last write
 }
+
+// smallPack is the size up to which a pack is rewritten after each of
+// its first new units.
+const smallPack = 1 << 20
 
 // packedUnit returns the encoded unit at off from the module's pack.
 func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
@@ -66,6 +70,9 @@ func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
 		if b, ok := x.file.sym.cacheGet(p.key); ok {
 			if units, err := decodePack(b); err == nil {
 				p.units = units
+				for _, u := range units {
+					p.bytes += len(u)
+				}
 			}
 		}
 	})
@@ -75,18 +82,20 @@ func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
 	return b, ok
 }
 
-// addToPack keeps a unit decoded in this run and writes the pack when
-// the count of new units reaches the next step.
+// addToPack keeps a unit decoded in this run and writes the pack while
+// it is small (see unitPack).
 func (x *dwarfIndex) addToPack(off dwarf.Offset, dec *cuDecoded) {
 	p := &x.pack
 	if !p.cached {
 		return
 	}
+	b := encodeUnit(dec)
 	p.mu.Lock()
-	p.units[off] = encodeUnit(dec)
+	p.bytes += len(b) - len(p.units[off])
+	p.units[off] = b
 	p.fresh++
 	p.pending = true
-	write := p.fresh <= 8 || p.fresh&(p.fresh-1) == 0 && bits.TrailingZeros(uint(p.fresh))%2 == 0
+	write := p.fresh <= 8 && p.bytes <= smallPack
 	p.mu.Unlock()
 	if write {
 		x.writePack()
