@@ -1,6 +1,7 @@
 package symtab
 
 import (
+	"bytes"
 	"debug/dwarf"
 	"encoding/binary"
 	"sort"
@@ -33,6 +34,8 @@ type abbrevDecl struct {
 	children bool
 	forms    []uint32
 	fixed    int
+	name     int  // index in forms of the first DW_AT_name, -1 none
+	code     bool // has DW_AT_low_pc, DW_AT_high_pc or DW_AT_ranges
 }
 
 // wanted reports whether the walk needs a DIE of this tag decoded.
@@ -160,7 +163,7 @@ func parseAbbrevTable(b []byte, off uint64, vers uint16, addrSize, offSize int) 
 		if !ok || q >= len(b) || tag == 0 {
 			return nil, false
 		}
-		a := abbrevDecl{tag: dwarf.Tag(tag), children: b[q] != 0}
+		a := abbrevDecl{tag: dwarf.Tag(tag), children: b[q] != 0, name: -1}
 		p = q + 1
 		first := len(forms)
 		for k := 0; ; k++ {
@@ -184,6 +187,14 @@ func parseAbbrevTable(b []byte, off uint64, vers uint16, addrSize, offSize int) 
 			}
 			if form > 0xffff || formSize(uint32(form), vers, addrSize, offSize) == -2 {
 				return nil, false
+			}
+			switch dwarf.Attr(attr) {
+			case dwarf.AttrName:
+				if a.name < 0 {
+					a.name = len(forms) - first
+				}
+			case dwarf.AttrLowpc, dwarf.AttrHighpc, dwarf.AttrRanges:
+				a.code = true
 			}
 			forms = append(forms, uint32(form))
 		}
@@ -224,67 +235,130 @@ func skipAttrs(b []byte, p int, a *abbrevDecl, vers uint16, addrSize, offSize in
 		return p, p <= len(b)
 	}
 	for _, f := range a.forms {
-		form := f
-		for hop := 0; ; hop++ {
-			sz := formSize(form, vers, addrSize, offSize)
-			if sz >= 0 {
-				p += sz
-				break
-			}
-			if sz == -2 || hop >= maxIndirect {
-				return p, false
-			}
-			var ok bool
-			var n uint64
-			switch form {
-			case 0x16: // indirect: the form comes first
-				var v uint64
-				if v, p, ok = uleb(b, p); !ok || v > 0xffff || v == 0x21 {
-					return p, false
-				}
-				form = uint32(v)
-				continue
-			case 0x08: // string
-				for p < len(b) && b[p] != 0 {
-					p++
-				}
-				p++
-			case 0x0a: // block1
-				if p >= len(b) {
-					return p, false
-				}
-				p += 1 + int(b[p])
-			case 0x03: // block2
-				if p+2 > len(b) {
-					return p, false
-				}
-				p += 2 + int(order.Uint16(b[p:]))
-			case 0x04: // block4
-				if p+4 > len(b) {
-					return p, false
-				}
-				n = uint64(order.Uint32(b[p:]))
-				if n > uint64(len(b)) {
-					return p, false
-				}
-				p += 4 + int(n)
-			case 0x09, 0x18: // block, exprloc
-				if n, p, ok = uleb(b, p); !ok || n > uint64(len(b)) {
-					return p, false
-				}
-				p += int(n)
-			default: // the LEB128 forms
-				if p, ok = skipLEB(b, p); !ok {
-					return p, false
-				}
-			}
-			break
-		}
-		if p > len(b) {
+		var ok bool
+		if p, ok = skipForm(b, p, f, vers, addrSize, offSize, order); !ok {
 			return p, false
 		}
 	}
 	return p, true
+}
+
+// skipForm steps over one attribute value of the given form at p.
+func skipForm(b []byte, p int, form uint32, vers uint16, addrSize, offSize int, order binary.ByteOrder) (int, bool) {
+	for hop := 0; ; hop++ {
+		sz := formSize(form, vers, addrSize, offSize)
+		if sz >= 0 {
+			p += sz
+			break
+		}
+		if sz == -2 || hop >= maxIndirect {
+			return p, false
+		}
+		var ok bool
+		var n uint64
+		switch form {
+		case 0x16: // indirect: the form comes first
+			var v uint64
+			if v, p, ok = uleb(b, p); !ok || v > 0xffff || v == 0x21 {
+				return p, false
+			}
+			form = uint32(v)
+			continue
+		case 0x08: // string
+			for p < len(b) && b[p] != 0 {
+				p++
+			}
+			p++
+		case 0x0a: // block1
+			if p >= len(b) {
+				return p, false
+			}
+			p += 1 + int(b[p])
+		case 0x03: // block2
+			if p+2 > len(b) {
+				return p, false
+			}
+			p += 2 + int(order.Uint16(b[p:]))
+		case 0x04: // block4
+			if p+4 > len(b) {
+				return p, false
+			}
+			n = uint64(order.Uint32(b[p:]))
+			if n > uint64(len(b)) {
+				return p, false
+			}
+			p += 4 + int(n)
+		case 0x09, 0x18: // block, exprloc
+			if n, p, ok = uleb(b, p); !ok || n > uint64(len(b)) {
+				return p, false
+			}
+			p += int(n)
+		default: // the LEB128 forms
+			if p, ok = skipLEB(b, p); !ok {
+				return p, false
+			}
+		}
+		break
+	}
+	return p, p <= len(b)
+}
+
+// dieName reads the DW_AT_name of the DIE declared by a whose attributes
+// start at p, for the forms whose meaning needs nothing of the unit
+// (an inline string, an offset into .debug_str, .debug_line_str or the
+// dwz file's strings); ok false for any other form, or a string that
+// runs past its section, which debug/dwarf then reads.
+func (x *dwarfIndex) dieName(b []byte, p int, a *abbrevDecl, h *unitHeader) (string, bool) {
+	if a.name < 0 {
+		return "", true
+	}
+	addrSize, offSize := int(h.addrSize), int(h.offSize)
+	for i := 0; i < a.name; i++ {
+		var ok bool
+		if p, ok = skipForm(b, p, a.forms[i], h.vers, addrSize, offSize, x.order); !ok {
+			return "", false
+		}
+	}
+	cstr := func(sec []byte, off uint64) (string, bool) {
+		if off >= uint64(len(sec)) {
+			return "", false
+		}
+		s := sec[off:]
+		n := bytes.IndexByte(s, 0)
+		if n < 0 {
+			return "", false
+		}
+		return string(s[:n]), true
+	}
+	readOff := func() (uint64, bool) {
+		if p+offSize > len(b) {
+			return 0, false
+		}
+		if offSize == 8 {
+			return x.order.Uint64(b[p:]), true
+		}
+		return uint64(x.order.Uint32(b[p:])), true
+	}
+	switch a.forms[a.name] {
+	case 0x08: // string
+		if p > len(b) {
+			return "", false
+		}
+		return cstr(b, uint64(p))
+	case 0x0e: // strp
+		if off, ok := readOff(); ok {
+			return cstr(x.str, off)
+		}
+	case 0x1f: // line_strp
+		if off, ok := readOff(); ok {
+			return cstr(x.lineStr, off)
+		}
+	case 0x1f21: // GNU_strp_alt
+		if off, ok := readOff(); ok && x.alt != nil {
+			return cstr(x.alt.str, off)
+		}
+	}
+	return "", false
 }
 
 // unitHeaders returns the headers of .debug_info's units, parsed on
@@ -363,12 +437,16 @@ func (x *dwarfIndex) walkFast(cu *dwarf.Entry, r *dwarf.Reader, w *dieWalk) bool
 			return false
 		}
 		if wanted(a.tag) {
-			r.Seek(dwarf.Offset(off))
-			e, err := r.Next()
-			if err != nil || e == nil || e.Offset != dwarf.Offset(off) || e.Tag != a.tag || e.Children != a.children {
-				return false
+			handled, more := w.quick(b, p, a, &h, dwarf.Offset(off))
+			if !handled {
+				r.Seek(dwarf.Offset(off))
+				e, err := r.Next()
+				if err != nil || e == nil || e.Offset != dwarf.Offset(off) || e.Tag != a.tag || e.Children != a.children {
+					return false
+				}
+				more = w.die(e)
 			}
-			if !w.die(e) {
+			if !more {
 				return true
 			}
 		} else if !w.other(a.children, dwarf.Offset(off)) {
@@ -379,4 +457,30 @@ func (x *dwarfIndex) walkFast(cu *dwarf.Entry, r *dwarf.Reader, w *dieWalk) bool
 		}
 	}
 	return true
+}
+
+// quick takes a wanted DIE that needs nothing but its name, read without
+// debug/dwarf: a scope (namespace, class, structure, union), whose name
+// qualifies the names below it, or a subprogram without code (a
+// declaration or an abstract instance), whose names are read only if a
+// DIE with code refers to it (lazyName). It returns handled false for a
+// DIE die must take; more false stops the walk.
+func (w *dieWalk) quick(b []byte, p int, a *abbrevDecl, h *unitHeader, off dwarf.Offset) (handled, more bool) {
+	prefix := w.scope[len(w.scope)-1]
+	switch a.tag {
+	case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
+		n, ok := w.x.dieName(b, p, a, h)
+		if !ok {
+			return false, true
+		}
+		return true, w.push(a.children, w.active[len(w.active)-1], scopeName(a.tag, prefix, n), off)
+	case dwarf.TagSubprogram:
+		if a.code {
+			return false, true
+		}
+		// As die: no ranges, so nothing below has code.
+		w.lazy = append(w.lazy, lazyDIE{off: off, prefix: prefix})
+		return true, w.push(a.children, -1, prefix, off)
+	}
+	return false, true
 }

@@ -1,6 +1,7 @@
 package symtab
 
 import (
+	"cmp"
 	"context"
 	"debug/dwarf"
 	"debug/elf"
@@ -690,7 +691,7 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 		x.walkSlow(r, w)
 	}
 	for idx, ni := range w.nodeInfo {
-		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, w.names)
+		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, w.nameAt)
 	}
 	sort.Slice(dec.funcs, func(i, j int) bool { return dec.funcs[i].lo < dec.funcs[j].lo })
 	dec.dem = make([]atomic.Pointer[string], len(dec.nodes))
@@ -732,6 +733,7 @@ type dieWalk struct {
 	d        *dwarf.Data // the unit's view
 	dec      *cuDecoded
 	names    map[dwarf.Offset]nameInfo
+	lazy     []lazyDIE // by offset
 	nodeInfo map[int32]nameInfo
 	// active[d] is the function node that DIEs at depth d+1 belong to.
 	active []int32
@@ -781,12 +783,7 @@ func (w *dieWalk) die(e *dwarf.Entry) bool {
 	switch e.Tag {
 	case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
 		n, _ := e.Val(dwarf.AttrName).(string)
-		if n == "" && e.Tag == dwarf.TagNamespace {
-			n = "(anonymous namespace)"
-		}
-		if n != "" && len(prefix) < 1024 {
-			nextScope = prefix + n + "::"
-		}
+		nextScope = scopeName(e.Tag, prefix, n)
 	case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
 		ni := dieNameInfo(e, x.alt)
 		if e.Tag == dwarf.TagSubprogram {
@@ -838,9 +835,52 @@ func (w *dieWalk) die(e *dwarf.Entry) bool {
 	return w.push(e.Children, next, nextScope, e.Offset)
 }
 
+// scopeName is the prefix that qualifies names inside a scope DIE of tag
+// named n, itself inside prefix.
+func scopeName(tag dwarf.Tag, prefix, n string) string {
+	if n == "" && tag == dwarf.TagNamespace {
+		n = "(anonymous namespace)"
+	}
+	if n != "" && len(prefix) < 1024 {
+		return prefix + n + "::"
+	}
+	return prefix
+}
+
+// lazyDIE is a subprogram without code the fast walk stepped over: its
+// names are read only when a DIE refers to it.
+type lazyDIE struct {
+	off    dwarf.Offset
+	prefix string // the scope it is in
+}
+
+// nameAt returns the names of the unit's subprogram at off: one the walk
+// decoded, or one it stepped over (lazy), read now through the unit's
+// view and kept.
+func (w *dieWalk) nameAt(off dwarf.Offset) (nameInfo, bool) {
+	if ni, ok := w.names[off]; ok {
+		return ni, true
+	}
+	i, found := slices.BinarySearchFunc(w.lazy, off, func(l lazyDIE, off dwarf.Offset) int {
+		return cmp.Compare(l.off, off)
+	})
+	if !found {
+		return nameInfo{}, false
+	}
+	ni, ok := readNameInfo(w.d, off, w.x.alt)
+	if !ok {
+		return nameInfo{}, false
+	}
+	if ni.name != "" {
+		ni.name = w.lazy[i].prefix + ni.name
+	}
+	w.names[off] = ni
+	return ni, true
+}
+
 // resolveName follows abstract_origin/specification references to the
 // linkage name (preferred) or the plain name.
-func (x *dwarfIndex) resolveName(ni nameInfo, names map[dwarf.Offset]nameInfo) (name string, plain bool) {
+func (x *dwarfIndex) resolveName(ni nameInfo, names func(dwarf.Offset) (nameInfo, bool)) (name string, plain bool) {
 	for hop := 0; ; hop++ {
 		if ni.linkage != "" {
 			return ni.linkage, false
@@ -857,7 +897,7 @@ func (x *dwarfIndex) resolveName(ni nameInfo, names map[dwarf.Offset]nameInfo) (
 			next, ok = readNameInfo(x.alt.d, ni.ref, nil)
 			// References inside the dwz file are its own offsets.
 			next.refAlt = next.ref != 0
-		} else if next, ok = names[ni.ref]; !ok {
+		} else if next, ok = names(ni.ref); !ok {
 			// Another unit's DIE (DW_FORM_ref_addr), through its view.
 			if d, err := x.dataFor(ni.ref); err == nil {
 				next, ok = readNameInfo(d, ni.ref, x.alt)
