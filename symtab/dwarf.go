@@ -729,12 +729,18 @@ func (x *dwarfIndex) walkSlow(r *dwarf.Reader, w *dieWalk) {
 
 // dieWalk builds a unit's function tree from its DIEs in order.
 type dieWalk struct {
-	x        *dwarfIndex
-	d        *dwarf.Data // the unit's view
-	dec      *cuDecoded
-	names    map[dwarf.Offset]nameInfo
-	lazy     []lazyDIE // by offset
-	nodeInfo map[int32]nameInfo
+	x     *dwarfIndex
+	d     *dwarf.Data // the unit's view
+	dec   *cuDecoded
+	names map[dwarf.Offset]nameInfo
+	lazy  []lazyDIE // by offset
+	// For the fast walk: the unit, its header and an entry reused for
+	// each DIE read without debug/dwarf.
+	b         []byte
+	h         unitHeader
+	e         dwarf.Entry
+	viaReader int // DIEs the fast walk read through debug/dwarf
+	nodeInfo  map[int32]nameInfo
 	// active[d] is the function node that DIEs at depth d+1 belong to.
 	active []int32
 	// scope[d] qualifies names at depth d+1 ("ns::Class::").
@@ -851,7 +857,9 @@ func scopeName(tag dwarf.Tag, prefix, n string) string {
 // names are read only when a DIE refers to it.
 type lazyDIE struct {
 	off    dwarf.Offset
-	prefix string // the scope it is in
+	prefix string      // the scope it is in
+	a      *abbrevDecl // its declaration
+	p      int         // where its attributes start in dieWalk.b
 }
 
 // nameAt returns the names of the unit's subprogram at off: one the walk
@@ -867,8 +875,10 @@ func (w *dieWalk) nameAt(off dwarf.Offset) (nameInfo, bool) {
 	if !found {
 		return nameInfo{}, false
 	}
-	ni, ok := readNameInfo(w.d, off, w.x.alt)
-	if !ok {
+	var ni nameInfo
+	if l := &w.lazy[i]; w.x.entry(&w.e, w.b, l.p, l.a, &w.h, off) {
+		ni = dieNameInfo(&w.e, w.x.alt)
+	} else if ni, found = readNameInfo(w.d, off, w.x.alt); !found {
 		return nameInfo{}, false
 	}
 	if ni.name != "" {
