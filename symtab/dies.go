@@ -431,7 +431,7 @@ func (x *dwarfIndex) walkFast(cu *dwarf.Entry, r *dwarf.Reader, w *dieWalk) bool
 	// b is the unit (offsets in it are section offsets); the walk starts
 	// at the unit DIE, which it steps over.
 	b := x.info[:h.end]
-	w.b, w.h = b, h
+	w.b, w.h, w.abbrevs = b, h, abbrevs
 	p := int(h.die)
 	code, p, ok := uleb(b, p)
 	if !ok {
@@ -515,7 +515,7 @@ func (w *dieWalk) quick(b []byte, p int, a *abbrevDecl, h *unitHeader, off dwarf
 			return false, true
 		}
 		// As die: no ranges, so nothing below has code.
-		w.lazy = append(w.lazy, lazyDIE{off: off, prefix: prefix, a: a, p: p})
+		w.lazy = append(w.lazy, lazyDIE{off: off, scope: w.scopeID[len(w.scopeID)-1]})
 		return true, w.push(a.children, -1, prefix, off)
 	}
 	return false, true

@@ -693,6 +693,7 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 	for idx, ni := range w.nodeInfo {
 		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, w.nameAt)
 	}
+	w.names = nil
 	sort.Slice(dec.funcs, func(i, j int) bool { return dec.funcs[i].lo < dec.funcs[j].lo })
 	dec.dem = make([]atomic.Pointer[string], len(dec.nodes))
 	return nil
@@ -732,24 +733,29 @@ type dieWalk struct {
 	x     *dwarfIndex
 	d     *dwarf.Data // the unit's view
 	dec   *cuDecoded
-	names map[dwarf.Offset]nameInfo
-	lazy  []lazyDIE // by offset
+	named []namedDIE                // subprograms die took, by offset
+	lazy  []lazyDIE                 // subprograms quick stepped over, by offset
+	names map[dwarf.Offset]nameInfo // of lazy ones, once read
 	// For the fast walk: the unit, its header and an entry reused for
 	// each DIE read without debug/dwarf.
 	b         []byte
 	h         unitHeader
 	e         dwarf.Entry
 	viaReader int // DIEs the fast walk read through debug/dwarf
-	nodeInfo  map[int32]nameInfo
+	abbrevs   *abbrevTable
+	nodeInfo  []nameInfo // by node
 	// active[d] is the function node that DIEs at depth d+1 belong to.
 	active []int32
 	// scope[d] qualifies names at depth d+1 ("ns::Class::").
 	scope []string
+	// scopeID[d] is scope[d]'s index in scopes (lazyDIE.scope).
+	scopeID []int32
+	scopes  []string
 }
 
 func newDieWalk(x *dwarfIndex, d *dwarf.Data, dec *cuDecoded) *dieWalk {
-	w := &dieWalk{x: x, d: d, dec: dec, names: map[dwarf.Offset]nameInfo{}, nodeInfo: map[int32]nameInfo{},
-		active: make([]int32, 1, 16), scope: make([]string, 1, 16)}
+	w := &dieWalk{x: x, d: d, dec: dec, names: map[dwarf.Offset]nameInfo{},
+		active: make([]int32, 1, 16), scope: make([]string, 1, 16), scopeID: make([]int32, 1, 16), scopes: []string{""}}
 	w.active[0] = -1
 	return w
 }
@@ -758,6 +764,7 @@ func newDieWalk(x *dwarfIndex, d *dwarf.Data, dec *cuDecoded) *dieWalk {
 func (w *dieWalk) end() bool {
 	w.active = w.active[:len(w.active)-1]
 	w.scope = w.scope[:len(w.scope)-1]
+	w.scopeID = w.scopeID[:len(w.scopeID)-1]
 	return len(w.active) == 0
 }
 
@@ -775,7 +782,14 @@ func (w *dieWalk) push(children bool, next int32, nextScope string, off dwarf.Of
 		return false
 	}
 	w.active = append(w.active, next)
+	top := len(w.scope) - 1
+	id := w.scopeID[top]
+	if nextScope != w.scope[top] {
+		id = int32(len(w.scopes))
+		w.scopes = append(w.scopes, nextScope)
+	}
 	w.scope = append(w.scope, nextScope)
+	w.scopeID = append(w.scopeID, id)
 	return true
 }
 
@@ -796,7 +810,7 @@ func (w *dieWalk) die(e *dwarf.Entry) bool {
 			if ni.name != "" {
 				ni.name = prefix + ni.name
 			}
-			w.names[e.Offset] = ni
+			w.named = append(w.named, namedDIE{e.Offset, ni})
 		}
 		rs, err := w.d.Ranges(e)
 		if err != nil || len(rs) == 0 {
@@ -835,7 +849,7 @@ func (w *dieWalk) die(e *dwarf.Entry) bool {
 			}
 		}
 		dec.nodes = append(dec.nodes, node)
-		w.nodeInfo[idx] = ni
+		w.nodeInfo = append(w.nodeInfo, ni)
 		next = idx
 	}
 	return w.push(e.Children, next, nextScope, e.Offset)
@@ -856,16 +870,25 @@ func scopeName(tag dwarf.Tag, prefix, n string) string {
 // lazyDIE is a subprogram without code the fast walk stepped over: its
 // names are read only when a DIE refers to it.
 type lazyDIE struct {
-	off    dwarf.Offset
-	prefix string      // the scope it is in
-	a      *abbrevDecl // its declaration
-	p      int         // where its attributes start in dieWalk.b
+	off   dwarf.Offset
+	scope int32 // the scope it is in, in dieWalk.scopes
+}
+
+// namedDIE is the names of a subprogram die took.
+type namedDIE struct {
+	off dwarf.Offset
+	ni  nameInfo
 }
 
 // nameAt returns the names of the unit's subprogram at off: one the walk
 // decoded, or one it stepped over (lazy), read now through the unit's
 // view and kept.
 func (w *dieWalk) nameAt(off dwarf.Offset) (nameInfo, bool) {
+	if i, found := slices.BinarySearchFunc(w.named, off, func(n namedDIE, off dwarf.Offset) int {
+		return cmp.Compare(n.off, off)
+	}); found {
+		return w.named[i].ni, true
+	}
 	if ni, ok := w.names[off]; ok {
 		return ni, true
 	}
@@ -876,13 +899,19 @@ func (w *dieWalk) nameAt(off dwarf.Offset) (nameInfo, bool) {
 		return nameInfo{}, false
 	}
 	var ni nameInfo
-	if l := &w.lazy[i]; w.x.entry(&w.e, w.b, l.p, l.a, &w.h, off) {
-		ni = dieNameInfo(&w.e, w.x.alt)
-	} else if ni, found = readNameInfo(w.d, off, w.x.alt); !found {
-		return nameInfo{}, false
+	read := false
+	if code, p, ok := uleb(w.b, int(off)); ok && w.abbrevs != nil {
+		if a := w.abbrevs.get(code); a != nil && w.x.entry(&w.e, w.b, p, a, &w.h, off) {
+			ni, read = dieNameInfo(&w.e, w.x.alt), true
+		}
+	}
+	if !read {
+		if ni, read = readNameInfo(w.d, off, w.x.alt); !read {
+			return nameInfo{}, false
+		}
 	}
 	if ni.name != "" {
-		ni.name = w.lazy[i].prefix + ni.name
+		ni.name = w.scopes[w.lazy[i].scope] + ni.name
 	}
 	w.names[off] = ni
 	return ni, true
