@@ -50,6 +50,12 @@ type dwarfIndex struct {
 
 	pack unitPack // decoded units kept in the cache
 
+	// Units to decode ahead of the lookups (prefetch), and the
+	// goroutines decoding them.
+	pmu     sync.Mutex
+	pqueue  []*cuInfo
+	pactive int
+
 	abbrev      []byte       // raw .debug_abbrev, for the fast DIE walk
 	headers     []unitHeader // of .debug_info, parsed on first need
 	headersOnce sync.Once
@@ -85,9 +91,10 @@ type cuRange struct {
 
 // cuInfo is one compilation unit, decoded lazily.
 type cuInfo struct {
-	off  dwarf.Offset // of the unit's DIE
-	once sync.Once
-	dec  *cuDecoded
+	off    dwarf.Offset // of the unit's DIE
+	once   sync.Once
+	dec    *cuDecoded
+	queued atomic.Bool // handed to prefetch
 }
 
 // cuDecoded holds a unit's line table and its tree of functions and
@@ -607,6 +614,59 @@ func (x *dwarfIndex) unit(cu *cuInfo) *cuDecoded {
 		}
 	})
 	return cu.dec
+}
+
+// prefetch queues the units holding pcs that are neither decoded nor
+// queued, and keeps up to workers goroutines decoding them. They take the
+// queue from its end: the lookups take the units from its start, in the
+// order of the addresses, so the two meet in the middle instead of
+// waiting on the same unit.
+func (x *dwarfIndex) prefetch(pcs []uint64, workers int) {
+	var add []*cuInfo
+	for _, pc := range pcs {
+		if cu := x.findCU(pc); cu != nil && !cu.queued.Load() && cu.queued.CompareAndSwap(false, true) {
+			add = append(add, cu)
+		}
+	}
+	if len(add) == 0 {
+		return
+	}
+	x.pmu.Lock()
+	x.pqueue = append(x.pqueue, add...)
+	start := max(min(workers-x.pactive, len(x.pqueue)), 0)
+	x.pactive += start
+	x.pmu.Unlock()
+	for range start {
+		go x.prefetchWorker()
+	}
+}
+
+// prefetchWorker decodes queued units until the queue is empty or the
+// time is out. A unit a lookup is decoding meanwhile is waited for, not
+// decoded twice (cuInfo.once).
+func (x *dwarfIndex) prefetchWorker() {
+	for {
+		x.pmu.Lock()
+		n := len(x.pqueue)
+		if n == 0 || x.expired() != nil {
+			x.pqueue = nil
+			x.pactive--
+			x.pmu.Unlock()
+			return
+		}
+		cu := x.pqueue[n-1]
+		x.pqueue = x.pqueue[:n-1]
+		x.pmu.Unlock()
+		// A parser bug here is the lookup's to meet again (it poisons
+		// the module); the worker only stops.
+		if safely("dwarf prefetch", func() error { x.unit(cu); return nil }) != nil {
+			x.pmu.Lock()
+			x.pqueue = nil
+			x.pactive--
+			x.pmu.Unlock()
+			return
+		}
+	}
 }
 
 // nameInfo is what a DIE says about a function's name.
