@@ -432,6 +432,13 @@ func (x *dwarfIndex) walkFast(cu *dwarf.Entry, r *dwarf.Reader, w *dieWalk) bool
 	// at the unit DIE, which it steps over.
 	b := x.info[:h.end]
 	w.b, w.h, w.abbrevs = b, h, abbrevs
+	// Room for the nodes the unit's size suggests (gcc's C++ units hold
+	// one for every 160 bytes or so): growing the slices of a large unit
+	// step by step copied them many times over.
+	if est := min(int(h.end-h.die)/160, 1<<20); cap(w.dec.nodes) < est {
+		w.dec.nodes = make([]fnNode, 0, est)
+		w.nodeInfo = make([]nameInfo, 0, est)
+	}
 	p := int(h.die)
 	code, p, ok := uleb(b, p)
 	if !ok {

@@ -67,6 +67,9 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 					(errA == nil) != (errC == nil) || (a.err == nil) != (c.err == nil) {
 					t.Fatalf("unit %#x: errors %v/%v, %v/%v and %v/%v", cu.off, errA, a.err, errB, b.err, errC, c.err)
 				}
+				if enc := encodeUnit(a); len(enc) != unitSize(a) || cap(enc) != len(enc) {
+					t.Fatalf("unit %#x: encoded in %d bytes (room for %d), unitSize says %d", cu.off, len(enc), cap(enc), unitSize(a))
+				}
 				a.dem, b.dem, c.dem = nil, nil, nil
 				if !reflect.DeepEqual(a, b) {
 					t.Fatalf("unit %#x: the fast walk found %d nodes, %d functions; debug/dwarf %d, %d",

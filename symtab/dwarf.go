@@ -750,6 +750,9 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 		}
 		x.walkSlow(r, w)
 	}
+	if len(dec.nodes) == 0 {
+		dec.nodes = nil // as a walk that found none leaves it
+	}
 	for idx, ni := range w.nodeInfo {
 		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, w.nameAt)
 	}

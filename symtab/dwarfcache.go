@@ -236,8 +236,21 @@ func appendString(out []byte, s string) []byte {
 	return append(le.AppendUint32(out, uint32(len(s))), s...)
 }
 
+// unitSize is the size of dec's encoding (encodeUnit).
+func unitSize(dec *cuDecoded) int {
+	n := 16 + 17*len(dec.rows) + 20*len(dec.funcs)
+	for _, f := range dec.files {
+		n += 4 + len(f)
+	}
+	for i := range dec.nodes {
+		nd := &dec.nodes[i]
+		n += 33 + len(nd.name) + 16*len(nd.ranges) + 4*len(nd.children)
+	}
+	return n
+}
+
 func encodeUnit(dec *cuDecoded) []byte {
-	out := le.AppendUint32(nil, uint32(len(dec.rows)))
+	out := le.AppendUint32(make([]byte, 0, unitSize(dec)), uint32(len(dec.rows)))
 	for _, r := range dec.rows {
 		out = le.AppendUint64(out, r.addr)
 		out = le.AppendUint32(out, uint32(r.file))
