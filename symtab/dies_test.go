@@ -1,6 +1,7 @@
 package symtab
 
 import (
+	"bytes"
 	"debug/elf"
 	"os"
 	"path/filepath"
@@ -67,8 +68,14 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 					(errA == nil) != (errC == nil) || (a.err == nil) != (c.err == nil) {
 					t.Fatalf("unit %#x: errors %v/%v, %v/%v and %v/%v", cu.off, errA, a.err, errB, b.err, errC, c.err)
 				}
-				if enc := encodeUnit(a); len(enc) != unitSize(a) || cap(enc) != len(enc) {
-					t.Fatalf("unit %#x: encoded in %d bytes (room for %d), unitSize says %d", cu.off, len(enc), cap(enc), unitSize(a))
+				// The cache's encoding: sized right, and read back whole
+				// (encoded again, the same bytes).
+				enc := encodeUnit(a)
+				if table, _ := unitStrings(a); len(enc) != unitSize(a, table) || cap(enc) != len(enc) {
+					t.Fatalf("unit %#x: encoded in %d bytes, unitSize says %d", cu.off, len(enc), unitSize(a, table))
+				}
+				if back, err := decodeUnit(enc); err != nil || !bytes.Equal(encodeUnit(back), enc) {
+					t.Fatalf("unit %#x: its encoding does not read back (%v)", cu.off, err)
 				}
 				a.dem, b.dem, c.dem = nil, nil, nil
 				if !reflect.DeepEqual(a, b) {
