@@ -2,6 +2,7 @@ package symtab
 
 import (
 	"bytes"
+	"debug/dwarf"
 	"debug/elf"
 	"os"
 	"path/filepath"
@@ -55,7 +56,7 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fast, slow := 0, 0
+			fast, slow, ranged := 0, 0, 0
 			for _, cu := range x.cus {
 				a, b, c := &cuDecoded{}, &cuDecoded{}, &cuDecoded{}
 				errA := safely("fast", func() error { return x.decode(cu.off, a) })
@@ -104,6 +105,28 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 						t.Fatalf("unit %#x: the fast walk read %d DIEs through debug/dwarf", cu.off, w.viaReader)
 					}
 				}
+				// dieWalk.ranges (the unit's DIE read once for the base)
+				// gives what d.Ranges does, for every DIE with a range list.
+				r.Seek(cu.off)
+				if cuE, err := r.Next(); err == nil && cuE != nil {
+					w := newDieWalk(x, d, &cuDecoded{})
+					w.cu = cuE
+					for n := 0; cuE.Children && n < maxUnitDIEs; n++ {
+						e, err := r.Next()
+						if err != nil || e == nil || e.Tag == dwarf.TagCompileUnit {
+							break
+						}
+						if e.AttrField(dwarf.AttrRanges) == nil {
+							continue
+						}
+						want, errW := d.Ranges(e)
+						got, errG := w.ranges(e)
+						if !reflect.DeepEqual(got, want) || (errG == nil) != (errW == nil) {
+							t.Fatalf("DIE %#x: ranges %v (%v), d.Ranges %v (%v)", e.Offset, got, errG, want, errW)
+						}
+						ranged++
+					}
+				}
 				if len(a.nodes) > 0 {
 					fast++
 				}
@@ -112,7 +135,7 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 			if fast == 0 || slow == 0 {
 				t.Fatalf("%s: no unit has functions", path)
 			}
-			t.Logf("%s: %d units with functions, %d nodes", name, fast, slow)
+			t.Logf("%s: %d units with functions, %d nodes, %d DIEs with range lists", name, fast, slow, ranged)
 		})
 	}
 }

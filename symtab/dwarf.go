@@ -739,11 +739,13 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 		return nil
 	}
 	w := newDieWalk(x, d, dec)
+	w.cu = cuEntry
 	if x.slowWalk || !x.walkFast(cuEntry, r, w) {
 		// Start again the slow way, from the unit's first child.
 		linesErr := dec.err
 		dec.nodes, dec.funcs, dec.err = nil, nil, linesErr
 		w = newDieWalk(x, d, dec)
+		w.cu = cuEntry
 		r.Seek(off)
 		if _, err := r.Next(); err != nil {
 			return err
@@ -805,8 +807,11 @@ type dieWalk struct {
 	h         unitHeader
 	e         dwarf.Entry
 	viaReader int // DIEs the fast walk read through debug/dwarf
-	abbrevs   *abbrevTable
-	nodeInfo  []nameInfo // by node
+	// The unit's DIE, and an entry reused by ranges.
+	cu          *dwarf.Entry
+	rangesEntry dwarf.Entry
+	abbrevs     *abbrevTable
+	nodeInfo    []nameInfo // by node
 	// active[d] is the function node that DIEs at depth d+1 belong to.
 	active []int32
 	// scope[d] qualifies names at depth d+1 ("ns::Class::").
@@ -875,7 +880,7 @@ func (w *dieWalk) die(e *dwarf.Entry) bool {
 			}
 			w.named = append(w.named, namedDIE{e.Offset, ni})
 		}
-		rs, err := w.d.Ranges(e)
+		rs, err := w.ranges(e)
 		if err != nil || len(rs) == 0 {
 			if e.Tag == dwarf.TagSubprogram {
 				next = -1 // abstract or declaration: nothing below has code
@@ -916,6 +921,28 @@ func (w *dieWalk) die(e *dwarf.Entry) bool {
 		next = idx
 	}
 	return w.push(e.Children, next, nextScope, e.Offset)
+}
+
+// ranges returns e's address ranges as d.Ranges does. For a DIE with
+// DW_AT_ranges alone, d.Ranges reads the unit's DIE again for its base
+// address (and DW_AT_addr_base) each time: an inlined call in C++ often
+// has a range list, and that was a sixth of a unit's decoding. Here the
+// unit's DIE, read once, stands in: a copy of its DW_AT_low_pc and
+// DW_AT_addr_base beside e's DW_AT_ranges, on an entry with the unit's
+// tag, which d.Ranges takes as its own base.
+func (w *dieWalk) ranges(e *dwarf.Entry) ([][2]uint64, error) {
+	rf := e.AttrField(dwarf.AttrRanges)
+	if rf == nil || w.cu == nil || e.AttrField(dwarf.AttrLowpc) != nil || e.AttrField(dwarf.AttrHighpc) != nil {
+		return w.d.Ranges(e)
+	}
+	s := &w.rangesEntry
+	*s = dwarf.Entry{Offset: e.Offset, Tag: dwarf.TagCompileUnit, Field: append(s.Field[:0], *rf)}
+	for _, a := range []dwarf.Attr{dwarf.AttrLowpc, dwarf.AttrAddrBase} {
+		if f := w.cu.AttrField(a); f != nil {
+			s.Field = append(s.Field, *f)
+		}
+	}
+	return w.d.Ranges(s)
 }
 
 // scopeName is the prefix that qualifies names inside a scope DIE of tag
