@@ -669,6 +669,12 @@ func (x *dwarfIndex) prefetchWorker() {
 	}
 }
 
+// nameKey is a reference, as nameInfo holds it.
+type nameKey struct {
+	ref dwarf.Offset
+	alt bool
+}
+
 // nameInfo is what a DIE says about a function's name.
 type nameInfo struct {
 	name, linkage string
@@ -755,8 +761,28 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 	if len(dec.nodes) == 0 {
 		dec.nodes = nil // as a walk that found none leaves it
 	}
+	// A DIE with no name of its own (an inlined call, a concrete
+	// instance) is named by what its reference leads to: the same for
+	// every DIE with that reference (libcephfs's units make 350,000
+	// lookups for 180,000 nodes without this).
+	type resolved struct {
+		name  string
+		plain bool
+	}
+	byRef := map[nameKey]resolved{}
 	for idx, ni := range w.nodeInfo {
-		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, w.nameAt)
+		k := nameKey{ni.ref, ni.refAlt}
+		if ni.name == "" && ni.linkage == "" && ni.ref != 0 {
+			if r, ok := byRef[k]; ok {
+				dec.nodes[idx].name, dec.nodes[idx].plain = r.name, r.plain
+				continue
+			}
+		}
+		name, plain := x.resolveName(ni, w.nameAt)
+		dec.nodes[idx].name, dec.nodes[idx].plain = name, plain
+		if ni.name == "" && ni.linkage == "" && ni.ref != 0 {
+			byRef[k] = resolved{name, plain}
+		}
 	}
 	w.names = nil
 	sort.Slice(dec.funcs, func(i, j int) bool { return dec.funcs[i].lo < dec.funcs[j].lo })
