@@ -2,6 +2,7 @@ package output
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -90,16 +91,93 @@ func AddressesJSON(w io.Writer, addrs []Address) error {
 	return enc.Encode(out)
 }
 
+// parseAddr reads an address as symbolize takes it: hexadecimal, with or
+// without 0x.
+func parseAddr(word string) (uint64, bool) {
+	v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(word, "0x"), "0X"), 16, 64)
+	return v, err == nil
+}
+
+// aheadReader reads in for the line scanner and hands prefetch the
+// addresses of the complete lines of each read, before the scanner gives
+// them out to be answered: what is already read is decoded ahead on the
+// idle cores, and nothing waits for input that has not come.
+type aheadReader struct {
+	r        io.Reader
+	prefetch func([]uint64)
+	partial  []byte // the incomplete last line of the reads so far
+	addrs    []uint64
+}
+
+func (a *aheadReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.scan(p[:n])
+	}
+	return n, err
+}
+
+func (a *aheadReader) scan(b []byte) {
+	last := bytes.LastIndexByte(b, '\n')
+	if last < 0 {
+		if len(a.partial)+len(b) <= bufio.MaxScanTokenSize { // a hint only: a longer line goes without
+			a.partial = append(a.partial, b...)
+		}
+		return
+	}
+	a.addrs = a.addrs[:0]
+	word := func(w []byte) {
+		if v, ok := parseAddr(string(w)); ok {
+			a.addrs = append(a.addrs, v)
+		}
+	}
+	first := bytes.IndexByte(b, '\n')
+	if len(a.partial) > 0 {
+		for _, w := range bytes.Fields(append(a.partial, b[:first]...)) {
+			word(w)
+		}
+		a.partial = a.partial[:0]
+	} else {
+		for _, w := range bytes.Fields(b[:first]) {
+			word(w)
+		}
+	}
+	for _, w := range bytes.Fields(b[first:last]) {
+		word(w)
+	}
+	if rest := b[last+1:]; len(rest) <= bufio.MaxScanTokenSize {
+		a.partial = append(a.partial, rest...)
+	}
+	if len(a.addrs) > 0 {
+		a.prefetch(a.addrs)
+	}
+}
+
 // Symbolize answers as addr2line does: it names each hexadecimal address
 // of words (or, when there are none, of the lines read from in, each line
 // answered as it comes) with lookup, and writes the answers to w, as text
-// or, with jsonOut, as one JSON array at the end.
-func Symbolize(w *bufio.Writer, words []string, in io.Reader, lookup func(uint64) []report.Frame, jsonOut, showAddr bool) error {
+// or, with jsonOut, as one JSON array at the end. prefetch (nil: none) is
+// told the addresses about to be looked up (the words, or the lines read
+// but not yet answered).
+func Symbolize(w *bufio.Writer, words []string, in io.Reader, lookup func(uint64) []report.Frame, prefetch func([]uint64), jsonOut, showAddr bool) error {
 	var all []Address
+	if prefetch != nil {
+		if len(words) > 0 {
+			var addrs []uint64
+			for _, word := range words {
+				if v, ok := parseAddr(strings.TrimSpace(word)); ok {
+					addrs = append(addrs, v)
+				}
+			}
+			prefetch(addrs)
+		} else {
+			in = &aheadReader{r: in, prefetch: prefetch}
+		}
+	}
 	one := func(word string) {
 		a := Address{Text: word}
-		v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(word, "0x"), "0X"), 16, 64)
-		if a.Addr, a.OK = v, err == nil; a.OK {
+		v, ok := parseAddr(word)
+		if a.Addr, a.OK = v, ok; a.OK {
 			a.Frames = lookup(v)
 		}
 		if jsonOut {

@@ -20,6 +20,14 @@ var ErrNotELF = errors.New("not an ELF file")
 // first. Its errors are in the contract's words (one that is not ELF wraps
 // ErrNotELF); a relative path is taken from the working directory.
 func FileSymbolizer(sym *symtab.Symbolizer, path string) (func(addr uint64) []report.Frame, error) {
+	lookup, _, err := FileSymbolizerAhead(sym, path)
+	return lookup, err
+}
+
+// FileSymbolizerAhead is FileSymbolizer with a prefetch function too: given
+// addresses the caller will look up next, it starts decoding their debug
+// information on the idle cores (symtab.Module.Prefetch).
+func FileSymbolizerAhead(sym *symtab.Symbolizer, path string) (func(addr uint64) []report.Frame, func([]uint64), error) {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs // a relative path, as addr2line takes it
 	}
@@ -29,19 +37,27 @@ func FileSymbolizer(sym *symtab.Symbolizer, path string) (func(addr uint64) []re
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	lookup, err := fileSymbolizer(sym, path)
+	mod, err := fileModule(sym, path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("cannot read %s (no such file; check the path)", path)
+		return nil, nil, fmt.Errorf("cannot read %s (no such file; check the path)", path)
 	case errors.Is(err, ErrNotELF):
-		return nil, fmt.Errorf("cannot read %s (%w; give an executable or a shared library)", path, err)
+		return nil, nil, fmt.Errorf("cannot read %s (%w; give an executable or a shared library)", path, err)
 	case err != nil:
-		return nil, fmt.Errorf("cannot read %s (%v; check it is a readable executable or shared library)", path, err)
+		return nil, nil, fmt.Errorf("cannot read %s (%v; check it is a readable executable or shared library)", path, err)
 	}
-	return lookup, nil
+	var syms []symtab.Sym
+	return func(addr uint64) []report.Frame {
+		syms = mod.Lookup(addr, syms[:0])
+		var out []report.Frame
+		for _, s := range syms {
+			out = append(out, report.Frame{Function: s.Function, File: s.File, Line: s.Line, Inlined: s.Inlined})
+		}
+		return out
+	}, mod.Prefetch, nil
 }
 
-func fileSymbolizer(sym *symtab.Symbolizer, path string) (func(addr uint64) []report.Frame, error) {
+func fileModule(sym *symtab.Symbolizer, path string) (*symtab.Module, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -52,17 +68,5 @@ func fileSymbolizer(sym *symtab.Symbolizer, path string) (func(addr uint64) []re
 	if err != nil || !bytes.Equal(magic, []byte("\x7fELF")) {
 		return nil, ErrNotELF
 	}
-	mod, err := sym.Module(symtab.ModuleRef{Path: path})
-	if err != nil {
-		return nil, err
-	}
-	var syms []symtab.Sym
-	return func(addr uint64) []report.Frame {
-		syms = mod.Lookup(addr, syms[:0])
-		var out []report.Frame
-		for _, s := range syms {
-			out = append(out, report.Frame{Function: s.Function, File: s.File, Line: s.Line, Inlined: s.Inlined})
-		}
-		return out
-	}, nil
+	return sym.Module(symtab.ModuleRef{Path: path})
 }

@@ -1,6 +1,7 @@
 package symtab
 
 import (
+	"bytes"
 	"debug/dwarf"
 	"encoding/binary"
 	"sort"
@@ -32,7 +33,11 @@ type abbrevDecl struct {
 	tag      dwarf.Tag
 	children bool
 	forms    []uint32
+	attrs    []uint32 // by form, as debug/dwarf keeps them (32 bits)
+	consts   []int64  // by form, an implicit_const's value
 	fixed    int
+	name     int  // index in forms of the first DW_AT_name, -1 none
+	code     bool // has DW_AT_low_pc, DW_AT_high_pc or DW_AT_ranges
 }
 
 // wanted reports whether the walk needs a DIE of this tag decoded.
@@ -60,6 +65,28 @@ func uleb(b []byte, p int) (v uint64, next int, ok bool) {
 			return v, p, true
 		}
 		shift += 7
+	}
+	return 0, p, false
+}
+
+// sleb reads a signed LEB128 at b[p:]; ok false past the end or for
+// more than 10 bytes.
+func sleb(b []byte, p int) (v int64, next int, ok bool) {
+	var shift uint
+	for i := 0; i < 10; i++ {
+		if p >= len(b) {
+			return 0, p, false
+		}
+		c := b[p]
+		p++
+		v |= int64(c&0x7f) << shift
+		shift += 7
+		if c < 0x80 {
+			if shift < 64 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v, p, true
+		}
 	}
 	return 0, p, false
 }
@@ -146,7 +173,9 @@ func parseAbbrevTable(b []byte, off uint64, vers uint16, addrSize, offSize int) 
 	}
 	p := int(off)
 	t := &abbrevTable{}
-	forms := make([]uint32, 0, 256) // shared by the declarations
+	forms := make([]uint32, 0, 256) // shared by the declarations, as are:
+	attrs := make([]uint32, 0, 256)
+	consts := make([]int64, 0, 256)
 	for n := 0; n < maxAbbrevs; n++ {
 		code, q, ok := uleb(b, p)
 		if !ok {
@@ -160,7 +189,7 @@ func parseAbbrevTable(b []byte, off uint64, vers uint16, addrSize, offSize int) 
 		if !ok || q >= len(b) || tag == 0 {
 			return nil, false
 		}
-		a := abbrevDecl{tag: dwarf.Tag(tag), children: b[q] != 0}
+		a := abbrevDecl{tag: dwarf.Tag(tag), children: b[q] != 0, name: -1}
 		p = q + 1
 		first := len(forms)
 		for k := 0; ; k++ {
@@ -177,17 +206,30 @@ func parseAbbrevTable(b []byte, off uint64, vers uint16, addrSize, offSize int) 
 			if attr == 0 && form == 0 {
 				break
 			}
+			var cv int64
 			if form == 0x21 { // implicit_const: the value is here
-				if p, ok = skipLEB(b, p); !ok {
+				if cv, p, ok = sleb(b, p); !ok {
 					return nil, false
 				}
 			}
 			if form > 0xffff || formSize(uint32(form), vers, addrSize, offSize) == -2 {
 				return nil, false
 			}
+			switch dwarf.Attr(attr) {
+			case dwarf.AttrName:
+				if a.name < 0 {
+					a.name = len(forms) - first
+				}
+			case dwarf.AttrLowpc, dwarf.AttrHighpc, dwarf.AttrRanges:
+				a.code = true
+			}
 			forms = append(forms, uint32(form))
+			attrs = append(attrs, uint32(attr))
+			consts = append(consts, cv)
 		}
 		a.forms = forms[first:len(forms):len(forms)]
+		a.attrs = attrs[first:len(attrs):len(attrs)]
+		a.consts = consts[first:len(consts):len(consts)]
 		for _, f := range a.forms {
 			sz := formSize(f, vers, addrSize, offSize)
 			if sz < 0 {
@@ -224,67 +266,130 @@ func skipAttrs(b []byte, p int, a *abbrevDecl, vers uint16, addrSize, offSize in
 		return p, p <= len(b)
 	}
 	for _, f := range a.forms {
-		form := f
-		for hop := 0; ; hop++ {
-			sz := formSize(form, vers, addrSize, offSize)
-			if sz >= 0 {
-				p += sz
-				break
-			}
-			if sz == -2 || hop >= maxIndirect {
-				return p, false
-			}
-			var ok bool
-			var n uint64
-			switch form {
-			case 0x16: // indirect: the form comes first
-				var v uint64
-				if v, p, ok = uleb(b, p); !ok || v > 0xffff || v == 0x21 {
-					return p, false
-				}
-				form = uint32(v)
-				continue
-			case 0x08: // string
-				for p < len(b) && b[p] != 0 {
-					p++
-				}
-				p++
-			case 0x0a: // block1
-				if p >= len(b) {
-					return p, false
-				}
-				p += 1 + int(b[p])
-			case 0x03: // block2
-				if p+2 > len(b) {
-					return p, false
-				}
-				p += 2 + int(order.Uint16(b[p:]))
-			case 0x04: // block4
-				if p+4 > len(b) {
-					return p, false
-				}
-				n = uint64(order.Uint32(b[p:]))
-				if n > uint64(len(b)) {
-					return p, false
-				}
-				p += 4 + int(n)
-			case 0x09, 0x18: // block, exprloc
-				if n, p, ok = uleb(b, p); !ok || n > uint64(len(b)) {
-					return p, false
-				}
-				p += int(n)
-			default: // the LEB128 forms
-				if p, ok = skipLEB(b, p); !ok {
-					return p, false
-				}
-			}
-			break
-		}
-		if p > len(b) {
+		var ok bool
+		if p, ok = skipForm(b, p, f, vers, addrSize, offSize, order); !ok {
 			return p, false
 		}
 	}
 	return p, true
+}
+
+// skipForm steps over one attribute value of the given form at p.
+func skipForm(b []byte, p int, form uint32, vers uint16, addrSize, offSize int, order binary.ByteOrder) (int, bool) {
+	for hop := 0; ; hop++ {
+		sz := formSize(form, vers, addrSize, offSize)
+		if sz >= 0 {
+			p += sz
+			break
+		}
+		if sz == -2 || hop >= maxIndirect {
+			return p, false
+		}
+		var ok bool
+		var n uint64
+		switch form {
+		case 0x16: // indirect: the form comes first
+			var v uint64
+			if v, p, ok = uleb(b, p); !ok || v > 0xffff || v == 0x21 {
+				return p, false
+			}
+			form = uint32(v)
+			continue
+		case 0x08: // string
+			for p < len(b) && b[p] != 0 {
+				p++
+			}
+			p++
+		case 0x0a: // block1
+			if p >= len(b) {
+				return p, false
+			}
+			p += 1 + int(b[p])
+		case 0x03: // block2
+			if p+2 > len(b) {
+				return p, false
+			}
+			p += 2 + int(order.Uint16(b[p:]))
+		case 0x04: // block4
+			if p+4 > len(b) {
+				return p, false
+			}
+			n = uint64(order.Uint32(b[p:]))
+			if n > uint64(len(b)) {
+				return p, false
+			}
+			p += 4 + int(n)
+		case 0x09, 0x18: // block, exprloc
+			if n, p, ok = uleb(b, p); !ok || n > uint64(len(b)) {
+				return p, false
+			}
+			p += int(n)
+		default: // the LEB128 forms
+			if p, ok = skipLEB(b, p); !ok {
+				return p, false
+			}
+		}
+		break
+	}
+	return p, p <= len(b)
+}
+
+// dieName reads the DW_AT_name of the DIE declared by a whose attributes
+// start at p, for the forms whose meaning needs nothing of the unit
+// (an inline string, an offset into .debug_str, .debug_line_str or the
+// dwz file's strings); ok false for any other form, or a string that
+// runs past its section, which debug/dwarf then reads.
+func (x *dwarfIndex) dieName(b []byte, p int, a *abbrevDecl, h *unitHeader) (string, bool) {
+	if a.name < 0 {
+		return "", true
+	}
+	addrSize, offSize := int(h.addrSize), int(h.offSize)
+	for i := 0; i < a.name; i++ {
+		var ok bool
+		if p, ok = skipForm(b, p, a.forms[i], h.vers, addrSize, offSize, x.order); !ok {
+			return "", false
+		}
+	}
+	cstr := func(sec []byte, off uint64) (string, bool) {
+		if off >= uint64(len(sec)) {
+			return "", false
+		}
+		s := sec[off:]
+		n := bytes.IndexByte(s, 0)
+		if n < 0 {
+			return "", false
+		}
+		return string(s[:n]), true
+	}
+	readOff := func() (uint64, bool) {
+		if p+offSize > len(b) {
+			return 0, false
+		}
+		if offSize == 8 {
+			return x.order.Uint64(b[p:]), true
+		}
+		return uint64(x.order.Uint32(b[p:])), true
+	}
+	switch a.forms[a.name] {
+	case 0x08: // string
+		if p > len(b) {
+			return "", false
+		}
+		return cstr(b, uint64(p))
+	case 0x0e: // strp
+		if off, ok := readOff(); ok {
+			return cstr(x.str, off)
+		}
+	case 0x1f: // line_strp
+		if off, ok := readOff(); ok {
+			return cstr(x.lineStr, off)
+		}
+	case 0x1f21: // GNU_strp_alt
+		if off, ok := readOff(); ok && x.alt != nil {
+			return cstr(x.alt.str, off)
+		}
+	}
+	return "", false
 }
 
 // unitHeaders returns the headers of .debug_info's units, parsed on
@@ -326,6 +431,14 @@ func (x *dwarfIndex) walkFast(cu *dwarf.Entry, r *dwarf.Reader, w *dieWalk) bool
 	// b is the unit (offsets in it are section offsets); the walk starts
 	// at the unit DIE, which it steps over.
 	b := x.info[:h.end]
+	w.b, w.h, w.abbrevs = b, h, abbrevs
+	// Room for the nodes the unit's size suggests (gcc's C++ units hold
+	// one for every 160 bytes or so): growing the slices of a large unit
+	// step by step copied them many times over.
+	if est := min(int(h.end-h.die)/160, 1<<20); cap(w.dec.nodes) < est {
+		w.dec.nodes = make([]fnNode, 0, est)
+		w.nodeInfo = make([]nameInfo, 0, est)
+	}
 	p := int(h.die)
 	code, p, ok := uleb(b, p)
 	if !ok {
@@ -363,12 +476,20 @@ func (x *dwarfIndex) walkFast(cu *dwarf.Entry, r *dwarf.Reader, w *dieWalk) bool
 			return false
 		}
 		if wanted(a.tag) {
-			r.Seek(dwarf.Offset(off))
-			e, err := r.Next()
-			if err != nil || e == nil || e.Offset != dwarf.Offset(off) || e.Tag != a.tag || e.Children != a.children {
-				return false
+			handled, more := w.quick(b, p, a, &h, dwarf.Offset(off))
+			if !handled && x.entry(&w.e, b, p, a, &h, dwarf.Offset(off)) {
+				handled, more = true, w.die(&w.e)
 			}
-			if !w.die(e) {
+			if !handled {
+				w.viaReader++
+				r.Seek(dwarf.Offset(off))
+				e, err := r.Next()
+				if err != nil || e == nil || e.Offset != dwarf.Offset(off) || e.Tag != a.tag || e.Children != a.children {
+					return false
+				}
+				more = w.die(e)
+			}
+			if !more {
 				return true
 			}
 		} else if !w.other(a.children, dwarf.Offset(off)) {
@@ -379,4 +500,171 @@ func (x *dwarfIndex) walkFast(cu *dwarf.Entry, r *dwarf.Reader, w *dieWalk) bool
 		}
 	}
 	return true
+}
+
+// quick takes a wanted DIE that needs nothing but its name, read without
+// debug/dwarf: a scope (namespace, class, structure, union), whose name
+// qualifies the names below it, or a subprogram without code (a
+// declaration or an abstract instance), whose names are read only if a
+// DIE with code refers to it (lazyName). It returns handled false for a
+// DIE die must take; more false stops the walk.
+func (w *dieWalk) quick(b []byte, p int, a *abbrevDecl, h *unitHeader, off dwarf.Offset) (handled, more bool) {
+	prefix := w.scope[len(w.scope)-1]
+	switch a.tag {
+	case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
+		n, ok := w.x.dieName(b, p, a, h)
+		if !ok {
+			return false, true
+		}
+		return true, w.push(a.children, w.active[len(w.active)-1], scopeName(a.tag, prefix, n), off)
+	case dwarf.TagSubprogram:
+		if a.code {
+			return false, true
+		}
+		// As die: no ranges, so nothing below has code.
+		w.lazy = append(w.lazy, lazyDIE{off: off, scope: w.scopeID[len(w.scopeID)-1]})
+		return true, w.push(a.children, -1, prefix, off)
+	}
+	return false, true
+}
+
+// dieAttrs are the attributes die and dieNameInfo read.
+func dieAttr(a dwarf.Attr) bool {
+	switch a {
+	case dwarf.AttrName, dwarf.AttrLinkageName, attrMIPSLinkageName, dwarf.AttrAbstractOrigin, dwarf.AttrSpecification,
+		dwarf.AttrLowpc, dwarf.AttrHighpc, dwarf.AttrRanges, dwarf.AttrEntrypc, dwarf.AttrCallFile, dwarf.AttrCallLine:
+		return true
+	}
+	return false
+}
+
+// entry reads the DIE at off declared by a, its attributes starting at p,
+// into e (reused): only the attributes die and dieNameInfo read, with the
+// values and classes debug/dwarf gives them. ok false when one of them
+// has a form whose value needs more of the unit (strx, addrx, rnglistx,
+// indirect, ...) or runs past the end: debug/dwarf reads that DIE.
+func (x *dwarfIndex) entry(e *dwarf.Entry, b []byte, p int, a *abbrevDecl, h *unitHeader, off dwarf.Offset) bool {
+	*e = dwarf.Entry{Offset: off, Tag: a.tag, Children: a.children, Field: e.Field[:0]}
+	addrSize, offSize := int(h.addrSize), int(h.offSize)
+	order := x.order
+	fixed := func(n int) (uint64, bool) {
+		if p+n > len(b) {
+			return 0, false
+		}
+		var v uint64
+		switch n {
+		case 1:
+			v = uint64(b[p])
+		case 2:
+			v = uint64(order.Uint16(b[p:]))
+		case 4:
+			v = uint64(order.Uint32(b[p:]))
+		case 8:
+			v = order.Uint64(b[p:])
+		default:
+			return 0, false
+		}
+		p += n
+		return v, true
+	}
+	cstr := func(sec []byte, off uint64) (string, bool) {
+		if off >= uint64(len(sec)) {
+			return "", false
+		}
+		n := bytes.IndexByte(sec[off:], 0)
+		if n < 0 {
+			return "", false
+		}
+		return string(sec[off : off+uint64(n)]), true
+	}
+	for i, form := range a.forms {
+		attr := dwarf.Attr(a.attrs[i])
+		if !dieAttr(attr) {
+			var ok bool
+			if p, ok = skipForm(b, p, form, h.vers, addrSize, offSize, order); !ok {
+				return false
+			}
+			continue
+		}
+		var val any
+		class := dwarf.ClassConstant
+		ok := true
+		switch form {
+		case 0x01: // addr
+			var v uint64
+			v, ok = fixed(addrSize)
+			val, class = v, dwarf.ClassAddress
+		case 0x0b, 0x05, 0x06, 0x07: // data1 data2 data4 data8
+			var v uint64
+			v, ok = fixed(formSize(form, h.vers, addrSize, offSize))
+			val = int64(v)
+		case 0x0d: // sdata
+			var v int64
+			v, p, ok = sleb(b, p)
+			val = v
+		case 0x0f: // udata
+			var v uint64
+			v, p, ok = uleb(b, p)
+			val = int64(v)
+		case 0x21: // implicit_const
+			val = a.consts[i]
+		case 0x17: // sec_offset
+			var v uint64
+			v, ok = fixed(offSize)
+			val, class = int64(v), dwarf.ClassUnknown
+			if attr == dwarf.AttrRanges {
+				class = dwarf.ClassRangeListPtr
+			}
+		case 0x11, 0x12, 0x13, 0x14: // ref1 ref2 ref4 ref8
+			var v uint64
+			v, ok = fixed(formSize(form, h.vers, addrSize, offSize))
+			val, class = dwarf.Offset(v)+dwarf.Offset(h.off), dwarf.ClassReference
+		case 0x15: // ref_udata
+			var v uint64
+			v, p, ok = uleb(b, p)
+			val, class = dwarf.Offset(v)+dwarf.Offset(h.off), dwarf.ClassReference
+		case 0x10: // ref_addr
+			n := offSize
+			if h.vers == 2 {
+				n = addrSize
+			}
+			var v uint64
+			v, ok = fixed(n)
+			val, class = dwarf.Offset(v), dwarf.ClassReference
+		case 0x1f20: // GNU_ref_alt
+			var v uint64
+			v, ok = fixed(offSize)
+			val, class = int64(v), dwarf.ClassReferenceAlt
+		case 0x1f21: // GNU_strp_alt
+			var v uint64
+			v, ok = fixed(offSize)
+			val, class = int64(v), dwarf.ClassStringAlt
+		case 0x08: // string
+			var s string
+			if s, ok = cstr(b, uint64(p)); ok {
+				p += len(s) + 1
+			}
+			val, class = s, dwarf.ClassString
+		case 0x0e, 0x1f: // strp line_strp
+			var v uint64
+			if v, ok = fixed(offSize); ok {
+				sec := x.str
+				if form == 0x1f {
+					sec = x.lineStr
+				}
+				val, ok = cstr(sec, v)
+			}
+			class = dwarf.ClassString
+		default:
+			return false
+		}
+		if !ok {
+			return false
+		}
+		if class == dwarf.ClassConstant && h.vers < 4 && attr == dwarf.AttrRanges {
+			class = dwarf.ClassRangeListPtr // DWARF 2 and 3: a constant offset
+		}
+		e.Field = append(e.Field, dwarf.Field{Attr: attr, Val: val, Class: class})
+	}
+	return p <= len(b)
 }

@@ -1,6 +1,8 @@
 package symtab
 
 import (
+	"bytes"
+	"debug/dwarf"
 	"debug/elf"
 	"os"
 	"path/filepath"
@@ -32,6 +34,12 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 		}
 		ef.Close()
 	}
+	// libcephfs's debug file (libcephfs2-dbg), when installed: large C++
+	// units (14 of them, 57 MB), zlib-compressed.
+	const cephfs = "/usr/lib/debug/.build-id/ea/39c6b10761daf9ebc677c887882dfde5dda942.debug"
+	if _, err := os.Stat(cephfs); err == nil {
+		files["cephfs-debug"] = cephfs
+	}
 	for name, path := range files {
 		t.Run(name, func(t *testing.T) {
 			s := New(Options{})
@@ -48,7 +56,7 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fast, slow := 0, 0
+			fast, slow, ranged := 0, 0, 0
 			for _, cu := range x.cus {
 				a, b, c := &cuDecoded{}, &cuDecoded{}, &cuDecoded{}
 				errA := safely("fast", func() error { return x.decode(cu.off, a) })
@@ -60,6 +68,15 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 				if (errA == nil) != (errB == nil) || (a.err == nil) != (b.err == nil) ||
 					(errA == nil) != (errC == nil) || (a.err == nil) != (c.err == nil) {
 					t.Fatalf("unit %#x: errors %v/%v, %v/%v and %v/%v", cu.off, errA, a.err, errB, b.err, errC, c.err)
+				}
+				// The cache's encoding: sized right, and read back whole
+				// (encoded again, the same bytes).
+				enc := encodeUnit(a)
+				if table, _ := unitStrings(a); len(enc) != unitSize(a, table) || cap(enc) != len(enc) {
+					t.Fatalf("unit %#x: encoded in %d bytes, unitSize says %d", cu.off, len(enc), unitSize(a, table))
+				}
+				if back, err := decodeUnit(enc); err != nil || !bytes.Equal(encodeUnit(back), enc) {
+					t.Fatalf("unit %#x: its encoding does not read back (%v)", cu.off, err)
 				}
 				a.dem, b.dem, c.dem = nil, nil, nil
 				if !reflect.DeepEqual(a, b) {
@@ -79,8 +96,35 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 				r := d.Reader()
 				r.Seek(cu.off)
 				if e, err := r.Next(); err == nil && e != nil && e.Children {
-					if !x.walkFast(e, r, newDieWalk(x, d, &cuDecoded{})) {
+					w := newDieWalk(x, d, &cuDecoded{})
+					if !x.walkFast(e, r, w) {
 						t.Fatalf("unit %#x: the fast walk gave up", cu.off)
+					}
+					// Nor did it need debug/dwarf for any DIE it kept.
+					if w.viaReader > 0 {
+						t.Fatalf("unit %#x: the fast walk read %d DIEs through debug/dwarf", cu.off, w.viaReader)
+					}
+				}
+				// dieWalk.ranges (the unit's DIE read once for the base)
+				// gives what d.Ranges does, for every DIE with a range list.
+				r.Seek(cu.off)
+				if cuE, err := r.Next(); err == nil && cuE != nil {
+					w := newDieWalk(x, d, &cuDecoded{})
+					w.cu = cuE
+					for n := 0; cuE.Children && n < maxUnitDIEs; n++ {
+						e, err := r.Next()
+						if err != nil || e == nil || e.Tag == dwarf.TagCompileUnit {
+							break
+						}
+						if e.AttrField(dwarf.AttrRanges) == nil {
+							continue
+						}
+						want, errW := d.Ranges(e)
+						got, errG := w.ranges(e)
+						if !reflect.DeepEqual(got, want) || (errG == nil) != (errW == nil) {
+							t.Fatalf("DIE %#x: ranges %v (%v), d.Ranges %v (%v)", e.Offset, got, errG, want, errW)
+						}
+						ranged++
 					}
 				}
 				if len(a.nodes) > 0 {
@@ -91,7 +135,7 @@ func TestFastWalkMatchesDebugDWARF(t *testing.T) {
 			if fast == 0 || slow == 0 {
 				t.Fatalf("%s: no unit has functions", path)
 			}
-			t.Logf("%s: %d units with functions, %d nodes", name, fast, slow)
+			t.Logf("%s: %d units with functions, %d nodes, %d DIEs with range lists", name, fast, slow, ranged)
 		})
 	}
 }

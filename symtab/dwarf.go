@@ -1,6 +1,7 @@
 package symtab
 
 import (
+	"cmp"
 	"context"
 	"debug/dwarf"
 	"debug/elf"
@@ -49,6 +50,12 @@ type dwarfIndex struct {
 
 	pack unitPack // decoded units kept in the cache
 
+	// Units to decode ahead of the lookups (prefetch), and the
+	// goroutines decoding them.
+	pmu     sync.Mutex
+	pqueue  []*cuInfo
+	pactive int
+
 	abbrev      []byte       // raw .debug_abbrev, for the fast DIE walk
 	headers     []unitHeader // of .debug_info, parsed on first need
 	headersOnce sync.Once
@@ -84,9 +91,10 @@ type cuRange struct {
 
 // cuInfo is one compilation unit, decoded lazily.
 type cuInfo struct {
-	off  dwarf.Offset // of the unit's DIE
-	once sync.Once
-	dec  *cuDecoded
+	off    dwarf.Offset // of the unit's DIE
+	once   sync.Once
+	dec    *cuDecoded
+	queued atomic.Bool // handed to prefetch
 }
 
 // cuDecoded holds a unit's line table and its tree of functions and
@@ -608,6 +616,65 @@ func (x *dwarfIndex) unit(cu *cuInfo) *cuDecoded {
 	return cu.dec
 }
 
+// prefetch queues the units holding pcs that are neither decoded nor
+// queued, and keeps up to workers goroutines decoding them. They take the
+// queue from its end: the lookups take the units from its start, in the
+// order of the addresses, so the two meet in the middle instead of
+// waiting on the same unit.
+func (x *dwarfIndex) prefetch(pcs []uint64, workers int) {
+	var add []*cuInfo
+	for _, pc := range pcs {
+		if cu := x.findCU(pc); cu != nil && !cu.queued.Load() && cu.queued.CompareAndSwap(false, true) {
+			add = append(add, cu)
+		}
+	}
+	if len(add) == 0 {
+		return
+	}
+	x.pmu.Lock()
+	x.pqueue = append(x.pqueue, add...)
+	start := max(min(workers-x.pactive, len(x.pqueue)), 0)
+	x.pactive += start
+	x.pmu.Unlock()
+	for range start {
+		go x.prefetchWorker()
+	}
+}
+
+// prefetchWorker decodes queued units until the queue is empty or the
+// time is out. A unit a lookup is decoding meanwhile is waited for, not
+// decoded twice (cuInfo.once).
+func (x *dwarfIndex) prefetchWorker() {
+	for {
+		x.pmu.Lock()
+		n := len(x.pqueue)
+		if n == 0 || x.expired() != nil {
+			x.pqueue = nil
+			x.pactive--
+			x.pmu.Unlock()
+			return
+		}
+		cu := x.pqueue[n-1]
+		x.pqueue = x.pqueue[:n-1]
+		x.pmu.Unlock()
+		// A parser bug here is the lookup's to meet again (it poisons
+		// the module); the worker only stops.
+		if safely("dwarf prefetch", func() error { x.unit(cu); return nil }) != nil {
+			x.pmu.Lock()
+			x.pqueue = nil
+			x.pactive--
+			x.pmu.Unlock()
+			return
+		}
+	}
+}
+
+// nameKey is a reference, as nameInfo holds it.
+type nameKey struct {
+	ref dwarf.Offset
+	alt bool
+}
+
 // nameInfo is what a DIE says about a function's name.
 type nameInfo struct {
 	name, linkage string
@@ -678,20 +745,46 @@ func (x *dwarfIndex) decode(off dwarf.Offset, dec *cuDecoded) error {
 		return nil
 	}
 	w := newDieWalk(x, d, dec)
+	w.cu = cuEntry
 	if x.slowWalk || !x.walkFast(cuEntry, r, w) {
 		// Start again the slow way, from the unit's first child.
 		linesErr := dec.err
 		dec.nodes, dec.funcs, dec.err = nil, nil, linesErr
 		w = newDieWalk(x, d, dec)
+		w.cu = cuEntry
 		r.Seek(off)
 		if _, err := r.Next(); err != nil {
 			return err
 		}
 		x.walkSlow(r, w)
 	}
-	for idx, ni := range w.nodeInfo {
-		dec.nodes[idx].name, dec.nodes[idx].plain = x.resolveName(ni, w.names)
+	if len(dec.nodes) == 0 {
+		dec.nodes = nil // as a walk that found none leaves it
 	}
+	// A DIE with no name of its own (an inlined call, a concrete
+	// instance) is named by what its reference leads to: the same for
+	// every DIE with that reference (libcephfs's units make 350,000
+	// lookups for 180,000 nodes without this).
+	type resolved struct {
+		name  string
+		plain bool
+	}
+	byRef := map[nameKey]resolved{}
+	for idx, ni := range w.nodeInfo {
+		k := nameKey{ni.ref, ni.refAlt}
+		if ni.name == "" && ni.linkage == "" && ni.ref != 0 {
+			if r, ok := byRef[k]; ok {
+				dec.nodes[idx].name, dec.nodes[idx].plain = r.name, r.plain
+				continue
+			}
+		}
+		name, plain := x.resolveName(ni, w.nameAt)
+		dec.nodes[idx].name, dec.nodes[idx].plain = name, plain
+		if ni.name == "" && ni.linkage == "" && ni.ref != 0 {
+			byRef[k] = resolved{name, plain}
+		}
+	}
+	w.names = nil
 	sort.Slice(dec.funcs, func(i, j int) bool { return dec.funcs[i].lo < dec.funcs[j].lo })
 	dec.dem = make([]atomic.Pointer[string], len(dec.nodes))
 	return nil
@@ -728,20 +821,35 @@ func (x *dwarfIndex) walkSlow(r *dwarf.Reader, w *dieWalk) {
 
 // dieWalk builds a unit's function tree from its DIEs in order.
 type dieWalk struct {
-	x        *dwarfIndex
-	d        *dwarf.Data // the unit's view
-	dec      *cuDecoded
-	names    map[dwarf.Offset]nameInfo
-	nodeInfo map[int32]nameInfo
+	x     *dwarfIndex
+	d     *dwarf.Data // the unit's view
+	dec   *cuDecoded
+	named []namedDIE                // subprograms die took, by offset
+	lazy  []lazyDIE                 // subprograms quick stepped over, by offset
+	names map[dwarf.Offset]nameInfo // of lazy ones, once read
+	// For the fast walk: the unit, its header and an entry reused for
+	// each DIE read without debug/dwarf.
+	b         []byte
+	h         unitHeader
+	e         dwarf.Entry
+	viaReader int // DIEs the fast walk read through debug/dwarf
+	// The unit's DIE, and an entry reused by ranges.
+	cu          *dwarf.Entry
+	rangesEntry dwarf.Entry
+	abbrevs     *abbrevTable
+	nodeInfo    []nameInfo // by node
 	// active[d] is the function node that DIEs at depth d+1 belong to.
 	active []int32
 	// scope[d] qualifies names at depth d+1 ("ns::Class::").
 	scope []string
+	// scopeID[d] is scope[d]'s index in scopes (lazyDIE.scope).
+	scopeID []int32
+	scopes  []string
 }
 
 func newDieWalk(x *dwarfIndex, d *dwarf.Data, dec *cuDecoded) *dieWalk {
-	w := &dieWalk{x: x, d: d, dec: dec, names: map[dwarf.Offset]nameInfo{}, nodeInfo: map[int32]nameInfo{},
-		active: make([]int32, 1, 16), scope: make([]string, 1, 16)}
+	w := &dieWalk{x: x, d: d, dec: dec, names: map[dwarf.Offset]nameInfo{},
+		active: make([]int32, 1, 16), scope: make([]string, 1, 16), scopeID: make([]int32, 1, 16), scopes: []string{""}}
 	w.active[0] = -1
 	return w
 }
@@ -750,6 +858,7 @@ func newDieWalk(x *dwarfIndex, d *dwarf.Data, dec *cuDecoded) *dieWalk {
 func (w *dieWalk) end() bool {
 	w.active = w.active[:len(w.active)-1]
 	w.scope = w.scope[:len(w.scope)-1]
+	w.scopeID = w.scopeID[:len(w.scopeID)-1]
 	return len(w.active) == 0
 }
 
@@ -767,7 +876,14 @@ func (w *dieWalk) push(children bool, next int32, nextScope string, off dwarf.Of
 		return false
 	}
 	w.active = append(w.active, next)
+	top := len(w.scope) - 1
+	id := w.scopeID[top]
+	if nextScope != w.scope[top] {
+		id = int32(len(w.scopes))
+		w.scopes = append(w.scopes, nextScope)
+	}
 	w.scope = append(w.scope, nextScope)
+	w.scopeID = append(w.scopeID, id)
 	return true
 }
 
@@ -781,21 +897,16 @@ func (w *dieWalk) die(e *dwarf.Entry) bool {
 	switch e.Tag {
 	case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
 		n, _ := e.Val(dwarf.AttrName).(string)
-		if n == "" && e.Tag == dwarf.TagNamespace {
-			n = "(anonymous namespace)"
-		}
-		if n != "" && len(prefix) < 1024 {
-			nextScope = prefix + n + "::"
-		}
+		nextScope = scopeName(e.Tag, prefix, n)
 	case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
 		ni := dieNameInfo(e, x.alt)
 		if e.Tag == dwarf.TagSubprogram {
 			if ni.name != "" {
 				ni.name = prefix + ni.name
 			}
-			w.names[e.Offset] = ni
+			w.named = append(w.named, namedDIE{e.Offset, ni})
 		}
-		rs, err := w.d.Ranges(e)
+		rs, err := w.ranges(e)
 		if err != nil || len(rs) == 0 {
 			if e.Tag == dwarf.TagSubprogram {
 				next = -1 // abstract or declaration: nothing below has code
@@ -832,15 +943,99 @@ func (w *dieWalk) die(e *dwarf.Entry) bool {
 			}
 		}
 		dec.nodes = append(dec.nodes, node)
-		w.nodeInfo[idx] = ni
+		w.nodeInfo = append(w.nodeInfo, ni)
 		next = idx
 	}
 	return w.push(e.Children, next, nextScope, e.Offset)
 }
 
+// ranges returns e's address ranges as d.Ranges does. For a DIE with
+// DW_AT_ranges alone, d.Ranges reads the unit's DIE again for its base
+// address (and DW_AT_addr_base) each time: an inlined call in C++ often
+// has a range list, and that was a sixth of a unit's decoding. Here the
+// unit's DIE, read once, stands in: a copy of its DW_AT_low_pc and
+// DW_AT_addr_base beside e's DW_AT_ranges, on an entry with the unit's
+// tag, which d.Ranges takes as its own base.
+func (w *dieWalk) ranges(e *dwarf.Entry) ([][2]uint64, error) {
+	rf := e.AttrField(dwarf.AttrRanges)
+	if rf == nil || w.cu == nil || e.AttrField(dwarf.AttrLowpc) != nil || e.AttrField(dwarf.AttrHighpc) != nil {
+		return w.d.Ranges(e)
+	}
+	s := &w.rangesEntry
+	*s = dwarf.Entry{Offset: e.Offset, Tag: dwarf.TagCompileUnit, Field: append(s.Field[:0], *rf)}
+	for _, a := range []dwarf.Attr{dwarf.AttrLowpc, dwarf.AttrAddrBase} {
+		if f := w.cu.AttrField(a); f != nil {
+			s.Field = append(s.Field, *f)
+		}
+	}
+	return w.d.Ranges(s)
+}
+
+// scopeName is the prefix that qualifies names inside a scope DIE of tag
+// named n, itself inside prefix.
+func scopeName(tag dwarf.Tag, prefix, n string) string {
+	if n == "" && tag == dwarf.TagNamespace {
+		n = "(anonymous namespace)"
+	}
+	if n != "" && len(prefix) < 1024 {
+		return prefix + n + "::"
+	}
+	return prefix
+}
+
+// lazyDIE is a subprogram without code the fast walk stepped over: its
+// names are read only when a DIE refers to it.
+type lazyDIE struct {
+	off   dwarf.Offset
+	scope int32 // the scope it is in, in dieWalk.scopes
+}
+
+// namedDIE is the names of a subprogram die took.
+type namedDIE struct {
+	off dwarf.Offset
+	ni  nameInfo
+}
+
+// nameAt returns the names of the unit's subprogram at off: one the walk
+// decoded, or one it stepped over (lazy), read now through the unit's
+// view and kept.
+func (w *dieWalk) nameAt(off dwarf.Offset) (nameInfo, bool) {
+	if i, found := slices.BinarySearchFunc(w.named, off, func(n namedDIE, off dwarf.Offset) int {
+		return cmp.Compare(n.off, off)
+	}); found {
+		return w.named[i].ni, true
+	}
+	if ni, ok := w.names[off]; ok {
+		return ni, true
+	}
+	i, found := slices.BinarySearchFunc(w.lazy, off, func(l lazyDIE, off dwarf.Offset) int {
+		return cmp.Compare(l.off, off)
+	})
+	if !found {
+		return nameInfo{}, false
+	}
+	var ni nameInfo
+	read := false
+	if code, p, ok := uleb(w.b, int(off)); ok && w.abbrevs != nil {
+		if a := w.abbrevs.get(code); a != nil && w.x.entry(&w.e, w.b, p, a, &w.h, off) {
+			ni, read = dieNameInfo(&w.e, w.x.alt), true
+		}
+	}
+	if !read {
+		if ni, read = readNameInfo(w.d, off, w.x.alt); !read {
+			return nameInfo{}, false
+		}
+	}
+	if ni.name != "" {
+		ni.name = w.scopes[w.lazy[i].scope] + ni.name
+	}
+	w.names[off] = ni
+	return ni, true
+}
+
 // resolveName follows abstract_origin/specification references to the
 // linkage name (preferred) or the plain name.
-func (x *dwarfIndex) resolveName(ni nameInfo, names map[dwarf.Offset]nameInfo) (name string, plain bool) {
+func (x *dwarfIndex) resolveName(ni nameInfo, names func(dwarf.Offset) (nameInfo, bool)) (name string, plain bool) {
 	for hop := 0; ; hop++ {
 		if ni.linkage != "" {
 			return ni.linkage, false
@@ -857,7 +1052,7 @@ func (x *dwarfIndex) resolveName(ni nameInfo, names map[dwarf.Offset]nameInfo) (
 			next, ok = readNameInfo(x.alt.d, ni.ref, nil)
 			// References inside the dwz file are its own offsets.
 			next.refAlt = next.ref != 0
-		} else if next, ok = names[ni.ref]; !ok {
+		} else if next, ok = names(ni.ref); !ok {
 			// Another unit's DIE (DW_FORM_ref_addr), through its view.
 			if d, err := x.dataFor(ni.ref); err == nil {
 				next, ok = readNameInfo(d, ni.ref, x.alt)
@@ -953,6 +1148,20 @@ func (x *dwarfIndex) decodeLines(d *dwarf.Data, cu *dwarf.Entry, dec *cuDecoded,
 		}
 	}
 	sort.SliceStable(seqs, func(i, j int) bool { return seqs[i][0].addr < seqs[j][0].addr })
+	// Rows are searched by address, so they must be sorted: a sequence
+	// that starts inside the one before it, or goes backwards, is left
+	// out. The linker leaves the sequences of code it discarded at
+	// address 0, where they overlap one another (libcephfs has dozens);
+	// kept, they made the rows unsorted, the cached unit was refused on
+	// every warm run, and the unit decoded again.
+	kept := seqs[:0]
+	for _, s := range seqs {
+		if k := len(kept); k > 0 && s[0].addr < kept[k-1][len(kept[k-1])-1].addr || !rowsSorted(s) {
+			continue
+		}
+		kept = append(kept, s)
+	}
+	seqs = kept
 	n := 0
 	for _, s := range seqs {
 		n += len(s)
@@ -966,6 +1175,16 @@ func (x *dwarfIndex) decodeLines(d *dwarf.Data, cu *dwarf.Entry, dec *cuDecoded,
 		dec.raddr[i] = r.addr
 	}
 	return nil
+}
+
+// rowsSorted reports whether a sequence's addresses never go backwards.
+func rowsSorted(seq []lineRow) bool {
+	for i := 1; i < len(seq); i++ {
+		if seq[i].addr < seq[i-1].addr {
+			return false
+		}
+	}
+	return true
 }
 
 // lookupRow returns the line row covering pc.

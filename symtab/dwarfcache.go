@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,7 +26,7 @@ import (
 const (
 	kindDWARFIndex    = "dwarf-index"
 	kindDWARFUnits    = "dwarf-units"
-	dwarfCacheVersion = 1
+	dwarfCacheVersion = 2 // 2: a unit's strings in a table
 )
 
 var errBadEntry = errors.New("bad cached DWARF entry")
@@ -34,21 +34,26 @@ var errBadEntry = errors.New("bad cached DWARF entry")
 // unitPack is a module's decoded units, kept in the cache as one entry
 // (one file per unit cost 0.3-0.7 ms each to create on a loaded machine,
 // and symbolizing 10,000 addresses of libc decodes 1,200 units). The
-// entry is read on the first unit a run needs and rewritten, with the
-// units decoded since, after each of the first 8 new units, then at
-// every power of four (each write encodes the whole entry: with powers
-// of two the writes of a cold 10,000-address run encoded it twice over),
-// and by Symbolizer.Flush at the end of a command: a few writes of a
-// growing entry, never one per unit.
+// entry is read on the first unit a run needs. It is written by
+// Symbolizer.Flush at the end of a command and, while it is small (the
+// first 8 new units, under smallPack bytes), after each new unit, so a
+// short run cut off before its end leaves what it decoded. A large pack
+// is written once: rewritten at each step, libcephfs's 14 units of 2 MB
+// each made a cold run write 130 MB for a 29 MB entry.
 type unitPack struct {
 	once    sync.Once
 	key     diskcache.Key
 	cached  bool
 	mu      sync.Mutex
 	units   map[dwarf.Offset][]byte // encoded, from the entry or decoded in this run
+	bytes   int                     // of units' encodings
 	fresh   int                     // units decoded in this run
 	pending bool                    // decoded since the last write
 }
+
+// smallPack is the size up to which a pack is rewritten after each of
+// its first new units.
+const smallPack = 1 << 20
 
 // packedUnit returns the encoded unit at off from the module's pack.
 func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
@@ -66,6 +71,9 @@ func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
 		if b, ok := x.file.sym.cacheGet(p.key); ok {
 			if units, err := decodePack(b); err == nil {
 				p.units = units
+				for _, u := range units {
+					p.bytes += len(u)
+				}
 			}
 		}
 	})
@@ -75,18 +83,20 @@ func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
 	return b, ok
 }
 
-// addToPack keeps a unit decoded in this run and writes the pack when
-// the count of new units reaches the next step.
+// addToPack keeps a unit decoded in this run and writes the pack while
+// it is small (see unitPack).
 func (x *dwarfIndex) addToPack(off dwarf.Offset, dec *cuDecoded) {
 	p := &x.pack
 	if !p.cached {
 		return
 	}
+	b := encodeUnit(dec)
 	p.mu.Lock()
-	p.units[off] = encodeUnit(dec)
+	p.bytes += len(b) - len(p.units[off])
+	p.units[off] = b
 	p.fresh++
 	p.pending = true
-	write := p.fresh <= 8 || p.fresh&(p.fresh-1) == 0 && bits.TrailingZeros(uint(p.fresh))%2 == 0
+	write := p.fresh <= 8 && p.bytes <= smallPack
 	p.mu.Unlock()
 	if write {
 		x.writePack()
@@ -227,8 +237,51 @@ func appendString(out []byte, s string) []byte {
 	return append(le.AppendUint32(out, uint32(len(s))), s...)
 }
 
+// A unit's encoding: its strings once each (C++ names repeat: each
+// inlined call of a function carries its linkage name, and libcephfs's
+// units hold 13.7 MB of names of which 2.4 MB differ), then the line
+// rows, the line table's files, the functions' ranges and the nodes,
+// strings as indexes into the table.
+
+// unitStrings numbers dec's distinct strings (files, then node names) in
+// the order of their first use.
+func unitStrings(dec *cuDecoded) (table []string, index map[string]uint32) {
+	index = make(map[string]uint32, len(dec.files)+len(dec.nodes)/4)
+	add := func(s string) {
+		if _, ok := index[s]; !ok {
+			index[s] = uint32(len(table))
+			table = append(table, s)
+		}
+	}
+	for _, f := range dec.files {
+		add(f)
+	}
+	for i := range dec.nodes {
+		add(dec.nodes[i].name)
+	}
+	return table, index
+}
+
+// unitSize is the size of dec's encoding with the string table table.
+func unitSize(dec *cuDecoded, table []string) int {
+	n := 20 + 4*len(table) + 17*len(dec.rows) + 4*len(dec.files) + 20*len(dec.funcs)
+	for _, s := range table {
+		n += len(s)
+	}
+	for i := range dec.nodes {
+		nd := &dec.nodes[i]
+		n += 33 + 16*len(nd.ranges) + 4*len(nd.children)
+	}
+	return n
+}
+
 func encodeUnit(dec *cuDecoded) []byte {
-	out := le.AppendUint32(nil, uint32(len(dec.rows)))
+	table, index := unitStrings(dec)
+	out := le.AppendUint32(make([]byte, 0, unitSize(dec, table)), uint32(len(table)))
+	for _, s := range table {
+		out = appendString(out, s)
+	}
+	out = le.AppendUint32(out, uint32(len(dec.rows)))
 	for _, r := range dec.rows {
 		out = le.AppendUint64(out, r.addr)
 		out = le.AppendUint32(out, uint32(r.file))
@@ -241,7 +294,7 @@ func encodeUnit(dec *cuDecoded) []byte {
 	}
 	out = le.AppendUint32(out, uint32(len(dec.files)))
 	for _, f := range dec.files {
-		out = appendString(out, f)
+		out = le.AppendUint32(out, index[f])
 	}
 	out = le.AppendUint32(out, uint32(len(dec.funcs)))
 	for _, f := range dec.funcs {
@@ -251,7 +304,7 @@ func encodeUnit(dec *cuDecoded) []byte {
 	}
 	out = le.AppendUint32(out, uint32(len(dec.nodes)))
 	for _, n := range dec.nodes {
-		out = appendString(out, n.name)
+		out = le.AppendUint32(out, index[n.name])
 		out = le.AppendUint32(out, uint32(len(n.ranges)))
 		for _, rg := range n.ranges {
 			out = le.AppendUint64(out, rg[0])
@@ -272,6 +325,50 @@ func encodeUnit(dec *cuDecoded) []byte {
 		out = append(out, plain)
 	}
 	return out
+}
+
+// readStrings reads a unit's string table: its bytes copied once, each
+// string a piece of them.
+func readStrings(r *bin.Reader) []string {
+	n := count(r, 4)
+	if n == 0 {
+		return nil
+	}
+	start := r.Rest()
+	ends := make([]uint32, n)
+	total := uint64(0)
+	for i := range n {
+		l := r.U32()
+		if uint64(l) > uint64(r.Left()) {
+			r.Fail(errBadEntry)
+			return nil
+		}
+		r.Bytes(uint64(l))
+		total += 4 + uint64(l)
+		ends[i] = uint32(total)
+	}
+	if r.Err() != nil || total > math.MaxUint32 {
+		r.Fail(errBadEntry)
+		return nil
+	}
+	all := string(start[:total]) // one copy; each string a substring of it
+	table := make([]string, n)
+	prev := uint32(0)
+	for i, e := range ends {
+		table[i] = all[prev+4 : e]
+		prev = e
+	}
+	return table
+}
+
+// stringAt is table[i], or a failed read.
+func stringAt(r *bin.Reader, table []string) string {
+	i := r.U32()
+	if r.Err() != nil || uint64(i) >= uint64(len(table)) {
+		r.Fail(errBadEntry)
+		return ""
+	}
+	return table[i]
 }
 
 func readString(r *bin.Reader) string {
@@ -298,6 +395,7 @@ func readBool(r *bin.Reader) bool {
 func decodeUnit(b []byte) (*cuDecoded, error) {
 	r := bin.NewReader(b, le)
 	dec := &cuDecoded{}
+	table := readStrings(r)
 	n := count(r, 17)
 	dec.rows = make([]lineRow, 0, n)
 	dec.raddr = make([]uint64, 0, n)
@@ -312,7 +410,7 @@ func decodeUnit(b []byte) (*cuDecoded, error) {
 	n = count(r, 4)
 	dec.files = make([]string, 0, n)
 	for range n {
-		dec.files = append(dec.files, readString(r))
+		dec.files = append(dec.files, stringAt(r, table))
 	}
 	n = count(r, 20)
 	dec.funcs = make([]fnRange, 0, n)
@@ -322,7 +420,7 @@ func decodeUnit(b []byte) (*cuDecoded, error) {
 	n = count(r, 4+4+8+4+4+4+4+1)
 	dec.nodes = make([]fnNode, 0, n)
 	for range n {
-		nd := fnNode{name: readString(r)}
+		nd := fnNode{name: stringAt(r, table)}
 		k := count(r, 16)
 		if k > maxRangesPerDIE {
 			return nil, errBadEntry

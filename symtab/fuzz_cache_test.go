@@ -5,6 +5,31 @@ import (
 	"testing"
 )
 
+// TestUpdateCacheFuzzSeeds rewrites FuzzCachedDWARF's unit and pack seeds
+// (the C++ target's first unit and all its units, as the cache holds
+// them) when run with -update-seeds, after a change of their format.
+func TestUpdateCacheFuzzSeeds(t *testing.T) {
+	if !*updateSeeds {
+		t.Skip("rewrites the seed corpus only with -update-seeds")
+	}
+	s := New(Options{})
+	defer s.Close()
+	m := openFileModule(t, s, cxxDebug(t, "dwarf5"))
+	x := m.sources().dw
+	units := map[dwarf.Offset][]byte{}
+	for i, cu := range x.cus {
+		dec := x.unit(cu)
+		if dec.err != nil {
+			t.Fatal(dec.err)
+		}
+		units[cu.off] = encodeUnit(dec)
+		if i == 0 {
+			writeSeed(t, "FuzzCachedDWARF", "unit-cxxprog-0", units[cu.off])
+		}
+	}
+	writeSeed(t, "FuzzCachedDWARF", "pack-cxxprog", encodePack(units))
+}
+
 // FuzzCachedDWARF feeds cache payloads (a module's unit index, a decoded
 // unit, a pack of units, a symbol table) to their decoders: never a panic, and a unit they accept can be
 // looked up at every address it names.

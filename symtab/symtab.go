@@ -42,6 +42,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -458,6 +459,26 @@ func (m *Module) Lookup(vaddr uint64, out []Sym) []Sym {
 	}
 	m.results.put(vaddr, out[n:])
 	return out
+}
+
+// Prefetch starts decoding, on the cores the caller leaves idle, the DWARF
+// units that hold vaddrs and are not decoded yet, so that the Lookups
+// that follow (on the caller's goroutine, in order) wait at most for the
+// unit they need. It returns at once and changes no answer. A batch
+// caller (symbolize reading a file of addresses) passes what it has read
+// ahead; with one core, or out of time, it does nothing.
+func (m *Module) Prefetch(vaddrs []uint64) {
+	if m.mismatch || len(vaddrs) == 0 || runtime.GOMAXPROCS(0) < 2 || m.sym.expired() != nil {
+		return
+	}
+	var src *sources
+	if err := safely("module "+m.path, func() error {
+		src = m.sources()
+		return nil
+	}); err != nil || src == nil || src.dw == nil || src.broken.Load() {
+		return
+	}
+	src.dw.prefetch(vaddrs, runtime.GOMAXPROCS(0)-1)
 }
 
 // Expired reports whether the Context ended before every lookup asked of

@@ -25,7 +25,7 @@ import (
 
 // gnuBuildID reads a binary's GNU build id with readelf (an independent
 // answer).
-func gnuBuildID(t *testing.T, bin string) string {
+func gnuBuildID(t testing.TB, bin string) string {
 	t.Helper()
 	out, err := exec.Command(testutil.Need(t, "readelf"), "-n", bin).Output()
 	if err != nil {

@@ -27,7 +27,7 @@ func cmdSymbolize(args []string) error {
 	case len(c.pids) > 1:
 		return cli.Usage("symbolize takes one -p PID", "addresses are in one process", "")
 	}
-	lookup, done, err := c.addressLookup(c.exe)
+	lookup, prefetch, done, err := c.addressLookup(c.exe)
 	if err != nil {
 		return err
 	}
@@ -36,16 +36,18 @@ func cmdSymbolize(args []string) error {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
-	return output.Symbolize(w, c.fs.Args(), os.Stdin, lookup, c.addrJSON, c.showAddr)
+	return output.Symbolize(w, c.fs.Args(), os.Stdin, lookup, prefetch, c.addrJSON, c.showAddr)
 }
 
-// addressLookup names addresses in the ELF file exe, or in the live
-// process's address space (live.Lookup).
-func (c *common) addressLookup(exe string) (func(uint64) []report.Frame, func(), error) {
+// addressLookup names addresses in the ELF file exe (with a prefetch of
+// the addresses about to be asked), or in the live process's address
+// space (live.Lookup).
+func (c *common) addressLookup(exe string) (func(uint64) []report.Frame, func([]uint64), func(), error) {
 	if exe == "" {
-		return live.Lookup(c.pids[0], c.newSymbolizer, live.Options{Sandbox: c.sandboxConfig(resolve.Options{}),
+		lookup, done, err := live.Lookup(c.pids[0], c.newSymbolizer, live.Options{Sandbox: c.sandboxConfig(resolve.Options{}),
 			NoSandbox: c.noSandbox, Quiet: c.quiet, Say: cli.Say})
+		return lookup, nil, done, err
 	}
-	lookup, err := resolve.FileSymbolizer(c.newSymbolizer(), exe)
-	return lookup, nil, err
+	lookup, prefetch, err := resolve.FileSymbolizerAhead(c.newSymbolizer(), exe)
+	return lookup, prefetch, nil, err
 }
