@@ -5,6 +5,7 @@ import (
 	"debug/dwarf"
 	"encoding/binary"
 	"sort"
+	"stackshot/internal/bin"
 )
 
 // A unit's DIEs are mostly types, variables, parameters and call sites,
@@ -545,121 +546,22 @@ func dieAttr(a dwarf.Attr) bool {
 // indirect, ...) or runs past the end: debug/dwarf reads that DIE.
 func (x *dwarfIndex) entry(e *dwarf.Entry, b []byte, p int, a *abbrevDecl, h *unitHeader, off dwarf.Offset) bool {
 	*e = dwarf.Entry{Offset: off, Tag: a.tag, Children: a.children, Field: e.Field[:0]}
-	addrSize, offSize := int(h.addrSize), int(h.offSize)
-	order := x.order
-	fixed := func(n int) (uint64, bool) {
-		if p+n > len(b) {
-			return 0, false
-		}
-		var v uint64
-		switch n {
-		case 1:
-			v = uint64(b[p])
-		case 2:
-			v = uint64(order.Uint16(b[p:]))
-		case 4:
-			v = uint64(order.Uint32(b[p:]))
-		case 8:
-			v = order.Uint64(b[p:])
-		default:
-			return 0, false
-		}
-		p += n
-		return v, true
-	}
-	cstr := func(sec []byte, off uint64) (string, bool) {
-		if off >= uint64(len(sec)) {
-			return "", false
-		}
-		n := bytes.IndexByte(sec[off:], 0)
-		if n < 0 {
-			return "", false
-		}
-		return string(sec[off : off+uint64(n)]), true
-	}
 	for i, form := range a.forms {
 		attr := dwarf.Attr(a.attrs[i])
+		var ok bool
 		if !dieAttr(attr) {
-			var ok bool
-			if p, ok = skipForm(b, p, form, h.vers, addrSize, offSize, order); !ok {
+			if p, ok = skipForm(b, p, form, h.vers, int(h.addrSize), int(h.offSize), x.order); !ok {
 				return false
 			}
 			continue
 		}
 		var val any
-		class := dwarf.ClassConstant
-		ok := true
-		switch form {
-		case 0x01: // addr
-			var v uint64
-			v, ok = fixed(addrSize)
-			val, class = v, dwarf.ClassAddress
-		case 0x0b, 0x05, 0x06, 0x07: // data1 data2 data4 data8
-			var v uint64
-			v, ok = fixed(formSize(form, h.vers, addrSize, offSize))
-			val = int64(v)
-		case 0x0d: // sdata
-			var v int64
-			v, p, ok = sleb(b, p)
-			val = v
-		case 0x0f: // udata
-			var v uint64
-			v, p, ok = uleb(b, p)
-			val = int64(v)
-		case 0x21: // implicit_const
-			val = a.consts[i]
-		case 0x17: // sec_offset
-			var v uint64
-			v, ok = fixed(offSize)
-			val, class = int64(v), dwarf.ClassUnknown
-			if attr == dwarf.AttrRanges {
-				class = dwarf.ClassRangeListPtr
-			}
-		case 0x11, 0x12, 0x13, 0x14: // ref1 ref2 ref4 ref8
-			var v uint64
-			v, ok = fixed(formSize(form, h.vers, addrSize, offSize))
-			val, class = dwarf.Offset(v)+dwarf.Offset(h.off), dwarf.ClassReference
-		case 0x15: // ref_udata
-			var v uint64
-			v, p, ok = uleb(b, p)
-			val, class = dwarf.Offset(v)+dwarf.Offset(h.off), dwarf.ClassReference
-		case 0x10: // ref_addr
-			n := offSize
-			if h.vers == 2 {
-				n = addrSize
-			}
-			var v uint64
-			v, ok = fixed(n)
-			val, class = dwarf.Offset(v), dwarf.ClassReference
-		case 0x1f20: // GNU_ref_alt
-			var v uint64
-			v, ok = fixed(offSize)
-			val, class = int64(v), dwarf.ClassReferenceAlt
-		case 0x1f21: // GNU_strp_alt
-			var v uint64
-			v, ok = fixed(offSize)
-			val, class = int64(v), dwarf.ClassStringAlt
-		case 0x08: // string
-			var s string
-			if s, ok = cstr(b, uint64(p)); ok {
-				p += len(s) + 1
-			}
-			val, class = s, dwarf.ClassString
-		case 0x0e, 0x1f: // strp line_strp
-			var v uint64
-			if v, ok = fixed(offSize); ok {
-				sec := x.str
-				if form == 0x1f {
-					sec = x.lineStr
-				}
-				val, ok = cstr(sec, v)
-			}
-			class = dwarf.ClassString
-		default:
+		var class dwarf.Class
+		if val, class, p, ok = x.attrValue(b, p, form, a.consts[i], h); !ok {
 			return false
 		}
-		if !ok {
-			return false
+		if class == dwarf.ClassUnknown && attr == dwarf.AttrRanges {
+			class = dwarf.ClassRangeListPtr
 		}
 		if class == dwarf.ClassConstant && h.vers < 4 && attr == dwarf.AttrRanges {
 			class = dwarf.ClassRangeListPtr // DWARF 2 and 3: a constant offset
@@ -667,4 +569,91 @@ func (x *dwarfIndex) entry(e *dwarf.Entry, b []byte, p int, a *abbrevDecl, h *un
 		e.Field = append(e.Field, dwarf.Field{Attr: attr, Val: val, Class: class})
 	}
 	return p <= len(b)
+}
+
+// fixedAt reads an n-byte value at p in b (n 1, 2, 4 or 8).
+func fixedAt(b []byte, p, n int, order binary.ByteOrder) (v uint64, next int, ok bool) {
+	if p+n > len(b) {
+		return 0, p, false
+	}
+	switch n {
+	case 1:
+		v = uint64(b[p])
+	case 2:
+		v = uint64(order.Uint16(b[p:]))
+	case 4:
+		v = uint64(order.Uint32(b[p:]))
+	case 8:
+		v = order.Uint64(b[p:])
+	default:
+		return 0, p, false
+	}
+	return v, p + n, true
+}
+
+// attrValue reads the value of one attribute of form at p in b, with the
+// value and class debug/dwarf gives it (a sec_offset's class is
+// ClassUnknown: the caller knows a range list's), and where the next one
+// starts. konst is an implicit_const's value. ok false for a form whose
+// value needs more of the unit, or one that runs past the end.
+func (x *dwarfIndex) attrValue(b []byte, p int, form uint32, konst int64, h *unitHeader) (val any, class dwarf.Class, next int, ok bool) {
+	addrSize, offSize := int(h.addrSize), int(h.offSize)
+	order := x.order
+	var v uint64
+	class = dwarf.ClassConstant
+	switch form {
+	case 0x01: // addr
+		v, p, ok = fixedAt(b, p, addrSize, order)
+		val, class = v, dwarf.ClassAddress
+	case 0x0b, 0x05, 0x06, 0x07: // data1 data2 data4 data8
+		v, p, ok = fixedAt(b, p, formSize(form, h.vers, addrSize, offSize), order)
+		val = int64(v)
+	case 0x0d: // sdata
+		var sv int64
+		sv, p, ok = sleb(b, p)
+		val = sv
+	case 0x0f: // udata
+		v, p, ok = uleb(b, p)
+		val = int64(v)
+	case 0x21: // implicit_const
+		val, ok = konst, true
+	case 0x17: // sec_offset
+		v, p, ok = fixedAt(b, p, offSize, order)
+		val, class = int64(v), dwarf.ClassUnknown
+	case 0x11, 0x12, 0x13, 0x14: // ref1 ref2 ref4 ref8
+		v, p, ok = fixedAt(b, p, formSize(form, h.vers, addrSize, offSize), order)
+		val, class = dwarf.Offset(v)+dwarf.Offset(h.off), dwarf.ClassReference
+	case 0x15: // ref_udata
+		v, p, ok = uleb(b, p)
+		val, class = dwarf.Offset(v)+dwarf.Offset(h.off), dwarf.ClassReference
+	case 0x10: // ref_addr
+		n := offSize
+		if h.vers == 2 {
+			n = addrSize
+		}
+		v, p, ok = fixedAt(b, p, n, order)
+		val, class = dwarf.Offset(v), dwarf.ClassReference
+	case 0x1f20: // GNU_ref_alt
+		v, p, ok = fixedAt(b, p, offSize, order)
+		val, class = int64(v), dwarf.ClassReferenceAlt
+	case 0x1f21: // GNU_strp_alt
+		v, p, ok = fixedAt(b, p, offSize, order)
+		val, class = int64(v), dwarf.ClassStringAlt
+	case 0x08: // string
+		var s string
+		if s, ok = bin.CString(b, uint64(p)); ok {
+			p += len(s) + 1
+		}
+		val, class = s, dwarf.ClassString
+	case 0x0e, 0x1f: // strp line_strp
+		if v, p, ok = fixedAt(b, p, offSize, order); ok {
+			sec := x.str
+			if form == 0x1f {
+				sec = x.lineStr
+			}
+			val, ok = bin.CString(sec, v)
+		}
+		class = dwarf.ClassString
+	}
+	return val, class, p, ok
 }

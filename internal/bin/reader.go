@@ -174,12 +174,19 @@ func (r *Reader) CString() []byte {
 // CStringAt returns the NUL-terminated string at off in sec ("" when off
 // is out of range or the string is unterminated).
 func CStringAt(sec []byte, off uint64) string {
+	s, _ := CString(sec, off)
+	return s
+}
+
+// CString is the NUL-terminated string at off in sec, and whether there
+// is one (off inside sec, a NUL after it).
+func CString(sec []byte, off uint64) (string, bool) {
 	if off >= uint64(len(sec)) {
-		return ""
+		return "", false
 	}
 	s := sec[off:]
 	if i := bytes.IndexByte(s, 0); i >= 0 {
-		return string(s[:i])
+		return string(s[:i]), true
 	}
-	return ""
+	return "", false
 }
