@@ -51,6 +51,9 @@ func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *report.Process {
 	for i := range p.Threads {
 		out.Threads = append(out.Threads, r.safeThread(s, &p.Threads[i]))
 	}
+	if r.checked.p == p {
+		r.checked.reset() // resolved: the walks are not needed again
+	}
 	if r.opts.KernelAddrs && r.opts.Kernel {
 		r.kernelAddrs(out)
 	}

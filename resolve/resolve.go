@@ -47,6 +47,9 @@ type Resolver struct {
 	frames []unwind.Frame
 	syms   []symtab.Sym
 	kaddr  map[string]uint64 // kernel symbol addresses found so far
+	// checked: the no-stop check's walks of the latest capture, for its
+	// resolution.
+	checked checkedWalks
 }
 
 type tableEntry struct {
@@ -356,6 +359,9 @@ func (s *Space) Unwind(th *ptrace.Thread, out []unwind.Frame) ([]unwind.Frame, u
 	if unwindHook != nil {
 		unwindHook(th.TID)
 	}
+	if fr, stop, ok := s.r.checked.take(s, th, out); ok {
+		return fr, stop, true
+	}
 	in, ok := s.input(th)
 	if !ok {
 		return out, unwind.StopNone, false
@@ -386,6 +392,7 @@ func (s *Space) checkNoStop(th *ptrace.Thread) bool {
 	if !ok {
 		return false
 	}
+	s.r.checked.keep(s, th, fr, stop)
 	switch stop {
 	case unwind.StopEnd, unwind.StopPCZero:
 		return true

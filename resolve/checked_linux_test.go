@@ -1,0 +1,62 @@
+//go:build linux
+
+package resolve
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"stackshot/internal/testutil"
+	"stackshot/ptrace"
+	"stackshot/symtab"
+	"stackshot/unwind"
+)
+
+// A live capture's resolution reuses the walks its no-stop check made
+// (one walk per thread instead of two) and names exactly what a resolver
+// that never saw the check names; a walk is reused only for the capture
+// and stack copy it was made from, and is dropped once resolved.
+func TestCheckedWalkReused(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("realworld", "deep.c")}, "-O0", "-g")
+	tg := testutil.Start(t, bin, "300")
+	r := NewResolver(symtab.New(symtab.Options{}), Options{Live: true})
+	p, err := r.CaptureLive(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Threads) != 1 || p.Threads[0].Method != ptrace.MethodNoStop {
+		t.Fatalf("want one thread read without a stop, got %+v", p.Threads)
+	}
+	th := &p.Threads[0]
+	mem := ptrace.MemReader{PID: p.MemPID()}
+	s := r.Space(p, mem)
+	kept, stop, ok := r.checked.take(s, th, nil)
+	if !ok || len(kept) < 302 {
+		t.Fatalf("the check kept no walk of %d frames (ok %v, %d frames, %v)", 302, ok, len(kept), stop)
+	}
+	// Another copy of the same stack is another capture: not reused.
+	other := *th
+	other.Stack = slices.Clone(th.Stack)
+	if _, _, ok := r.checked.take(s, &other, nil); ok {
+		t.Error("a walk was reused for another stack copy")
+	}
+	got := r.Process(p, mem)
+	if r.checked.p != nil || len(r.checked.walks) != 0 {
+		t.Error("the walks were kept after the capture was resolved")
+	}
+	fresh := NewResolver(symtab.New(symtab.Options{}), Options{Live: true})
+	want := fresh.Process(p, mem)
+	if !reflect.DeepEqual(got.Threads, want.Threads) {
+		t.Fatalf("resolved through the check's walk:\n%+v\nwithout it:\n%+v", got.Threads, want.Threads)
+	}
+	var recs int
+	for _, f := range got.Threads[0].Frames {
+		if f.Function == "rec" {
+			recs++
+		}
+	}
+	if recs != 301 || got.Threads[0].Stop != unwind.StopEnd.String() {
+		t.Fatalf("%d rec frames (want 301), stop %q: %+v", recs, got.Threads[0].Stop, got.Threads[0].Frames)
+	}
+}
