@@ -60,3 +60,52 @@ func TestCheckedWalkReused(t *testing.T) {
 		t.Fatalf("%d rec frames (want 301), stop %q: %+v", recs, got.Threads[0].Stop, got.Threads[0].Frames)
 	}
 }
+
+// BenchmarkResolveDeep unwinds and names a 1,000-frame recursion read
+// without a stop (testdata/realworld/deep.c), warm (modules and CFI
+// loaded): "unwind" is Space.Unwind alone, "frames" the naming of its
+// frames (Resolver.Frames), "process" both through Process; the walk the
+// capture's check made is not reused.
+func BenchmarkResolveDeep(b *testing.B) {
+	bin := testutil.Build(b, "gcc", []string{testutil.Testdata("realworld", "deep.c")}, "-O0", "-g")
+	tg := testutil.Start(b, bin, "1000")
+	r := NewResolver(symtab.New(symtab.Options{}), Options{Live: true})
+	p, err := r.CaptureLive(tg.PID, ptrace.Options{Mode: ptrace.ModeNoStop})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mem := ptrace.MemReader{PID: p.MemPID()}
+	r.checked.reset()
+	rp := r.Process(p, mem)
+	if n := len(rp.Threads[0].Frames); n < 1000 {
+		b.Fatalf("%d frames", n)
+	}
+	th := &p.Threads[0]
+	s := r.Space(p, mem)
+	fr, _, _ := s.Unwind(th, nil)
+	perFrame := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(fr)), "ns/frame")
+	}
+	b.Run("unwind", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]unwind.Frame, 0, len(fr))
+		for b.Loop() {
+			buf, _, _ = s.Unwind(th, buf[:0])
+		}
+		perFrame(b)
+	})
+	b.Run("frames", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r.Frames(s, th, fr, true, nil)
+		}
+		perFrame(b)
+	})
+	b.Run("process", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r.Process(p, mem)
+		}
+		perFrame(b)
+	})
+}
