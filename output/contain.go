@@ -18,6 +18,7 @@ var renderHook func(pid int)
 // process its text (a one-line note in its place), not the report.
 func safeTextProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 	var buf bytes.Buffer
+	buf.Grow(textSizeHint(p))
 	bw := bufio.NewWriter(&buf)
 	err := contain.Call(fmt.Sprintf("rendering process %d", p.PID), func() {
 		if renderHook != nil {
