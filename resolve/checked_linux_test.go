@@ -9,6 +9,7 @@ import (
 
 	"stackshot/internal/testutil"
 	"stackshot/ptrace"
+	"stackshot/report"
 	"stackshot/symtab"
 	"stackshot/unwind"
 )
@@ -58,6 +59,38 @@ func TestCheckedWalkReused(t *testing.T) {
 	}
 	if recs != 301 || got.Threads[0].Stop != unwind.StopEnd.String() {
 		t.Fatalf("%d rec frames (want 301), stop %q: %+v", recs, got.Threads[0].Stop, got.Threads[0].Frames)
+	}
+}
+
+// Names kept per PC (userFrame's memo) are what naming each frame anew
+// gives, SP included; the 300 frames of the recursion's one return
+// address are named once.
+func TestNamedPerPC(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("realworld", "deep.c")}, "-O0", "-g")
+	tg := testutil.Start(t, bin, "300")
+	r := NewResolver(symtab.New(symtab.Options{}), Options{Live: true})
+	p, err := r.CaptureLive(tg.PID, ptrace.Options{Mode: ptrace.ModeNoStop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Space(p, ptrace.MemReader{PID: p.MemPID()})
+	fr, _, ok := s.Unwind(&p.Threads[0], nil)
+	if !ok || len(fr) < 302 {
+		t.Fatalf("%d frames", len(fr))
+	}
+	got := r.Frames(s, &p.Threads[0], fr, true, nil)
+	var want []report.Frame
+	for _, f := range fr {
+		want, _ = r.nameFrame(s, want, f)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("named through the memo:\n%+v\nanew:\n%+v", got, want)
+	}
+	if len(s.named) > 10 {
+		t.Errorf("%d PCs kept for a stack of %d frames with a handful of distinct PCs", len(s.named), len(fr))
+	}
+	if got[150].Function != "rec" || got[150].SP == got[151].SP {
+		t.Errorf("frames 150, 151: %+v %+v", got[150], got[151])
 	}
 }
 

@@ -78,6 +78,36 @@ type Space struct {
 	// missing and warnings: modules not found, said once each.
 	missing  map[string]bool
 	warnings []string
+	// named: the frames a module gave each PC named so far (userFrame),
+	// in namedFrames.
+	named       map[namedKey]namedRange
+	namedFrames []report.Frame
+}
+
+type namedKey struct {
+	pc            uint64
+	method        unwind.Method
+	exact, signal bool
+}
+
+type namedRange struct{ from, to int }
+
+// maxNamed bounds the PCs a space keeps the names of (a sampler's space
+// lives for the whole recording); past it the memo starts over.
+const maxNamed = 4096
+
+// keepNamed keeps the logical frames fr of a PC's key.
+func (s *Space) keepNamed(key namedKey, fr []report.Frame) {
+	if len(s.named) >= maxNamed {
+		clear(s.named)
+		s.namedFrames = s.namedFrames[:0]
+	}
+	if s.named == nil {
+		s.named = map[namedKey]namedRange{}
+	}
+	from := len(s.namedFrames)
+	s.namedFrames = append(s.namedFrames, fr...)
+	s.named[key] = namedRange{from, len(s.namedFrames)}
 }
 
 type modEntry struct {
@@ -106,6 +136,8 @@ func (s *Space) Update(p *ptrace.Process) {
 	if !same {
 		s.maps = procmaps.Maps(p.Maps)
 		s.mods = map[uint64]*modEntry{}
+		clear(s.named)
+		s.namedFrames = s.namedFrames[:0]
 	}
 }
 
