@@ -3,6 +3,7 @@
 package output
 
 import (
+	"bytes"
 	"bufio"
 	"fmt"
 	"io"
@@ -23,14 +24,24 @@ type TextOptions struct {
 
 // Text writes processes like gdb's "thread apply all bt".
 func Text(w io.Writer, procs []*report.Process, o TextOptions) error {
-	bw := bufio.NewWriter(w)
+	buf, direct := w.(*bytes.Buffer)
+	if !direct {
+		buf = new(bytes.Buffer)
+	}
+	if hint := textSizeHint(procs); buf.Available() < hint {
+		buf.Grow(hint)
+	}
 	for i, p := range procs {
 		if i > 0 {
-			bw.WriteString("\n")
+			buf.WriteString("\n")
 		}
-		safeTextProcess(bw, p, o)
+		safeTextProcess(buf, p, o)
 	}
-	return bw.Flush()
+	if direct {
+		return nil
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {

@@ -89,3 +89,22 @@ func TestFrameLineAsFmt(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRenderDeep renders the text of one thread 1,000 frames deep (a
+// recursion: the same function and module on every line), as a dump does
+// (Render: the process's text, then the whole-report escape pass).
+func BenchmarkRenderDeep(b *testing.B) {
+	t := report.Thread{TID: 7, Name: "deep", State: "S", Capture: "nostop",
+		Syscall: &report.Syscall{Name: "read", InCall: true}}
+	for i := range 1000 {
+		t.Frames = append(t.Frames, report.Frame{PC: 0x5555555551a9, SP: 0x7ffc0000 + uint64(32*i), Kind: "user",
+			Function: "rec", Offset: 0x30, HasOffset: true, Module: "/tmp/deep", ModuleOffset: 0x11a9, HasModule: true, Method: "cfi"})
+	}
+	p := &report.Process{PID: 7, Comm: "deep", Exe: "/tmp/deep", State: "S", Threads: []report.Thread{t}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Render([]*report.Process{p}, false, false, TextOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
