@@ -3,8 +3,8 @@
 package output
 
 import (
-	"bytes"
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"path/filepath"
