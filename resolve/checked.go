@@ -79,7 +79,7 @@ func (c *checkedWalks) keep(s *Space, th *ptrace.Thread, fr []unwind.Frame, stop
 }
 
 // take appends the kept walk of thread th of s's capture to out, if there
-// is one.
+// is one, and forgets it.
 func (c *checkedWalks) take(s *Space, th *ptrace.Thread, out []unwind.Frame) ([]unwind.Frame, unwind.StopReason, bool) {
 	if c.p == nil || c.p != s.p || len(th.Stack) == 0 {
 		return out, unwind.StopNone, false
@@ -95,7 +95,14 @@ func (c *checkedWalks) take(s *Space, th *ptrace.Thread, out []unwind.Frame) ([]
 	if pc, sp := walkStart(th); pc != w.pc || sp != w.sp {
 		return out, unwind.StopNone, false
 	}
-	return append(out, c.frames[w.from:w.to]...), w.stop, true
+	out = append(out, c.frames[w.from:w.to]...)
+	// Taken once: when every walk is, the capture is let go (a sampler
+	// resolves each tick's capture right after its check).
+	delete(c.walks, th.TID)
+	if len(c.walks) == 0 {
+		c.reset()
+	}
+	return out, w.stop, true
 }
 
 // reset drops every kept walk (keeping the frames' memory).

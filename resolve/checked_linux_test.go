@@ -32,21 +32,28 @@ func TestCheckedWalkReused(t *testing.T) {
 	th := &p.Threads[0]
 	mem := ptrace.MemReader{PID: p.MemPID()}
 	s := r.Space(p, mem)
-	kept, stop, ok := r.checked.take(s, th, nil)
-	if !ok || len(kept) < 302 {
-		t.Fatalf("the check kept no walk of %d frames (ok %v, %d frames, %v)", 302, ok, len(kept), stop)
-	}
 	// Another copy of the same stack is another capture: not reused.
 	other := *th
 	other.Stack = slices.Clone(th.Stack)
 	if _, _, ok := r.checked.take(s, &other, nil); ok {
 		t.Error("a walk was reused for another stack copy")
 	}
+	kept, stop, ok := r.checked.take(s, th, nil)
+	if !ok || len(kept) < 302 {
+		t.Fatalf("the check kept no walk of 302 frames or more (ok %v, %d frames, %v)", ok, len(kept), stop)
+	}
+	if r.checked.p != nil {
+		t.Error("the capture was kept after its one walk was taken")
+	}
+	fresh := NewResolver(symtab.New(symtab.Options{}), Options{Live: true})
+	if again, stop2, _ := fresh.Space(p, mem).Unwind(th, nil); !reflect.DeepEqual(kept, again) || stop != stop2 {
+		t.Fatalf("kept walk (%v):\n%v\nwalked again (%v):\n%v", stop, kept, stop2, again)
+	}
+	r.checked.keep(s, th, kept, stop)
 	got := r.Process(p, mem)
 	if r.checked.p != nil || len(r.checked.walks) != 0 {
 		t.Error("the walks were kept after the capture was resolved")
 	}
-	fresh := NewResolver(symtab.New(symtab.Options{}), Options{Live: true})
 	want := fresh.Process(p, mem)
 	if !reflect.DeepEqual(got.Threads, want.Threads) {
 		t.Fatalf("resolved through the check's walk:\n%+v\nwithout it:\n%+v", got.Threads, want.Threads)
