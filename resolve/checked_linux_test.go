@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"stackshot/internal/diskcache"
 	"stackshot/internal/testutil"
 	"stackshot/ptrace"
 	"stackshot/report"
@@ -148,4 +149,33 @@ func BenchmarkResolveDeep(b *testing.B) {
 		}
 		perFrame(b)
 	})
+}
+
+// BenchmarkDumpWarm is a one-off dump's resolving side, in-process: per
+// iteration a fresh symbolizer over a filled disk cache and a fresh
+// resolver capture a 2-thread process (testdata/targets/many.c) without a
+// stop, check and name its threads (what `stackshot PID` does after its
+// start, rendering aside).
+func BenchmarkDumpWarm(b *testing.B) {
+	bin := testutil.Build(b, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(b, bin, "1")
+	cache, err := diskcache.Open(b.TempDir(), 64<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dump := func() *report.Process {
+		r := NewResolver(symtab.New(symtab.Options{Cache: cache, NamesOnly: true}), Options{Live: true})
+		p, err := r.CaptureLive(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r.Process(p, ptrace.MemReader{PID: p.MemPID()})
+	}
+	if rp := dump(); len(rp.Threads) != 2 {
+		b.Fatalf("%d threads", len(rp.Threads))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		dump()
+	}
 }
