@@ -221,7 +221,12 @@ func (r *Resolver) kallsyms() *symtab.Kallsyms {
 // recursion repeats the same return address (only SP differs).
 func (r *Resolver) userFrame(s *Space, out []report.Frame, f unwind.Frame) []report.Frame {
 	key := namedKey{pc: f.PC, method: f.Method, exact: f.Exact, signal: f.SignalFrame}
-	if k, ok := s.named[key]; ok {
+	k, ok := s.lastNamed, s.lastNamedOK && s.lastKey == key
+	if !ok {
+		k, ok = s.named[key]
+		s.lastKey, s.lastNamed, s.lastNamedOK = key, k, ok
+	}
+	if ok {
 		for _, fr := range s.namedFrames[k.from:k.to] {
 			fr.SP = f.SP
 			out = append(out, fr)

@@ -82,6 +82,11 @@ type Space struct {
 	// in namedFrames.
 	named       map[namedKey]namedRange
 	namedFrames []report.Frame
+	// The key last looked up there, and its answer (a recursion asks
+	// for one key over and over).
+	lastKey     namedKey
+	lastNamed   namedRange
+	lastNamedOK bool
 }
 
 type namedKey struct {
@@ -102,6 +107,7 @@ func (s *Space) keepNamed(key namedKey, fr []report.Frame) {
 		clear(s.named)
 		s.namedFrames = s.namedFrames[:0]
 	}
+	s.lastNamedOK = false
 	if s.named == nil {
 		s.named = map[namedKey]namedRange{}
 	}
@@ -138,6 +144,7 @@ func (s *Space) Update(p *ptrace.Process) {
 		s.mods = map[uint64]*modEntry{}
 		clear(s.named)
 		s.namedFrames = s.namedFrames[:0]
+		s.lastNamedOK = false
 	}
 }
 
