@@ -626,12 +626,17 @@ func (w *walker) returnAddress(v, callee uint64) int {
 // target; its answers are kept for the walk (the frame-record search asks
 // about every word of a deep stack, mostly the same return address).
 func (w *walker) returnAddressTarget(v, callee uint64) (int, uint64) {
-	m := &w.ras[memoSlot(v, callee, len(w.ras))]
-	if m.gen == w.gen && m.v == v && m.callee == callee {
-		return m.strength, m.target
+	// Two ways per set, the newest first: the frame-record search asks
+	// about two keys in turn, which must not evict each other.
+	set := w.ras[2*memoSlot(v, callee, len(w.ras)/2):][:2]
+	for i := range set {
+		if m := &set[i]; m.gen == w.gen && m.v == v && m.callee == callee {
+			return m.strength, m.target
+		}
 	}
 	r, target := w.checkReturnAddress(v, callee)
-	*m = raMemo{gen: w.gen, v: v, callee: callee, target: target, strength: r}
+	set[1] = set[0]
+	set[0] = raMemo{gen: w.gen, v: v, callee: callee, target: target, strength: r}
 	return r, target
 }
 
