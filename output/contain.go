@@ -14,11 +14,12 @@ import (
 // before it is rendered; a test makes it panic for one process.
 var renderHook func(pid int)
 
-// safeTextProcess renders one process; a panic in the renderer costs that
-// process its text (a one-line note in its place), not the report.
-func safeTextProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
-	var buf bytes.Buffer
-	bw := bufio.NewWriter(&buf)
+// safeTextProcess renders one process at the end of buf; a panic in the
+// renderer costs that process its text (a one-line note in its place,
+// what it had written taken back), not the report.
+func safeTextProcess(buf *bytes.Buffer, p *report.Process, o TextOptions) {
+	mark := buf.Len()
+	bw := bufio.NewWriter(buf)
 	err := contain.Call(fmt.Sprintf("rendering process %d", p.PID), func() {
 		if renderHook != nil {
 			renderHook(p.PID)
@@ -27,10 +28,9 @@ func safeTextProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 		bw.Flush()
 	})
 	if err != nil {
-		fmt.Fprintf(w, "Process %d: (%v)\n", p.PID, err)
-		return
+		buf.Truncate(mark)
+		fmt.Fprintf(buf, "Process %d: (%v)\n", p.PID, err)
 	}
-	w.Write(buf.Bytes())
 }
 
 // safeJSON is toJSON with a panic turned into a process object that says

@@ -4,6 +4,7 @@ package output
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -23,14 +24,24 @@ type TextOptions struct {
 
 // Text writes processes like gdb's "thread apply all bt".
 func Text(w io.Writer, procs []*report.Process, o TextOptions) error {
-	bw := bufio.NewWriter(w)
+	buf, direct := w.(*bytes.Buffer)
+	if !direct {
+		buf = new(bytes.Buffer)
+	}
+	if hint := textSizeHint(procs); buf.Available() < hint {
+		buf.Grow(hint)
+	}
 	for i, p := range procs {
 		if i > 0 {
-			bw.WriteString("\n")
+			buf.WriteString("\n")
 		}
-		safeTextProcess(bw, p, o)
+		safeTextProcess(buf, p, o)
 	}
-	return bw.Flush()
+	if direct {
+		return nil
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
@@ -77,6 +88,8 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	fmt.Fprintf(w, "):%s\n", progressMark(t))
 	n := 0
 	boundary := false
+	var prev *report.Frame // the frame body was made for
+	var body []byte
 	for i := range t.Frames {
 		f := &t.Frames[i]
 		if f.Kind == "user" && !boundary {
@@ -89,7 +102,15 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 		if f.Inlined && !o.Inline {
 			continue
 		}
-		w.Write(appendFrameLine(w.AvailableBuffer(), n, f, o))
+		b := appendFrameNumber(w.AvailableBuffer(), n)
+		if prev != nil && sameBody(f, prev) {
+			b = append(b, body...) // (a recursion's line, escaped once)
+		} else {
+			start := len(b)
+			b = appendFrameBody(b, f, o)
+			body, prev = append(body[:0], b[start:]...), f
+		}
+		w.Write(b)
 		n++
 	}
 	if !boundary && n > 0 && t.Syscall != nil && t.Syscall.InCall {
@@ -126,13 +147,31 @@ func syscallLine(t *report.Thread) string {
 // by hand (a 1,000-frame dump prints 1,000 of them; fmt cost a tenth of
 // its time).
 func appendFrameLine(b []byte, n int, f *report.Frame, o TextOptions) []byte {
+	return appendFrameBody(appendFrameNumber(b, n), f, o)
+}
+
+// appendFrameNumber appends a frame line's "#n" column (fmt's "#%-3d ").
+func appendFrameNumber(b []byte, n int) []byte {
 	b = append(b, '#')
 	l := len(b)
 	b = strconv.AppendInt(b, int64(n), 10)
 	for len(b)-l < 3 { // %-3d
 		b = append(b, ' ')
 	}
-	b = append(b, ' ')
+	return append(b, ' ')
+}
+
+// sameBody reports whether frames a and b print the same line after its
+// number: they differ at most in SP, which no line shows (a recursion's
+// frames, one after another).
+func sameBody(a, b *report.Frame) bool {
+	c := *a
+	c.SP = b.SP
+	return c == *b
+}
+
+// appendFrameBody appends what a frame line shows after its number.
+func appendFrameBody(b []byte, f *report.Frame, o TextOptions) []byte {
 	if f.Kind == "kernel" {
 		if f.PC != 0 {
 			b = append(appendHex16(b, f.PC), " in "...)

@@ -1,6 +1,8 @@
 package output
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -86,6 +88,71 @@ func TestFrameLineAsFmt(t *testing.T) {
 					t.Errorf("frame %d, #%d, %+v:\n got %q\nwant %q", i, n, o, got[1:], want)
 				}
 			}
+		}
+	}
+}
+
+// A thread's lines are each frame's own even where a line repeats the one
+// before (a recursion's body is made once and copied): frames that differ
+// only in SP print alike, any other field breaks the run.
+func TestTextRepeatedFrames(t *testing.T) {
+	rec := report.Frame{PC: 0x5555555551a9, SP: 0x7ffc0000, Kind: "user", Function: "rec\x1b", Offset: 0x30, HasOffset: true,
+		Module: "/tmp/deep", ModuleOffset: 0x11a9, HasModule: true, Method: "cfi", File: "deep.c", Line: 16}
+	var frames []report.Frame
+	for i := range 12 {
+		f := rec
+		f.SP += uint64(32 * i)
+		switch i {
+		case 3:
+			f.Line = 17
+		case 4:
+			f.Method = "fp"
+		case 7:
+			f.Function = "main"
+		case 8:
+			f.Inlined = true
+		case 10:
+			f.ModuleOffset++
+		}
+		frames = append(frames, f)
+	}
+	for _, o := range []TextOptions{{}, {Source: true, Inline: true, Verbose: true}} {
+		var buf bytes.Buffer
+		w := bufio.NewWriter(&buf)
+		textThread(w, &report.Thread{TID: 1, Name: "t", State: "S", Capture: "nostop", Frames: frames}, o)
+		w.Flush()
+		var want strings.Builder
+		n := 0
+		for i := range frames {
+			if frames[i].Inlined && !o.Inline {
+				continue
+			}
+			want.WriteString(fmtFrameLine(n, &frames[i], o))
+			n++
+		}
+		// (after the blank line and the thread's header)
+		_, got, _ := strings.Cut(strings.TrimPrefix(buf.String(), "\n"), "\n")
+		if got != want.String() {
+			t.Errorf("options %+v:\n%s\nwant\n%s", o, got, want.String())
+		}
+	}
+}
+
+// BenchmarkRenderDeep renders the text of one thread 1,000 frames deep (a
+// recursion: the same function and module on every line), as a dump does
+// (Render: the process's text, then the whole-report escape pass).
+func BenchmarkRenderDeep(b *testing.B) {
+	t := report.Thread{TID: 7, Name: "deep", State: "S", Capture: "nostop",
+		Syscall: &report.Syscall{Name: "read", InCall: true}}
+	for i := range 1000 {
+		t.Frames = append(t.Frames, report.Frame{PC: 0x5555555551a9, SP: 0x7ffc0000 + uint64(32*i), Kind: "user",
+			Function: "rec", Offset: 0x30, HasOffset: true, Module: "/tmp/deep", ModuleOffset: 0x11a9, HasModule: true, Method: "cfi"})
+	}
+	p := &report.Process{PID: 7, Comm: "deep", Exe: "/tmp/deep", State: "S", Threads: []report.Thread{t}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Render([]*report.Process{p}, false, false, TextOptions{}); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

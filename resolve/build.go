@@ -51,6 +51,9 @@ func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *report.Process {
 	for i := range p.Threads {
 		out.Threads = append(out.Threads, r.safeThread(s, &p.Threads[i]))
 	}
+	if r.checked.p == p {
+		r.checked.reset() // resolved: the walks are not needed again
+	}
 	if r.opts.KernelAddrs && r.opts.Kernel {
 		r.kernelAddrs(out)
 	}
@@ -214,8 +217,33 @@ func (r *Resolver) kallsyms() *symtab.Kallsyms {
 }
 
 // userFrame appends the logical frames (inlined ones first) of one physical
-// frame.
+// frame. What a module names is kept per PC for the space: a deep
+// recursion repeats the same return address (only SP differs).
 func (r *Resolver) userFrame(s *Space, out []report.Frame, f unwind.Frame) []report.Frame {
+	key := namedKey{pc: f.PC, method: f.Method, exact: f.Exact, signal: f.SignalFrame}
+	k, ok := s.lastNamed, s.lastNamedOK && s.lastKey == key
+	if !ok {
+		k, ok = s.named[key]
+		s.lastKey, s.lastNamed, s.lastNamedOK = key, k, ok
+	}
+	if ok {
+		for _, fr := range s.namedFrames[k.from:k.to] {
+			fr.SP = f.SP
+			out = append(out, fr)
+		}
+		return out
+	}
+	n := len(out)
+	out, keep := r.nameFrame(s, out, f)
+	if keep {
+		s.keepNamed(key, out[n:])
+	}
+	return out
+}
+
+// nameFrame is userFrame without the memo; keep says whether its answer
+// is the module's alone (and may be kept).
+func (r *Resolver) nameFrame(s *Space, out []report.Frame, f unwind.Frame) (_ []report.Frame, keep bool) {
 	base := report.Frame{PC: f.PC, SP: f.SP, Kind: "user", Method: f.Method.String(), SignalFrame: f.SignalFrame}
 	lookup := f.PC
 	if !f.Exact && !f.SignalFrame && lookup > 0 {
@@ -223,7 +251,7 @@ func (r *Resolver) userFrame(s *Space, out []report.Frame, f unwind.Frame) []rep
 	}
 	m, ok := s.maps.Find(lookup)
 	if !ok {
-		return append(out, base)
+		return append(out, base), false
 	}
 	if m.Kind == procmaps.KindVDSO {
 		base.Module = "[vdso]"
@@ -246,7 +274,7 @@ func (r *Resolver) userFrame(s *Space, out []report.Frame, f unwind.Frame) []rep
 				}
 			}
 		}
-		return append(out, base)
+		return append(out, base), false
 	}
 	base.BuildID = e.mod.BuildID()
 	base.HasModule = true
@@ -257,21 +285,21 @@ func (r *Resolver) userFrame(s *Space, out []report.Frame, f unwind.Frame) []rep
 			base.BuildID = build // the build id the target runs
 		}
 		base.ModuleOffset = f.PC - m.Start + m.Offset
-		return append(out, base)
+		return append(out, base), false
 	}
 	if !e.ok {
 		base.ModuleOffset = f.PC - m.Start + m.Offset
-		return append(out, base)
+		return append(out, base), false
 	}
 	base.ModuleOffset = f.PC - e.bias
 	if e.mod.Mismatch() {
 		base.BuildIDMismatch = true
-		return append(out, base)
+		return append(out, base), false
 	}
 	syms := e.mod.Lookup(lookup-e.bias, r.syms[:0])
 	r.syms = syms
 	if len(syms) == 0 {
-		return append(out, base)
+		return append(out, base), true
 	}
 	for _, sy := range syms {
 		fr := base
@@ -284,7 +312,7 @@ func (r *Resolver) userFrame(s *Space, out []report.Frame, f unwind.Frame) []rep
 		}
 		out = append(out, fr)
 	}
-	return out
+	return out, true
 }
 
 func rootFor(s *Space, live bool) string {

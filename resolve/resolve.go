@@ -47,6 +47,9 @@ type Resolver struct {
 	frames []unwind.Frame
 	syms   []symtab.Sym
 	kaddr  map[string]uint64 // kernel symbol addresses found so far
+	// checked: the no-stop check's walks of the latest capture, for its
+	// resolution.
+	checked checkedWalks
 }
 
 type tableEntry struct {
@@ -75,6 +78,42 @@ type Space struct {
 	// missing and warnings: modules not found, said once each.
 	missing  map[string]bool
 	warnings []string
+	// named: the frames a module gave each PC named so far (userFrame),
+	// in namedFrames.
+	named       map[namedKey]namedRange
+	namedFrames []report.Frame
+	// The key last looked up there, and its answer (a recursion asks
+	// for one key over and over).
+	lastKey     namedKey
+	lastNamed   namedRange
+	lastNamedOK bool
+}
+
+type namedKey struct {
+	pc            uint64
+	method        unwind.Method
+	exact, signal bool
+}
+
+type namedRange struct{ from, to int }
+
+// maxNamed bounds the PCs a space keeps the names of (a sampler's space
+// lives for the whole recording); past it the memo starts over.
+const maxNamed = 4096
+
+// keepNamed keeps the logical frames fr of a PC's key.
+func (s *Space) keepNamed(key namedKey, fr []report.Frame) {
+	if len(s.named) >= maxNamed {
+		clear(s.named)
+		s.namedFrames = s.namedFrames[:0]
+	}
+	s.lastNamedOK = false
+	if s.named == nil {
+		s.named = map[namedKey]namedRange{}
+	}
+	from := len(s.namedFrames)
+	s.namedFrames = append(s.namedFrames, fr...)
+	s.named[key] = namedRange{from, len(s.namedFrames)}
 }
 
 type modEntry struct {
@@ -103,6 +142,9 @@ func (s *Space) Update(p *ptrace.Process) {
 	if !same {
 		s.maps = procmaps.Maps(p.Maps)
 		s.mods = map[uint64]*modEntry{}
+		clear(s.named)
+		s.namedFrames = s.namedFrames[:0]
+		s.lastNamedOK = false
 	}
 }
 
@@ -356,6 +398,9 @@ func (s *Space) Unwind(th *ptrace.Thread, out []unwind.Frame) ([]unwind.Frame, u
 	if unwindHook != nil {
 		unwindHook(th.TID)
 	}
+	if fr, stop, ok := s.r.checked.take(s, th, out); ok {
+		return fr, stop, true
+	}
 	in, ok := s.input(th)
 	if !ok {
 		return out, unwind.StopNone, false
@@ -386,6 +431,7 @@ func (s *Space) checkNoStop(th *ptrace.Thread) bool {
 	if !ok {
 		return false
 	}
+	s.r.checked.keep(s, th, fr, stop)
 	switch stop {
 	case unwind.StopEnd, unwind.StopPCZero:
 		return true

@@ -31,6 +31,7 @@ type openFile struct {
 	name     string // path (inside root, when root is set)
 	root     string // the target's root it was opened in, or ""
 	r        io.ReaderAt
+	sf       *safeelf.File // r with its parsed headers (what ELF hands on), or nil
 	closer   io.Closer
 	size     int64
 	ef       *elf.File
@@ -68,7 +69,7 @@ func (s *Symbolizer) parseFile(r io.ReaderAt, size int64, name string) (*openFil
 	if err != nil {
 		return nil, fmt.Errorf("open elf %s: %w", name, err)
 	}
-	f := &openFile{name: name, r: r, size: size, ef: sf.File, sym: s}
+	f := &openFile{name: name, r: r, sf: sf, size: size, ef: sf.File, sym: s}
 	if id, err := elfBuildID(f.ef, size); err == nil {
 		f.buildID = id
 	}

@@ -5,17 +5,33 @@ import (
 	"debug/elf"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 )
 
 // symTable is a sorted array of function symbols. Names are demangled on
-// first use.
+// first use. Ends and names are views of the cache entry's bytes (the
+// symbols' format, encodeSymbols), used where they lie: a warm run decodes
+// only the addresses.
 type symTable struct {
-	addr  []uint64
-	end   []uint64 // exclusive; from st_size, else the next symbol / section end
-	name  []string // raw
-	dem   []atomic.Pointer[string]
-	count int
+	addr     []uint64
+	ends     []byte // count little-endian u64: each symbol's end (exclusive; from st_size, else the next symbol / section end)
+	nameEnds []byte // count little-endian u32: where each raw name ends in names
+	names    string
+	count    int
+	demMu    sync.Mutex
+	dem      map[int]string // demangled names met so far
+}
+
+// end is symbol i's end (exclusive).
+func (t *symTable) end(i int) uint64 { return le.Uint64(t.ends[8*i:]) }
+
+// name is symbol i's raw name.
+func (t *symTable) name(i int) string {
+	start := uint32(0)
+	if i > 0 {
+		start = le.Uint32(t.nameEnds[4*(i-1):])
+	}
+	return t.names[start:le.Uint32(t.nameEnds[4*i:])]
 }
 
 // rawSym is a symbol being collected.
@@ -188,10 +204,8 @@ func buildSymTable(raw []rawSym) *symTable {
 			distinct++
 		}
 	}
-	t := &symTable{
-		addr: make([]uint64, 0, distinct),
-		name: make([]string, 0, distinct),
-	}
+	addrs := make([]uint64, 0, distinct)
+	names := make([]string, 0, distinct)
 	secEnds := make([]uint64, 0, distinct)
 	sizes := make([]uint64, 0, distinct)
 	for k := 0; k < len(order); {
@@ -208,34 +222,39 @@ func buildSymTable(raw []rawSym) *symTable {
 			}
 			size = max(size, r.size)
 		}
-		t.addr = append(t.addr, addr)
-		t.name = append(t.name, best.name)
+		addrs = append(addrs, addr)
+		names = append(names, best.name)
 		sizes = append(sizes, size)
 		secEnds = append(secEnds, best.secEnd)
 	}
-	n := len(t.addr)
-	t.end = make([]uint64, n)
+	n := len(addrs)
+	ends := make([]byte, 0, 8*n)
 	for i := range n {
 		if sizes[i] > 0 {
-			t.end[i] = t.addr[i] + sizes[i]
-			if t.end[i] < t.addr[i] {
-				t.end[i] = ^uint64(0)
+			e := addrs[i] + sizes[i]
+			if e < addrs[i] {
+				e = ^uint64(0)
 			}
+			ends = le.AppendUint64(ends, e)
 			continue
 		}
 		// No size (assembly): up to the next symbol, within the section.
 		e := secEnds[i]
-		if i+1 < n && t.addr[i+1] < e {
-			e = t.addr[i+1]
+		if i+1 < n && addrs[i+1] < e {
+			e = addrs[i+1]
 		}
-		if e <= t.addr[i] {
-			e = t.addr[i] + 1
+		if e <= addrs[i] {
+			e = addrs[i] + 1
 		}
-		t.end[i] = e
+		ends = le.AppendUint64(ends, e)
 	}
-	t.dem = make([]atomic.Pointer[string], n)
-	t.count = n
-	return t
+	nameEnds := make([]byte, 0, 4*n)
+	var all strings.Builder
+	for _, nm := range names {
+		all.WriteString(nm)
+		nameEnds = le.AppendUint32(nameEnds, uint32(all.Len()))
+	}
+	return &symTable{addr: addrs, ends: ends, nameEnds: nameEnds, names: all.String(), count: n}
 }
 
 // sortByAddr returns the indexes of raw sorted by address, then index (so
@@ -285,7 +304,7 @@ func (t *symTable) lookup(pc uint64) (int, bool) {
 	// A symbol's size may cover a later, smaller one (nested labels):
 	// look back a few entries for one that contains pc.
 	for k := 0; i >= 0 && k < 8; i, k = i-1, k+1 {
-		if pc < t.end[i] {
+		if pc < t.end(i) {
 			return i, true
 		}
 	}
@@ -295,13 +314,21 @@ func (t *symTable) lookup(pc uint64) (int, bool) {
 // nameAt returns the (demangled on first use) name of symbol i.
 func (t *symTable) nameAt(i int, demangle bool) string {
 	if !demangle {
-		return t.name[i]
+		return t.name(i)
 	}
-	if p := t.dem[i].Load(); p != nil {
-		return *p
+	t.demMu.Lock()
+	d, ok := t.dem[i]
+	t.demMu.Unlock()
+	if ok {
+		return d
 	}
-	d := Demangle(t.name[i])
-	t.dem[i].Store(&d)
+	d = Demangle(t.name(i))
+	t.demMu.Lock()
+	if t.dem == nil {
+		t.dem = map[int]string{}
+	}
+	t.dem[i] = d
+	t.demMu.Unlock()
 	return d
 }
 

@@ -388,12 +388,22 @@ func (m *Module) MappingBias(start, end, offset uint64) (uint64, bool) {
 }
 
 // ELF returns the module's binary (for its .eh_frame and code), or nil
-// (mismatch, or only a separate debug file stands in for it).
+// (mismatch, or only a separate debug file stands in for it). Its parsed
+// headers come along (safeelf.Parsed): the CFI loader need not parse them
+// again.
 func (m *Module) ELF() io.ReaderAt {
 	if m.mismatch || m.file == nil || !hasCode(m.file) {
 		return nil
 	}
-	return m.file.r
+	return m.file.reader()
+}
+
+// reader is f's bytes, with its parse when it has one.
+func (f *openFile) reader() io.ReaderAt {
+	if f.sf != nil {
+		return f.sf
+	}
+	return f.r
 }
 
 // DebugELF returns the separate debug file, or nil.
@@ -405,7 +415,7 @@ func (m *Module) DebugELF() io.ReaderAt {
 	if src.debug == nil {
 		return nil
 	}
-	return src.debug.r
+	return src.debug.reader()
 }
 
 // DebugFile returns the path of the separate debug file found, or "".

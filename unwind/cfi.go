@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"stackshot/internal/bin"
+	"sync"
 )
 
 // Call-frame instructions, DWARF 5 §6.4.2, plus the GNU extensions.
@@ -350,10 +351,10 @@ func (b *builder) parseCIE(s *frameSection, r *reader, off int) *cie {
 	// The initial row: the CFA and RA rules come from the initial
 	// instructions; everything else is unset.
 	c.init.Signal = c.signal
-	var v vm
-	v.st = &c.init
-	v.initial = nil
-	if err := b.execute(&v, c, c.initial, nil, 0, 0); err != nil {
+	v := getVM()
+	defer vmPool.Put(v)
+	v.st, v.initial = &c.init, nil
+	if err := b.execute(v, c, c.initial, nil, 0, 0); err != nil {
 		c.err = fmt.Errorf("initial instructions: %w", err)
 	}
 	return c
@@ -365,6 +366,19 @@ type vm struct {
 	initial *ruleSet // the CIE's initial row (nil while running the CIE)
 	stack   [maxRememberDepth]ruleSet
 	depth   int
+	row     ruleSet // the row an FDE's program builds (st points at it)
+}
+
+// vmPool holds interpreters: one is 5 KB (its remember stack), which on
+// the stack grew the goroutine's (copied twice over on a dump's first
+// unwind) and on the heap is garbage per FDE compiled.
+var vmPool = sync.Pool{New: func() any { return new(vm) }}
+
+// getVM returns a pooled interpreter with an empty remember stack.
+func getVM() *vm {
+	v := vmPool.Get().(*vm)
+	v.st, v.initial, v.depth = nil, nil, 0
+	return v
 }
 
 var (
@@ -582,7 +596,6 @@ type builder struct {
 	setNext []uint32          // older set with the same hash, or noRow
 	exprIdx map[string]int32
 	lastSet uint32
-	vm      vm
 	rowErr  error
 }
 
@@ -690,6 +703,8 @@ func (b *builder) compile() error {
 	var firstErr error
 	var covered uint64 // end of the last compiled FDE
 	first := true
+	v := getVM()
+	defer vmPool.Put(v)
 	for i := range fdes {
 		f := &fdes[i]
 		if !first && f.begin < covered {
@@ -698,12 +713,10 @@ func (b *builder) compile() error {
 		if !first && f.begin > covered {
 			b.emit(covered, nil)
 		}
-		st := f.cie.init
-		b.vm.st = &st
-		b.vm.initial = &f.cie.init
-		b.vm.depth = 0
+		v.row = f.cie.init
+		v.st, v.initial, v.depth = &v.row, &f.cie.init, 0
 		n := len(b.t.addrs)
-		err := b.execute(&b.vm, f.cie, f.code, f, f.begin, f.end)
+		err := b.execute(v, f.cie, f.code, f, f.begin, f.end)
 		if err != nil {
 			// Drop the FDE's partial rows: a half-run program is wrong.
 			b.t.addrs = b.t.addrs[:n]

@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"os"
 	"testing"
+
+	"stackshot/internal/safeelf"
 )
 
 // sameRules reports whether two rows give the same rules: CFA, every
@@ -213,5 +215,57 @@ func TestLazyReadsLittle(t *testing.T) {
 	}
 	if read == 0 || read > 4 {
 		t.Errorf("%d of .eh_frame's %d pages read for one lookup", read, pages)
+	}
+}
+
+// A reader that carries its parsed headers (safeelf.Parsed, what symtab
+// hands resolve) is not parsed again, and loads the same table, giving
+// back to the budget all it took.
+func TestLoadFromParsed(t *testing.T) {
+	f, err := os.Open(libcPath)
+	skipUnless(t, err == nil, libcPath+" is missing")
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := safeelf.NewBudget(0, 0)
+	sf, err := safeelf.Open(f, st.Size(), budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &loader{b: budget}
+	if got, err := l.open(sf); err != nil || got.File != sf.File || l.taken != 0 {
+		t.Fatalf("parsed again: %v, same parse %v, charged %d", err, got != nil && got.File == sf.File, l.taken)
+	}
+	used := budget.Used()
+	parsed, err := LoadTableLazy(nil, sf, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := LoadTableLazy(nil, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := sf.Section(".text")
+	if text == nil {
+		t.Fatal("libc has no .text")
+	}
+	found := 0
+	for pc := text.Addr; pc < text.Addr+text.Size; pc += 97 {
+		want, wok := plain.Find(pc)
+		got, gok := parsed.Find(pc)
+		if wok != gok || wok && !sameRules(want, got) {
+			t.Fatalf("%#x: from the parse %v %v, from the file %v %v", pc, gok, got, wok, want)
+		}
+		if wok {
+			found++
+		}
+	}
+	if found == 0 {
+		t.Fatal("no address had a row")
+	}
+	if budget.Used() < used {
+		t.Errorf("the budget was given back more than was taken: %d < %d", budget.Used(), used)
 	}
 }

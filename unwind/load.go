@@ -53,6 +53,13 @@ type loader struct {
 }
 
 func (l *loader) open(r io.ReaderAt) (*safeelf.File, error) {
+	if f := safeelf.Parsed(r); f != nil {
+		// Parsed, and its headers charged, by its opener, who keeps it;
+		// what this loader reads is charged to its own budget.
+		c := *f
+		c.Budget, c.Charged = l.b, 0
+		return &c, nil
+	}
 	size, err := safeelf.Size(r)
 	if err != nil {
 		return nil, fmt.Errorf("unwind: %w", err)

@@ -34,6 +34,43 @@ type walker struct {
 	mi      ModuleInfo
 	miValid bool
 	budget  int // words scanning may still examine in this walk
+	// Memos of this walk (entries of another walk have another gen): a
+	// deep recursion repeats the same return address, so the same CFI row
+	// and the same call-site checks, frame after frame.
+	gen  uint64
+	rows [8]rowMemo
+	ras  [16]raMemo
+}
+
+type rowMemo struct {
+	gen   uint64
+	t     *Table
+	vaddr uint64
+	rs    *ruleSet
+	end   uint64
+	src   *Table
+}
+
+type raMemo struct {
+	gen               uint64
+	v, callee, target uint64
+	strength          int
+}
+
+// memoSlot picks a memo entry for a pair of addresses (n a power of 2).
+func memoSlot(a, b uint64, n int) int {
+	return int(((a ^ b*31) * 0x9e3779b97f4a7c15) >> 58 & uint64(n-1))
+}
+
+// rowAt is t.rowAt with the walk's memo.
+func (w *walker) rowAt(t *Table, vaddr uint64) (*ruleSet, uint64, *Table) {
+	m := &w.rows[memoSlot(vaddr, 0, len(w.rows))]
+	if m.gen == w.gen && m.t == t && m.vaddr == vaddr {
+		return m.rs, m.end, m.src
+	}
+	rs, _, end, src := t.rowAt(vaddr)
+	*m = rowMemo{gen: w.gen, t: t, vaddr: vaddr, rs: rs, end: end, src: src}
+	return rs, end, src
 }
 
 // lookup is Space.Lookup with a one-entry cache.
@@ -99,6 +136,7 @@ func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 	defer walkerPool.Put(w)
 	w.in = in
 	w.miValid = false
+	w.gen++ // (a pooled walker's memos are another walk's)
 	w.budget = scanBudget
 	w.regs = in.Regs
 	w.lo, w.hi = in.StackLo, in.StackHi
@@ -179,7 +217,7 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 	atEnd := false // the row ends right at the return address
 	if inMap && mi.CFI != nil && look >= mi.Bias {
 		var end uint64
-		rs, _, end, src = mi.CFI.rowAt(look - mi.Bias)
+		rs, end, src = w.rowAt(mi.CFI, look-mi.Bias)
 		atEnd = rs != nil && !exact && end != ^uint64(0) && end == look-mi.Bias+1
 	}
 	// Go code's frame from its pclntab.
@@ -584,8 +622,25 @@ func (w *walker) returnAddress(v, callee uint64) int {
 	return r
 }
 
-// returnAddressTarget is returnAddress, also giving a direct call's target.
+// returnAddressTarget is returnAddress, also giving a direct call's
+// target; its answers are kept for the walk (the frame-record search asks
+// about every word of a deep stack, mostly the same return address).
 func (w *walker) returnAddressTarget(v, callee uint64) (int, uint64) {
+	// Two ways per set, the newest first: the frame-record search asks
+	// about two keys in turn, which must not evict each other.
+	set := w.ras[2*memoSlot(v, callee, len(w.ras)/2):][:2]
+	for i := range set {
+		if m := &set[i]; m.gen == w.gen && m.v == v && m.callee == callee {
+			return m.strength, m.target
+		}
+	}
+	r, target := w.checkReturnAddress(v, callee)
+	set[1] = set[0]
+	set[0] = raMemo{gen: w.gen, v: v, callee: callee, target: target, strength: r}
+	return r, target
+}
+
+func (w *walker) checkReturnAddress(v, callee uint64) (int, uint64) {
 	if v < maxCallLen {
 		return raNone, 0
 	}

@@ -149,6 +149,20 @@ type File struct {
 	Charged int64
 }
 
+// ReadAt reads the file's bytes: a File is the reader it parsed, and a
+// reader of another package can take the parse along with the bytes (see
+// Parsed) instead of parsing the headers again.
+func (f *File) ReadAt(p []byte, off int64) (int, error) { return f.R.ReadAt(p, off) }
+
+// Parsed returns the File r is, if it is one (nil otherwise): headers
+// checked and parsed already, charged to the budget of whoever opened it.
+func Parsed(r io.ReaderAt) *File {
+	if f, ok := r.(*File); ok && f != nil && f.File != nil {
+		return f
+	}
+	return nil
+}
+
 // Release gives the header charge back to the budget (the File is no
 // longer held). Section data read with Data is the caller's to give back.
 func (f *File) Release() {

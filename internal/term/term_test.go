@@ -90,3 +90,44 @@ func BenchmarkEscapeTextClean(b *testing.B) {
 		EscapeText(doc)
 	}
 }
+
+// cleanByByte is clean's byte-by-byte definition, which its word-at-a-time
+// scan must agree with.
+func cleanByByte(s string, layout bool) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x80 {
+			return cleanRunes(s[i:], layout)
+		} else if (c < 0x20 || c == 0x7f) && !(layout && (c == '\n' || c == '\t')) {
+			return false
+		}
+	}
+	return true
+}
+
+// Every byte value, at every position of texts of 1 to 24 bytes (so in
+// every lane of a word and in the bytes after the last whole word), in
+// plain ASCII and beside the neighbours that bound the tests ('\x1f',
+// ' ', '~', DEL): the word scan finds what the byte loop finds.
+func TestCleanWordScan(t *testing.T) {
+	for n := 1; n <= 24; n++ {
+		for _, fill := range []byte{'a', ' ', '~', '\n'} {
+			for pos := 0; pos < n; pos++ {
+				for c := 0; c < 256; c++ {
+					b := make([]byte, n)
+					for i := range b {
+						b[i] = fill
+					}
+					b[pos] = byte(c)
+					for _, layout := range []bool{false, true} {
+						if got, want := clean(string(b), layout), cleanByByte(string(b), layout); got != want {
+							t.Fatalf("clean(%q, %v) = %v, byte by byte %v", b, layout, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+	if !clean("#0   0x00007f742be4e2ec in read (libc.so.6+0xf82ec)", false) || clean("#0   0x00007f742be4e2ec in r\x7fad", false) {
+		t.Fatal("a frame line misjudged")
+	}
+}
