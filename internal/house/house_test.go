@@ -81,14 +81,14 @@ func TestCmdIsWiring(t *testing.T) {
 
 // TestReportIsALeaf: the report's data imports nothing of the project, and
 // the output formats import only it (and leaves of their own: pprofpb
-// and otlppb write the pprof and OTLP formats and import nothing of the
-// project).
+// and otlppb write the pprof and OTLP formats, with pbwire's protobuf
+// encodings, and import nothing else of the project).
 func TestReportIsALeaf(t *testing.T) {
 	for pkg, allowed := range map[string][]string{
 		"./report":           {"stackshot/report"},
-		"./output":           {"stackshot/report", "stackshot/output", "stackshot/internal/term", "stackshot/internal/contain", "stackshot/internal/pprofpb", "stackshot/internal/otlppb"},
-		"./internal/otlppb":  {"stackshot/internal/otlppb"},
-		"./internal/pprofpb": {"stackshot/internal/pprofpb"},
+		"./output":           {"stackshot/report", "stackshot/output", "stackshot/internal/term", "stackshot/internal/contain", "stackshot/internal/pprofpb", "stackshot/internal/otlppb", "stackshot/internal/pbwire"},
+		"./internal/otlppb":  {"stackshot/internal/otlppb", "stackshot/internal/pbwire"},
+		"./internal/pprofpb": {"stackshot/internal/pprofpb", "stackshot/internal/pbwire"},
 	} {
 		cmd := exec.Command("go", "list", "-deps", pkg)
 		cmd.Dir = testutil.Root()

@@ -2,7 +2,7 @@ package otlppb
 
 import (
 	"encoding/binary"
-	"math/bits"
+	"stackshot/internal/pbwire"
 )
 
 // Field numbers of the OTLP profiles proto (collector/profiles/v1development
@@ -98,7 +98,7 @@ const lenRoom = 5
 // open starts a length-delimited field and returns where its content
 // starts, for close.
 func (e *encoder) open(field int) int {
-	e.b = appendVarint(e.b, uint64(field)<<3|2)
+	e.b = pbwire.AppendVarint(e.b, uint64(field)<<3|2)
 	e.b = append(e.b, make([]byte, lenRoom)...)
 	return len(e.b)
 }
@@ -107,7 +107,7 @@ func (e *encoder) open(field int) int {
 // its content behind it.
 func (e *encoder) close(at int) {
 	n := len(e.b) - at
-	l := appendVarint(e.b[at-lenRoom:at-lenRoom], uint64(n))
+	l := pbwire.AppendVarint(e.b[at-lenRoom:at-lenRoom], uint64(n))
 	copy(e.b[at-lenRoom+len(l):], e.b[at:])
 	e.b = e.b[:at-lenRoom+len(l)+n]
 }
@@ -130,7 +130,7 @@ func (e *encoder) resourceProfiles(rp *ResourceProfiles) {
 
 func (e *encoder) scopeProfiles(sp *ScopeProfiles) {
 	at := e.open(spScope)
-	e.b = appendString(appendString(e.b, scopeName, sp.Name), scopeVersion, sp.Version)
+	e.b = pbwire.AppendString(pbwire.AppendString(e.b, scopeName, sp.Name), scopeVersion, sp.Version)
 	e.close(at)
 	for _, pr := range sp.Profiles {
 		at := e.open(spProfiles)
@@ -144,29 +144,29 @@ func (e *encoder) profile(pr *Profile) {
 	for i := range pr.Samples {
 		s := &pr.Samples[i]
 		at := e.open(profSamples)
-		b := appendVarintField(e.b, sampleStack, uint64(s.Stack))
-		b = appendPackedInt32s(b, sampleAttributes, s.Attributes)
-		e.b = appendPackedInt64s(b, sampleValues, s.Values)
+		b := pbwire.AppendVarintField(e.b, sampleStack, uint64(s.Stack))
+		b = pbwire.AppendPacked(b, sampleAttributes, s.Attributes)
+		e.b = pbwire.AppendPacked(b, sampleValues, s.Values)
 		e.close(at)
 	}
 	b := e.b
 	if pr.TimeUnixNano != 0 {
-		b = appendVarint(b, profTime<<3|1)
+		b = pbwire.AppendVarint(b, profTime<<3|1)
 		b = binary.LittleEndian.AppendUint64(b, pr.TimeUnixNano)
 	}
-	e.b = appendVarintField(b, profDuration, pr.DurationNano)
+	e.b = pbwire.AppendVarintField(b, profDuration, pr.DurationNano)
 	e.valueType(profPeriodType, pr.PeriodType)
-	b = appendVarintField(e.b, profPeriod, uint64(pr.Period))
+	b = pbwire.AppendVarintField(e.b, profPeriod, uint64(pr.Period))
 	if pr.ProfileID != ([16]byte{}) {
-		b = appendBytes(b, profID, pr.ProfileID[:])
+		b = pbwire.AppendBytes(b, profID, pr.ProfileID[:])
 	}
-	e.b = appendPackedInt32s(b, profAttributes, pr.Attributes)
+	e.b = pbwire.AppendPacked(b, profAttributes, pr.Attributes)
 }
 
 func (e *encoder) valueType(field int, vt ValueType) {
 	at := e.open(field)
-	e.b = appendVarintField(e.b, valueTypeType, uint64(vt.Type))
-	e.b = appendVarintField(e.b, valueTypeUnit, uint64(vt.Unit))
+	e.b = pbwire.AppendVarintField(e.b, valueTypeType, uint64(vt.Type))
+	e.b = pbwire.AppendVarintField(e.b, valueTypeUnit, uint64(vt.Unit))
 	e.close(at)
 }
 
@@ -174,70 +174,70 @@ func (e *encoder) dictionary(d *Dictionary) {
 	for i := range d.Mappings {
 		m := &d.Mappings[i]
 		at := e.open(dictMapping)
-		b := appendVarintField(e.b, mappingStart, m.MemoryStart)
-		b = appendVarintField(b, mappingLimit, m.MemoryLimit)
-		b = appendVarintField(b, mappingOffset, m.FileOffset)
-		b = appendVarintField(b, mappingFilename, uint64(m.Filename))
-		e.b = appendPackedInt32s(b, mappingAttributes, m.Attributes)
+		b := pbwire.AppendVarintField(e.b, mappingStart, m.MemoryStart)
+		b = pbwire.AppendVarintField(b, mappingLimit, m.MemoryLimit)
+		b = pbwire.AppendVarintField(b, mappingOffset, m.FileOffset)
+		b = pbwire.AppendVarintField(b, mappingFilename, uint64(m.Filename))
+		e.b = pbwire.AppendPacked(b, mappingAttributes, m.Attributes)
 		e.close(at)
 	}
 	for i := range d.Locations {
 		l := &d.Locations[i]
 		at := e.open(dictLocation)
-		e.b = appendVarintField(e.b, locationMapping, uint64(l.Mapping))
-		e.b = appendVarintField(e.b, locationAddress, l.Address)
+		e.b = pbwire.AppendVarintField(e.b, locationMapping, uint64(l.Mapping))
+		e.b = pbwire.AppendVarintField(e.b, locationAddress, l.Address)
 		for _, ln := range l.Lines {
 			a := e.open(locationLines)
-			b := appendVarintField(e.b, lineFunction, uint64(ln.Function))
-			b = appendVarintField(b, lineLine, uint64(ln.Line))
-			e.b = appendVarintField(b, lineColumn, uint64(ln.Column))
+			b := pbwire.AppendVarintField(e.b, lineFunction, uint64(ln.Function))
+			b = pbwire.AppendVarintField(b, lineLine, uint64(ln.Line))
+			e.b = pbwire.AppendVarintField(b, lineColumn, uint64(ln.Column))
 			e.close(a)
 		}
-		e.b = appendPackedInt32s(e.b, locationAttributes, l.Attributes)
+		e.b = pbwire.AppendPacked(e.b, locationAttributes, l.Attributes)
 		e.close(at)
 	}
 	for i := range d.Functions {
 		f := &d.Functions[i]
 		at := e.open(dictFunction)
-		b := appendVarintField(e.b, functionName, uint64(f.Name))
-		b = appendVarintField(b, functionSystemName, uint64(f.SystemName))
-		b = appendVarintField(b, functionFilename, uint64(f.Filename))
-		e.b = appendVarintField(b, functionStartLine, uint64(f.StartLine))
+		b := pbwire.AppendVarintField(e.b, functionName, uint64(f.Name))
+		b = pbwire.AppendVarintField(b, functionSystemName, uint64(f.SystemName))
+		b = pbwire.AppendVarintField(b, functionFilename, uint64(f.Filename))
+		e.b = pbwire.AppendVarintField(b, functionStartLine, uint64(f.StartLine))
 		e.close(at)
 	}
 	for i := range d.Links {
 		l := &d.Links[i]
 		at := e.open(dictLink)
 		if l.TraceID != ([16]byte{}) {
-			e.b = appendBytes(e.b, linkTraceID, l.TraceID[:])
+			e.b = pbwire.AppendBytes(e.b, linkTraceID, l.TraceID[:])
 		}
 		if l.SpanID != ([8]byte{}) {
-			e.b = appendBytes(e.b, linkSpanID, l.SpanID[:])
+			e.b = pbwire.AppendBytes(e.b, linkSpanID, l.SpanID[:])
 		}
 		e.close(at)
 	}
 	for _, s := range d.Strings {
-		e.b = appendString(appendVarint(e.b, dictString<<3|2), 0, s)
+		e.b = pbwire.AppendString(pbwire.AppendVarint(e.b, dictString<<3|2), 0, s)
 	}
 	for i := range d.Attributes {
 		a := &d.Attributes[i]
 		at := e.open(dictAttribute)
-		b := appendVarintField(e.b, kvuKey, uint64(a.Key))
+		b := pbwire.AppendVarintField(e.b, kvuKey, uint64(a.Key))
 		b = appendValueField(b, kvuValue, a.Value)
-		e.b = appendVarintField(b, kvuUnit, uint64(a.Unit))
+		e.b = pbwire.AppendVarintField(b, kvuUnit, uint64(a.Unit))
 		e.close(at)
 	}
 	for i := range d.Stacks {
 		at := e.open(dictStack)
-		e.b = appendPackedInt32s(e.b, stackLocations, d.Stacks[i].Locations)
+		e.b = pbwire.AppendPacked(e.b, stackLocations, d.Stacks[i].Locations)
 		e.close(at)
 	}
 }
 
 // appendKeyValue appends the fields of a KeyValue.
 func appendKeyValue(b []byte, kv KeyValue) []byte {
-	b = appendValueField(appendString(b, kvKey, kv.Key), kvValue, kv.Value)
-	return appendVarintField(b, kvKeyIndex, uint64(kv.KeyIndex))
+	b = appendValueField(pbwire.AppendString(b, kvKey, kv.Key), kvValue, kv.Value)
+	return pbwire.AppendVarintField(b, kvKeyIndex, uint64(kv.KeyIndex))
 }
 
 // appendValueField appends an AnyValue field, its length computed ahead
@@ -246,12 +246,12 @@ func appendValueField(b []byte, field int, v Value) []byte {
 	n := 0
 	switch v.Kind {
 	case String:
-		n = 1 + varintLen(uint64(len(v.Str))) + len(v.Str)
+		n = 1 + pbwire.VarintLen(uint64(len(v.Str))) + len(v.Str)
 	case Int, StringIndex:
-		n = 1 + varintLen(uint64(v.Int))
+		n = 1 + pbwire.VarintLen(uint64(v.Int))
 	}
-	b = appendVarint(b, uint64(field)<<3|2)
-	b = appendVarint(b, uint64(n))
+	b = pbwire.AppendVarint(b, uint64(field)<<3|2)
+	b = pbwire.AppendVarint(b, uint64(n))
 	return appendValue(b, v)
 }
 
@@ -259,88 +259,13 @@ func appendValueField(b []byte, field int, v Value) []byte {
 func appendValue(b []byte, v Value) []byte {
 	switch v.Kind {
 	case String:
-		return appendString(appendVarint(b, anyString<<3|2), 0, v.Str)
+		return pbwire.AppendString(pbwire.AppendVarint(b, anyString<<3|2), 0, v.Str)
 	case Int:
 		// An int64 of 0 is still a value (a oneof member is written
 		// even when zero).
-		return appendVarint(appendVarint(b, anyInt<<3), uint64(v.Int))
+		return pbwire.AppendVarint(pbwire.AppendVarint(b, anyInt<<3), uint64(v.Int))
 	case StringIndex:
-		return appendVarint(appendVarint(b, anyStringIndex<<3), uint64(v.Int))
-	}
-	return b
-}
-
-// The protobuf wire format: a key is field<<3 | wire type (0: varint,
-// 1: fixed64, 2: length-delimited); proto3 leaves zero scalars out.
-
-func appendVarint(b []byte, x uint64) []byte {
-	for x >= 0x80 {
-		b = append(b, byte(x)|0x80)
-		x >>= 7
-	}
-	return append(b, byte(x))
-}
-
-func varintLen(x uint64) int {
-	return (bits.Len64(x|1) + 6) / 7
-}
-
-func appendVarintField(b []byte, field int, x uint64) []byte {
-	if x == 0 {
-		return b
-	}
-	return appendVarint(appendVarint(b, uint64(field)<<3), x)
-}
-
-// appendString appends a string field; with field 0, only its length and
-// bytes (the key is the caller's).
-func appendString(b []byte, field int, s string) []byte {
-	if field != 0 {
-		if s == "" {
-			return b
-		}
-		b = appendVarint(b, uint64(field)<<3|2)
-	}
-	b = appendVarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-// appendBytes appends a message or bytes field (written even when empty:
-// an empty message is still present).
-func appendBytes(b []byte, field int, data []byte) []byte {
-	b = appendVarint(b, uint64(field)<<3|2)
-	b = appendVarint(b, uint64(len(data)))
-	return append(b, data...)
-}
-
-func appendPackedInt32s(b []byte, field int, xs []int32) []byte {
-	if len(xs) == 0 {
-		return b
-	}
-	n := 0
-	for _, x := range xs {
-		n += varintLen(uint64(x))
-	}
-	b = appendVarint(b, uint64(field)<<3|2)
-	b = appendVarint(b, uint64(n))
-	for _, x := range xs {
-		b = appendVarint(b, uint64(x))
-	}
-	return b
-}
-
-func appendPackedInt64s(b []byte, field int, xs []int64) []byte {
-	if len(xs) == 0 {
-		return b
-	}
-	n := 0
-	for _, x := range xs {
-		n += varintLen(uint64(x))
-	}
-	b = appendVarint(b, uint64(field)<<3|2)
-	b = appendVarint(b, uint64(n))
-	for _, x := range xs {
-		b = appendVarint(b, uint64(x))
+		return pbwire.AppendVarint(pbwire.AppendVarint(b, anyStringIndex<<3), uint64(v.Int))
 	}
 	return b
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"stackshot/internal/pbwire"
 )
 
 // Profile is the top-level message (profile.proto's Profile).
@@ -174,7 +175,7 @@ func (p *Profile) Encode() []byte {
 	var out, msg []byte
 	// Each message is encoded into msg, then copied behind its length.
 	put := func(field int, m []byte) []byte {
-		out = appendBytes(out, field, m)
+		out = pbwire.AppendBytes(out, field, m)
 		return m[:0]
 	}
 	for _, vt := range p.SampleType {
@@ -184,42 +185,42 @@ func (p *Profile) Encode() []byte {
 		msg = put(profSample, e.sample(msg, smp))
 	}
 	for _, m := range p.Mapping {
-		msg = appendVarintField(msg, mappingID, m.ID)
-		msg = appendVarintField(msg, mappingStart, m.Start)
-		msg = appendVarintField(msg, mappingLimit, m.Limit)
-		msg = appendVarintField(msg, mappingOffset, m.Offset)
-		msg = appendVarintField(msg, mappingFile, uint64(e.str(m.File)))
-		msg = appendVarintField(msg, mappingBuildID, uint64(e.str(m.BuildID)))
-		msg = appendBoolField(msg, mappingHasFunctions, m.HasFunctions)
-		msg = appendBoolField(msg, mappingHasFilenames, m.HasFilenames)
-		msg = appendBoolField(msg, mappingHasLines, m.HasLineNumbers)
-		msg = appendBoolField(msg, mappingHasInline, m.HasInlineFrames)
+		msg = pbwire.AppendVarintField(msg, mappingID, m.ID)
+		msg = pbwire.AppendVarintField(msg, mappingStart, m.Start)
+		msg = pbwire.AppendVarintField(msg, mappingLimit, m.Limit)
+		msg = pbwire.AppendVarintField(msg, mappingOffset, m.Offset)
+		msg = pbwire.AppendVarintField(msg, mappingFile, uint64(e.str(m.File)))
+		msg = pbwire.AppendVarintField(msg, mappingBuildID, uint64(e.str(m.BuildID)))
+		msg = pbwire.AppendBoolField(msg, mappingHasFunctions, m.HasFunctions)
+		msg = pbwire.AppendBoolField(msg, mappingHasFilenames, m.HasFilenames)
+		msg = pbwire.AppendBoolField(msg, mappingHasLines, m.HasLineNumbers)
+		msg = pbwire.AppendBoolField(msg, mappingHasInline, m.HasInlineFrames)
 		msg = put(profMapping, msg)
 	}
 	var lm []byte
 	for _, l := range p.Location {
-		msg = appendVarintField(msg, locationID, l.ID)
+		msg = pbwire.AppendVarintField(msg, locationID, l.ID)
 		if l.Mapping != nil {
-			msg = appendVarintField(msg, locationMappingID, l.Mapping.ID)
+			msg = pbwire.AppendVarintField(msg, locationMappingID, l.Mapping.ID)
 		}
-		msg = appendVarintField(msg, locationAddress, l.Address)
+		msg = pbwire.AppendVarintField(msg, locationAddress, l.Address)
 		for _, ln := range l.Line {
 			lm = lm[:0]
 			if ln.Function != nil {
-				lm = appendVarintField(lm, lineFunctionID, ln.Function.ID)
+				lm = pbwire.AppendVarintField(lm, lineFunctionID, ln.Function.ID)
 			}
-			lm = appendVarintField(lm, lineLine, uint64(ln.Line))
-			lm = appendVarintField(lm, lineColumn, uint64(ln.Column))
-			msg = appendBytes(msg, locationLine, lm)
+			lm = pbwire.AppendVarintField(lm, lineLine, uint64(ln.Line))
+			lm = pbwire.AppendVarintField(lm, lineColumn, uint64(ln.Column))
+			msg = pbwire.AppendBytes(msg, locationLine, lm)
 		}
 		msg = put(profLocation, msg)
 	}
 	for _, f := range p.Function {
-		msg = appendVarintField(msg, functionID, f.ID)
-		msg = appendVarintField(msg, functionName, uint64(e.str(f.Name)))
-		msg = appendVarintField(msg, functionSystemName, uint64(e.str(f.SystemName)))
-		msg = appendVarintField(msg, functionFilename, uint64(e.str(f.Filename)))
-		msg = appendVarintField(msg, functionStartLine, uint64(f.StartLine))
+		msg = pbwire.AppendVarintField(msg, functionID, f.ID)
+		msg = pbwire.AppendVarintField(msg, functionName, uint64(e.str(f.Name)))
+		msg = pbwire.AppendVarintField(msg, functionSystemName, uint64(e.str(f.SystemName)))
+		msg = pbwire.AppendVarintField(msg, functionFilename, uint64(e.str(f.Filename)))
+		msg = pbwire.AppendVarintField(msg, functionStartLine, uint64(f.StartLine))
 		msg = put(profFunction, msg)
 	}
 	// The remaining strings, then the table itself.
@@ -233,16 +234,16 @@ func (p *Profile) Encode() []byte {
 	}
 	defaultType := e.str(p.DefaultSampleType)
 	for _, s := range e.table {
-		out = appendBytes(out, profStringTable, []byte(s))
+		out = pbwire.AppendBytes(out, profStringTable, []byte(s))
 	}
-	out = appendVarintField(out, profTimeNanos, uint64(p.TimeNanos))
-	out = appendVarintField(out, profDurationNanos, uint64(p.DurationNanos))
+	out = pbwire.AppendVarintField(out, profTimeNanos, uint64(p.TimeNanos))
+	out = pbwire.AppendVarintField(out, profDurationNanos, uint64(p.DurationNanos))
 	if len(period) > 0 {
-		out = appendBytes(out, profPeriodType, period)
+		out = pbwire.AppendBytes(out, profPeriodType, period)
 	}
-	out = appendVarintField(out, profPeriod, uint64(p.Period))
-	out = appendPackedInt64s(out, profComment, comments)
-	out = appendVarintField(out, profDefaultSampleType, uint64(defaultType))
+	out = pbwire.AppendVarintField(out, profPeriod, uint64(p.Period))
+	out = pbwire.AppendPacked(out, profComment, comments)
+	out = pbwire.AppendVarintField(out, profDefaultSampleType, uint64(defaultType))
 	return out
 }
 
@@ -252,24 +253,24 @@ func (e *encoder) sample(msg []byte, s *Sample) []byte {
 	for _, l := range s.Location {
 		ids = append(ids, l.ID)
 	}
-	msg = appendPackedUint64s(msg, sampleLocationID, ids)
-	msg = appendPackedInt64s(msg, sampleValue, s.Value)
+	msg = pbwire.AppendPacked(msg, sampleLocationID, ids)
+	msg = pbwire.AppendPacked(msg, sampleValue, s.Value)
 	// Labels in key order, string labels first (as pprof writes them),
 	// so the same profile encodes the same.
 	for _, k := range sortedKeys(nil, s.Label) {
 		for _, v := range s.Label[k] {
 			var lb []byte
-			lb = appendVarintField(lb, labelKey, uint64(e.str(k)))
-			lb = appendVarintField(lb, labelStr, uint64(e.str(v)))
-			msg = appendBytes(msg, sampleLabel, lb)
+			lb = pbwire.AppendVarintField(lb, labelKey, uint64(e.str(k)))
+			lb = pbwire.AppendVarintField(lb, labelStr, uint64(e.str(v)))
+			msg = pbwire.AppendBytes(msg, sampleLabel, lb)
 		}
 	}
 	for _, k := range sortedKeys(nil, s.NumLabel) {
 		for _, v := range s.NumLabel[k] {
 			var lb []byte
-			lb = appendVarintField(lb, labelKey, uint64(e.str(k)))
-			lb = appendVarintField(lb, labelNum, uint64(v))
-			msg = appendBytes(msg, sampleLabel, lb)
+			lb = pbwire.AppendVarintField(lb, labelKey, uint64(e.str(k)))
+			lb = pbwire.AppendVarintField(lb, labelNum, uint64(v))
+			msg = pbwire.AppendBytes(msg, sampleLabel, lb)
 		}
 	}
 	return msg
@@ -292,8 +293,8 @@ func (e *encoder) str(s string) int64 {
 }
 
 func (e *encoder) valueType(b []byte, vt *ValueType) []byte {
-	b = appendVarintField(b, valueType, uint64(e.str(vt.Type)))
-	return appendVarintField(b, valueUnit, uint64(e.str(vt.Unit)))
+	b = pbwire.AppendVarintField(b, valueType, uint64(e.str(vt.Type)))
+	return pbwire.AppendVarintField(b, valueUnit, uint64(e.str(vt.Unit)))
 }
 
 func sortedKeys[V any](keys []string, m map[string]V) []string {
@@ -302,76 +303,4 @@ func sortedKeys[V any](keys []string, m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// The protobuf wire format: a key is field<<3 | wire type (0: varint,
-// 2: length-delimited); proto3 leaves zero scalars out.
-
-func appendVarint(b []byte, x uint64) []byte {
-	for x >= 0x80 {
-		b = append(b, byte(x)|0x80)
-		x >>= 7
-	}
-	return append(b, byte(x))
-}
-
-func appendVarintField(b []byte, field int, x uint64) []byte {
-	if x == 0 {
-		return b
-	}
-	return appendVarint(appendVarint(b, uint64(field)<<3), x)
-}
-
-func appendBoolField(b []byte, field int, x bool) []byte {
-	if !x {
-		return b
-	}
-	return appendVarintField(b, field, 1)
-}
-
-func appendBytes(b []byte, field int, data []byte) []byte {
-	b = appendVarint(b, uint64(field)<<3|2)
-	b = appendVarint(b, uint64(len(data)))
-	return append(b, data...)
-}
-
-func appendPackedUint64s(b []byte, field int, xs []uint64) []byte {
-	if len(xs) == 0 {
-		return b
-	}
-	n := 0
-	for _, x := range xs {
-		n += varintLen(x)
-	}
-	b = appendVarint(b, uint64(field)<<3|2)
-	b = appendVarint(b, uint64(n))
-	for _, x := range xs {
-		b = appendVarint(b, x)
-	}
-	return b
-}
-
-func appendPackedInt64s(b []byte, field int, xs []int64) []byte {
-	if len(xs) == 0 {
-		return b
-	}
-	n := 0
-	for _, x := range xs {
-		n += varintLen(uint64(x))
-	}
-	b = appendVarint(b, uint64(field)<<3|2)
-	b = appendVarint(b, uint64(n))
-	for _, x := range xs {
-		b = appendVarint(b, uint64(x))
-	}
-	return b
-}
-
-func varintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
-	}
-	return n
 }
