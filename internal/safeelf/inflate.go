@@ -1,6 +1,7 @@
 package safeelf
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"math/bits"
@@ -233,17 +234,23 @@ func (f *inflater) sym(h *huffTable) (uint32, bool) {
 	return e >> 8, true
 }
 
-// inflateZlib decodes the zlib stream src into all of dst.
-func inflateZlib(dst, src []byte) error {
+// inflateZlib decodes the zlib stream src into all of dst; ctx (nil:
+// never cancelled) is checked between blocks.
+func inflateZlib(ctx context.Context, dst, src []byte) error {
 	if len(src) < 2 || src[0]&0x0f != 8 || src[0]>>4 > 7 || (uint(src[0])<<8|uint(src[1]))%31 != 0 || src[1]&0x20 != 0 {
 		return errInflate
 	}
 	f := &inflater{src: src, pos: 2, dst: dst}
-	return f.run()
+	return f.run(ctx)
 }
 
-func (f *inflater) run() error {
+func (f *inflater) run(ctx context.Context) error {
 	for f.out < len(f.dst) {
+		if ctx != nil {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
 		f.refill()
 		final := f.take(1)
 		switch f.take(2) {

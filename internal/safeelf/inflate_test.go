@@ -30,7 +30,7 @@ func checkInflate(t *testing.T, src []byte, n int) {
 	t.Helper()
 	want, ok := zlibRef(src, n)
 	got := make([]byte, n)
-	err := inflateZlib(got, src)
+	err := inflateZlib(nil, got, src)
 	switch {
 	case ok && err != nil:
 		t.Fatalf("n=%d: compress/zlib decodes the stream, inflateZlib: %v", n, err)
@@ -79,7 +79,7 @@ func TestInflateMatchesZlib(t *testing.T) {
 			checkInflate(t, src, len(data))
 			if len(data) > 10 {
 				checkInflate(t, src, len(data)/3) // a declared size short of the stream
-				if err := inflateZlib(make([]byte, len(data)+1), src); err == nil {
+				if err := inflateZlib(nil, make([]byte, len(data)+1), src); err == nil {
 					t.Fatalf("level %d: a stream shorter than the declared size decoded", level)
 				}
 			}
@@ -115,7 +115,7 @@ func BenchmarkInflate(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		out := make([]byte, len(data))
 		for b.Loop() {
-			if err := inflateZlib(out, src); err != nil {
+			if err := inflateZlib(nil, out, src); err != nil {
 				b.Fatal(err)
 			}
 		}
