@@ -371,22 +371,50 @@ func (f *inflater) dynamic() error {
 }
 
 // codes decodes a Huffman-coded block until its end or until dst is full
-// (f.out < len(f.dst) on entry).
-func (f *inflater) codes(lit, dist *huffTable) error {
-	dst := f.dst
+// (f.out < len(f.dst) on entry). The loop keeps the decoder's state in
+// locals (written back on return) and inlines refill and sym: it is where
+// a cold run spends most of its decompression.
+func (f *inflater) codes(lit, dist *huffTable) (err error) {
+	dst, src := f.dst, f.src
+	out, pos, bitbuf, nbits := f.out, f.pos, f.bits, f.nbits
+	lt, dt := lit.t, dist.t
+	lmask, dmask := uint64(1)<<lit.root-1, uint64(1)<<dist.root-1
+	lroot, droot := lit.root, dist.root
+	defer func() { f.out, f.pos, f.bits, f.nbits = out, pos, bitbuf, nbits }()
 	for {
-		f.refill()
-		if f.overrun() {
+		if pos+8 <= len(src) {
+			bitbuf |= binary.LittleEndian.Uint64(src[pos:]) << nbits
+			pos += int((63 - nbits) >> 3)
+			nbits |= 56
+		} else {
+			f.pos, f.bits, f.nbits = pos, bitbuf, nbits
+			f.refill()
+			pos, bitbuf, nbits = f.pos, f.bits, f.nbits
+			if f.overrun() {
+				return errInflate
+			}
+		}
+		e := lt[bitbuf&lmask]
+		if e&entryLink != 0 {
+			bitbuf >>= lroot
+			nbits -= lroot
+			i := e>>8 + uint32(bitbuf&(1<<(e&0xf)-1))
+			if int(i) >= len(lt) {
+				return errInflate
+			}
+			e = lt[i]
+		}
+		n := uint(e & 0xf)
+		if n == 0 || e&entryLink != 0 {
 			return errInflate
 		}
-		s, ok := f.sym(lit)
-		if !ok {
-			return errInflate
-		}
+		bitbuf >>= n
+		nbits -= n
+		s := e >> 8
 		if s < 256 {
-			dst[f.out] = byte(s)
-			f.out++
-			if f.out == len(dst) {
+			dst[out] = byte(s)
+			out++
+			if out == len(dst) {
 				return nil // the next symbol's bits may not be there
 			}
 			continue
@@ -398,29 +426,58 @@ func (f *inflater) codes(lit, dist *huffTable) error {
 		if s >= 29 {
 			return errInflate
 		}
-		length := int(lenBase[s]) + int(f.take(uint(lenExtra[s])))
-		if len(dist.t) == 0 {
+		xb := uint(lenExtra[s])
+		length := int(lenBase[s]) + int(bitbuf&(1<<xb-1))
+		bitbuf >>= xb
+		nbits -= xb
+		if len(dt) == 0 {
 			return errInflate
 		}
-		ds, ok := f.sym(dist)
-		if !ok || ds >= 30 {
+		e = dt[bitbuf&dmask]
+		if e&entryLink != 0 {
+			bitbuf >>= droot
+			nbits -= droot
+			i := e>>8 + uint32(bitbuf&(1<<(e&0xf)-1))
+			if int(i) >= len(dt) {
+				return errInflate
+			}
+			e = dt[i]
+		}
+		n = uint(e & 0xf)
+		if n == 0 || e&entryLink != 0 {
 			return errInflate
 		}
-		d := int(dstBase[ds]) + int(f.take(uint(dstExtra[ds])))
-		if f.overrun() || d > f.out {
+		bitbuf >>= n
+		nbits -= n
+		ds := e >> 8
+		if ds >= 30 {
 			return errInflate
 		}
-		length = min(length, len(dst)-f.out)
-		from := f.out - d
-		if d >= length {
-			copy(dst[f.out:f.out+length], dst[from:])
-		} else {
+		xb = uint(dstExtra[ds])
+		d := int(dstBase[ds]) + int(bitbuf&(1<<xb-1))
+		bitbuf >>= xb
+		nbits -= xb
+		if f.pad > 0 && nbits < 8*f.pad || d > out {
+			return errInflate
+		}
+		length = min(length, len(dst)-out)
+		from := out - d
+		switch {
+		case d >= 8 && out+length+8 <= len(dst):
+			// Eight bytes at a time; the last word may write past the
+			// match, into bytes decoded next.
+			for i := 0; i < length; i += 8 {
+				binary.LittleEndian.PutUint64(dst[out+i:], binary.LittleEndian.Uint64(dst[from+i:]))
+			}
+		case d >= length:
+			copy(dst[out:out+length], dst[from:])
+		default:
 			for i := 0; i < length; i++ {
-				dst[f.out+i] = dst[from+i]
+				dst[out+i] = dst[from+i]
 			}
 		}
-		f.out += length
-		if f.out >= len(dst) {
+		out += length
+		if out >= len(dst) {
 			return nil
 		}
 	}
