@@ -1,6 +1,7 @@
 package symtab
 
 import (
+	"cmp"
 	"debug/dwarf"
 	"encoding/binary"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"stackshot/internal/bin"
+	"stackshot/internal/contain"
 	"stackshot/internal/diskcache"
 )
 
@@ -34,12 +36,15 @@ var errBadEntry = errors.New("bad cached DWARF entry")
 // unitPack is a module's decoded units, kept in the cache as one entry
 // (one file per unit cost 0.3-0.7 ms each to create on a loaded machine,
 // and symbolizing 10,000 addresses of libc decodes 1,200 units). The
-// entry is read on the first unit a run needs and rewritten, with the
-// units decoded since, after each of the first 8 new units, then at
-// every power of four (each write encodes the whole entry: with powers
-// of two the writes of a cold 10,000-address run encoded it twice over),
-// and by Symbolizer.Flush at the end of a command: a few writes of a
-// growing entry, never one per unit.
+// entry is read on the first unit a run needs and written by
+// Symbolizer.Flush at the end of a command with the units decoded since.
+// So that a run cut short still keeps most of its work, it is also
+// written when the count of new units reaches 16, 64, 256, 1,024 (powers
+// of four: each write encodes the whole entry), by a goroutine of its own
+// beside the decoding (on a cold run the other core is mostly idle): the
+// lookups never wait for a write, and a dump, which decodes a dozen
+// units, writes its pack once. (Writing after each of the first 8 units,
+// as before, cost a cold dump eight file creations.)
 type unitPack struct {
 	once    sync.Once
 	key     diskcache.Key
@@ -48,6 +53,7 @@ type unitPack struct {
 	units   map[dwarf.Offset][]byte // encoded, from the entry or decoded in this run
 	fresh   int                     // units decoded in this run
 	pending bool                    // decoded since the last write
+	writing chan struct{}           // closed when the background write ends; nil: none runs
 }
 
 // packedUnit returns the encoded unit at off from the module's pack.
@@ -75,26 +81,61 @@ func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
 	return b, ok
 }
 
-// addToPack keeps a unit decoded in this run and writes the pack when
-// the count of new units reaches the next step.
+// addToPack keeps a unit decoded in this run and starts a background
+// write of the pack when the count of new units reaches the next step
+// and no write runs (the units decoded meanwhile wait for the next step
+// or for Flush).
 func (x *dwarfIndex) addToPack(off dwarf.Offset, dec *cuDecoded) {
 	p := &x.pack
 	if !p.cached {
 		return
 	}
+	b := encodeUnit(dec)
 	p.mu.Lock()
-	p.units[off] = encodeUnit(dec)
+	p.units[off] = b
 	p.fresh++
 	p.pending = true
-	write := p.fresh <= 8 || p.fresh&(p.fresh-1) == 0 && bits.TrailingZeros(uint(p.fresh))%2 == 0
+	n := p.fresh
+	start := n >= 16 && n&(n-1) == 0 && bits.TrailingZeros(uint(n))%2 == 0 && p.writing == nil
+	var done chan struct{}
+	if start {
+		done = make(chan struct{})
+		p.writing = done
+	}
 	p.mu.Unlock()
-	if write {
-		x.writePack()
+	if start {
+		go func() {
+			defer func() {
+				p.mu.Lock()
+				p.writing = nil
+				p.mu.Unlock()
+				close(done)
+			}()
+			// A panic here (a bug) must not end the run: the write is
+			// only a cache's.
+			_ = contain.Call("cache write", x.writePackNow)
+		}()
 	}
 }
 
-// writePack writes the module's pack if it changed since the last write.
+// writePack writes the module's pack if it changed since the last write,
+// after any background write has ended (Flush: the last write is the
+// whole pack).
 func (x *dwarfIndex) writePack() {
+	p := &x.pack
+	p.mu.Lock()
+	done := p.writing
+	p.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+	x.writePackNow()
+}
+
+// writePackNow encodes and writes the pack if it changed since the last
+// write. The units are taken under the lock (each unit's bytes never
+// change once kept), encoded and written outside it.
+func (x *dwarfIndex) writePackNow() {
 	p := &x.pack
 	p.mu.Lock()
 	if !p.pending || !p.cached {
@@ -102,26 +143,34 @@ func (x *dwarfIndex) writePack() {
 		return
 	}
 	p.pending = false
-	b := encodePack(p.units)
+	units := make([]packedUnit, 0, len(p.units))
+	for off, b := range p.units {
+		units = append(units, packedUnit{off, b})
+	}
 	p.mu.Unlock()
-	x.file.sym.opts.Cache.Put(p.key, b)
+	x.file.sym.opts.Cache.Put(p.key, encodePack(units))
 }
 
-func encodePack(units map[dwarf.Offset][]byte) []byte {
-	offs := make([]dwarf.Offset, 0, len(units))
+// packedUnit is one encoded unit of a pack, by the offset of its DIE.
+type packedUnit struct {
+	off dwarf.Offset
+	b   []byte
+}
+
+// encodePack encodes units (reordered by offset).
+func encodePack(units []packedUnit) []byte {
+	slices.SortFunc(units, func(a, b packedUnit) int { return cmp.Compare(a.off, b.off) })
 	size := 4
-	for off, b := range units {
-		offs = append(offs, off)
-		size += 12 + len(b)
+	for _, u := range units {
+		size += 12 + len(u.b)
 	}
-	slices.Sort(offs)
-	out := le.AppendUint32(make([]byte, 0, size), uint32(len(offs)))
-	for _, off := range offs {
-		out = le.AppendUint64(out, uint64(off))
-		out = le.AppendUint32(out, uint32(len(units[off])))
+	out := le.AppendUint32(make([]byte, 0, size), uint32(len(units)))
+	for _, u := range units {
+		out = le.AppendUint64(out, uint64(u.off))
+		out = le.AppendUint32(out, uint32(len(u.b)))
 	}
-	for _, off := range offs {
-		out = append(out, units[off]...)
+	for _, u := range units {
+		out = append(out, u.b...)
 	}
 	return out
 }
