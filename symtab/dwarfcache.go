@@ -50,7 +50,7 @@ type unitPack struct {
 	key     diskcache.Key
 	cached  bool
 	mu      sync.Mutex
-	units   map[dwarf.Offset][]byte // encoded, from the entry or decoded in this run
+	units   map[dwarf.Offset]packEntry
 	fresh   int                     // units decoded in this run
 	pending bool                    // decoded since the last write
 	writing chan struct{}           // closed when the background write ends; nil: none runs
@@ -60,7 +60,7 @@ type unitPack struct {
 func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
 	p := &x.pack
 	p.once.Do(func() {
-		p.units = map[dwarf.Offset][]byte{}
+		p.units = map[dwarf.Offset]packEntry{}
 		if x.file == nil {
 			return
 		}
@@ -71,14 +71,25 @@ func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
 		x.file.sym.registerPack(x)
 		if b, ok := x.file.sym.cacheGet(p.key); ok {
 			if units, err := decodePack(b); err == nil {
-				p.units = units
+				for off, b := range units {
+					p.units[off] = packEntry{b: b}
+				}
 			}
 		}
 	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	b, ok := p.units[off]
-	return b, ok
+	e := p.units[off]
+	return e.b, e.b != nil
+}
+
+// packEntry is a unit of the pack: encoded (read from the entry, or
+// encoded by a write, then in that write's payload) or, decoded in this
+// run and not written yet, as decoded (its tables never change once
+// decoded).
+type packEntry struct {
+	b   []byte
+	dec *cuDecoded
 }
 
 // addToPack keeps a unit decoded in this run and starts a background
@@ -90,9 +101,8 @@ func (x *dwarfIndex) addToPack(off dwarf.Offset, dec *cuDecoded) {
 	if !p.cached {
 		return
 	}
-	b := encodeUnit(dec)
 	p.mu.Lock()
-	p.units[off] = b
+	p.units[off] = packEntry{dec: dec}
 	p.fresh++
 	p.pending = true
 	n := p.fresh
@@ -133,8 +143,9 @@ func (x *dwarfIndex) writePack() {
 }
 
 // writePackNow encodes and writes the pack if it changed since the last
-// write. The units are taken under the lock (each unit's bytes never
-// change once kept), encoded and written outside it.
+// write. The units are taken under the lock, encoded and written outside
+// it; each unit then points into the new payload (encoded once in a run,
+// and only the last payload kept alive).
 func (x *dwarfIndex) writePackNow() {
 	p := &x.pack
 	p.mu.Lock()
@@ -144,33 +155,52 @@ func (x *dwarfIndex) writePackNow() {
 	}
 	p.pending = false
 	units := make([]packedUnit, 0, len(p.units))
-	for off, b := range p.units {
-		units = append(units, packedUnit{off, b})
+	for off, e := range p.units {
+		units = append(units, packedUnit{off, e})
 	}
 	p.mu.Unlock()
-	x.file.sym.opts.Cache.Put(p.key, encodePack(units))
+	payload := encodePack(units)
+	p.mu.Lock()
+	for _, u := range units {
+		p.units[u.off] = u.packEntry
+	}
+	p.mu.Unlock()
+	x.file.sym.opts.Cache.Put(p.key, payload)
 }
 
-// packedUnit is one encoded unit of a pack, by the offset of its DIE.
+// packedUnit is one unit of a pack, by the offset of its DIE.
 type packedUnit struct {
 	off dwarf.Offset
-	b   []byte
+	packEntry
 }
 
-// encodePack encodes units (reordered by offset).
+// encodePack encodes units (reordered by offset) into one buffer sized
+// up front; each unit is left pointing at its bytes in it.
 func encodePack(units []packedUnit) []byte {
 	slices.SortFunc(units, func(a, b packedUnit) int { return cmp.Compare(a.off, b.off) })
 	size := 4
 	for _, u := range units {
-		size += 12 + len(u.b)
+		if u.b != nil {
+			size += 12 + len(u.b)
+		} else {
+			size += 12 + unitSize(u.dec)
+		}
 	}
 	out := le.AppendUint32(make([]byte, 0, size), uint32(len(units)))
 	for _, u := range units {
 		out = le.AppendUint64(out, uint64(u.off))
-		out = le.AppendUint32(out, uint32(len(u.b)))
+		out = le.AppendUint32(out, 0) // the length, once encoded
 	}
-	for _, u := range units {
-		out = append(out, u.b...)
+	for i := range units {
+		u := &units[i]
+		start := len(out)
+		if u.b != nil {
+			out = append(out, u.b...)
+		} else {
+			out = appendUnit(out, u.dec)
+		}
+		le.PutUint32(out[4+12*i+8:], uint32(len(out)-start))
+		u.packEntry = packEntry{b: out[start:len(out):len(out)]}
 	}
 	return out
 }
@@ -277,7 +307,25 @@ func appendString(out []byte, s string) []byte {
 }
 
 func encodeUnit(dec *cuDecoded) []byte {
-	out := le.AppendUint32(nil, uint32(len(dec.rows)))
+	return appendUnit(make([]byte, 0, unitSize(dec)), dec)
+}
+
+// unitSize is the size of dec encoded.
+func unitSize(dec *cuDecoded) int {
+	n := 4 + 17*len(dec.rows) + 4 + 4*len(dec.files) + 4 + 20*len(dec.funcs) + 4
+	for _, f := range dec.files {
+		n += len(f)
+	}
+	for i := range dec.nodes {
+		nd := &dec.nodes[i]
+		n += 4 + len(nd.name) + 4 + 16*len(nd.ranges) + 8 + 4 + 4 + 4*len(nd.children) + 4 + 4 + 1
+	}
+	return n
+}
+
+// appendUnit appends dec encoded to out.
+func appendUnit(out []byte, dec *cuDecoded) []byte {
+	out = le.AppendUint32(out, uint32(len(dec.rows)))
 	for _, r := range dec.rows {
 		out = le.AppendUint64(out, r.addr)
 		out = le.AppendUint32(out, uint32(r.file))

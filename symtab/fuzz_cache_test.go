@@ -1,6 +1,7 @@
 package symtab
 
 import (
+	"bytes"
 	"testing"
 )
 
@@ -17,7 +18,7 @@ func FuzzCachedDWARF(f *testing.F) {
 			{name: "g", ranges: [][2]uint64{{0x14, 0x18}}, entry: 0x14, parent: 0, callFile: 1, callLine: 7}},
 	}))
 	f.Add(encodeSymbols(buildSymTable([]rawSym{{addr: 0x10, size: 8, name: "_Z1fv"}, {addr: 0x20, secEnd: 0x40, name: "g"}}), []string{"symtab"}))
-	f.Add(encodePack([]packedUnit{{11, encodeUnit(&cuDecoded{})}, {90, []byte{1, 2, 3}}}))
+	f.Add(encodePack([]packedUnit{{11, packEntry{b: encodeUnit(&cuDecoded{})}}, {90, packEntry{b: []byte{1, 2, 3}}}, {40, packEntry{dec: &cuDecoded{}}}}))
 	f.Add(encodeIndex(&dwarfIndex{cus: []*cuInfo{{off: 11}, {off: 90}}, rng: []cuRange{{0x10, 0x20, 0}, {0x30, 0x40, 1}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if cus, rng, err := decodeIndex(b, 1<<20); err == nil {
@@ -44,6 +45,11 @@ func FuzzCachedDWARF(f *testing.F) {
 		dec, err := decodeUnit(b)
 		if err != nil {
 			return
+		}
+		// Encoding it again gives the same bytes, in a buffer sized
+		// exactly up front (encodePack relies on unitSize).
+		if enc := encodeUnit(dec); !bytes.Equal(enc, b) || len(enc) != unitSize(dec) {
+			t.Fatalf("unit re-encoded to %d bytes (unitSize %d), read from %d", len(enc), unitSize(dec), len(b))
 		}
 		cu := &cuInfo{}
 		cu.once.Do(func() { cu.dec = dec })

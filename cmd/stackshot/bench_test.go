@@ -236,7 +236,8 @@ func (tl cacheTool) command(b *testing.B, dir string) *exec.Cmd {
 // Go toolchain's go binary. Addresses are spread over the functions nm
 // lists. stackshot runs warm (its cache filled by a first run), cold (an
 // empty cache directory each time) and with --no-cache; metrics are each
-// tool's median wall and CPU ms.
+// tool's median wall and CPU ms. STACKSHOT_BASELINE=BIN adds another
+// build, cold and with --no-cache, to the rotation.
 func BenchmarkSymbolizeVsTools(b *testing.B) {
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	libc := "/lib/x86_64-linux-gnu/libc.so.6"
@@ -273,6 +274,10 @@ func BenchmarkSymbolizeVsTools(b *testing.B) {
 			ss := []string{"symbolize", "-a", "-e", in.file}
 			tools := []cacheTool{{"stackshot", stackshotBin, ss, false}, {"stackshot-cold", stackshotBin, ss, true},
 				{"stackshot-nocache", stackshotBin, append(append([]string{}, ss...), "--no-cache"), false}}
+			if baseline := os.Getenv("STACKSHOT_BASELINE"); baseline != "" {
+				tools = append(tools, cacheTool{"baseline-cold", baseline, ss, true},
+					cacheTool{"baseline-nocache", baseline, append(append([]string{}, ss...), "--no-cache"), false})
+			}
 			if p, err := exec.LookPath("addr2line"); err == nil {
 				tools = append(tools, cacheTool{"addr2line", p, []string{"-a", "-f", "-i", "-C", "-e", in.file}, false})
 			}
