@@ -51,9 +51,9 @@ type unitPack struct {
 	cached  bool
 	mu      sync.Mutex
 	units   map[dwarf.Offset]packEntry
-	fresh   int                     // units decoded in this run
-	pending bool                    // decoded since the last write
-	writing chan struct{}           // closed when the background write ends; nil: none runs
+	fresh   int           // units decoded in this run
+	pending bool          // decoded since the last write
+	writing chan struct{} // closed when the background write ends; nil: none runs
 }
 
 // packedUnit returns the encoded unit at off from the module's pack.
