@@ -117,7 +117,8 @@ func BenchmarkDump(b *testing.B) {
 // stackshot's median peak RSS (stackshot-maxrss-MiB).
 // eu-stack's are absent where it is not installed. STACKSHOT_BASELINE=BIN
 // adds another stackshot build (an older commit's) to the rotation as
-// "baseline": before and after measured in one run.
+// "baseline" (warm) and "baseline-cold": before and after measured in one
+// run.
 func BenchmarkDumpVsEuStack(b *testing.B) {
 	many := testutil.Build(b, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
 	deep := testutil.Build(b, "gcc", []string{testutil.Testdata("realworld", "deep.c")}, "-O0", "-g")
@@ -154,7 +155,8 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 						}
 					}
 					if baseline != "" {
-						tools = append(tools, tool{"baseline", baseline, append(append([]string{}, v.flags...), pid), false})
+						tools = append(tools, tool{"baseline", baseline, append(append([]string{}, v.flags...), pid), false},
+							tool{"baseline-cold", baseline, append(append([]string{}, v.flags...), pid), true})
 					}
 					// "stackshot" runs warm (cron's second run): one run
 					// first fills the cache.
