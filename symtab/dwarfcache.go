@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"sync"
@@ -28,7 +29,7 @@ import (
 const (
 	kindDWARFIndex    = "dwarf-index"
 	kindDWARFUnits    = "dwarf-units"
-	dwarfCacheVersion = 1
+	dwarfCacheVersion = 2 // 2: line rows as LEB128 changes
 )
 
 var errBadEntry = errors.New("bad cached DWARF entry")
@@ -310,9 +311,33 @@ func encodeUnit(dec *cuDecoded) []byte {
 	return appendUnit(make([]byte, 0, unitSize(dec)), dec)
 }
 
+// Line rows are most of a unit (1.6 of glibc's 2.8 MB of units at 17
+// bytes a row): each is stored as three LEB128 numbers, the address's
+// increase, the file index and end flag (file<<1 | end), and the line's
+// change (zigzag), 3 to 4 bytes for most rows.
+
+// rowFields returns what encodes row r after row prev.
+func rowFields(prev, r lineRow) (addr, fileEnd, line uint64) {
+	fileEnd = uint64(uint32(r.file)) << 1
+	if r.end {
+		fileEnd |= 1
+	}
+	d := int64(r.line) - int64(prev.line)
+	return r.addr - prev.addr, fileEnd, uint64(d<<1) ^ uint64(d>>63)
+}
+
+// lebLen is the size of v as an unsigned LEB128 number.
+func lebLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
 // unitSize is the size of dec encoded.
 func unitSize(dec *cuDecoded) int {
-	n := 4 + 17*len(dec.rows) + 4 + 4*len(dec.files) + 4 + 20*len(dec.funcs) + 4
+	n := 4 + 4 + 4*len(dec.files) + 4 + 20*len(dec.funcs) + 4
+	prev := lineRow{}
+	for _, r := range dec.rows {
+		a, f, l := rowFields(prev, r)
+		n += lebLen(a) + lebLen(f) + lebLen(l)
+		prev = r
+	}
 	for _, f := range dec.files {
 		n += len(f)
 	}
@@ -326,15 +351,11 @@ func unitSize(dec *cuDecoded) int {
 // appendUnit appends dec encoded to out.
 func appendUnit(out []byte, dec *cuDecoded) []byte {
 	out = le.AppendUint32(out, uint32(len(dec.rows)))
+	prev := lineRow{}
 	for _, r := range dec.rows {
-		out = le.AppendUint64(out, r.addr)
-		out = le.AppendUint32(out, uint32(r.file))
-		out = le.AppendUint32(out, uint32(r.line))
-		end := byte(0)
-		if r.end {
-			end = 1
-		}
-		out = append(out, end)
+		a, f, l := rowFields(prev, r)
+		out = binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(out, a), f), l)
+		prev = r
 	}
 	out = le.AppendUint32(out, uint32(len(dec.files)))
 	for _, f := range dec.files {
@@ -395,16 +416,21 @@ func readBool(r *bin.Reader) bool {
 func decodeUnit(b []byte) (*cuDecoded, error) {
 	r := bin.NewReader(b, le)
 	dec := &cuDecoded{}
-	n := count(r, 17)
+	n := count(r, 3)
 	dec.rows = make([]lineRow, 0, n)
 	dec.raddr = make([]uint64, 0, n)
+	prev := lineRow{}
 	for range n {
-		row := lineRow{addr: r.U64(), file: int32(r.U32()), line: int32(r.U32()), end: readBool(r)}
-		if k := len(dec.rows); k > 0 && row.addr < dec.rows[k-1].addr {
+		da, fe, zl := r.ULEB(), r.ULEB(), r.ULEB()
+		dl := int64(zl>>1) ^ -int64(zl&1)
+		row := lineRow{addr: prev.addr + da, file: int32(uint32(fe >> 1)), line: int32(int64(prev.line) + dl), end: fe&1 == 1}
+		// Addresses only grow, without wrapping; no field is cut short.
+		if row.addr < prev.addr || fe>>1 > math.MaxUint32 || int64(row.line) != int64(prev.line)+dl {
 			return nil, errBadEntry
 		}
 		dec.rows = append(dec.rows, row)
 		dec.raddr = append(dec.raddr, row.addr)
+		prev = row
 	}
 	n = count(r, 4)
 	dec.files = make([]string, 0, n)
