@@ -378,8 +378,16 @@ func (f *inflater) codes(lit, dist *huffTable) (err error) {
 	dst, src := f.dst, f.src
 	out, pos, bitbuf, nbits := f.out, f.pos, f.bits, f.nbits
 	lt, dt := lit.t, dist.t
-	lmask, dmask := uint64(1)<<lit.root-1, uint64(1)<<dist.root-1
-	lroot, droot := lit.root, dist.root
+	if len(lt) < 1<<litRootBits || len(dt) > 0 && len(dt) < 1<<distRootBits || lit.root != litRootBits || len(dt) > 0 && dist.root != distRootBits {
+		return errInflate // (never: build makes them so)
+	}
+	// The root tables as arrays: indexes masked to their size need no
+	// bounds check.
+	lroot := (*[1 << litRootBits]uint32)(lt)
+	var droot *[1 << distRootBits]uint32
+	if len(dt) > 0 {
+		droot = (*[1 << distRootBits]uint32)(dt)
+	}
 	defer func() { f.out, f.pos, f.bits, f.nbits = out, pos, bitbuf, nbits }()
 	for {
 		if pos+8 <= len(src) {
@@ -394,10 +402,10 @@ func (f *inflater) codes(lit, dist *huffTable) (err error) {
 				return errInflate
 			}
 		}
-		e := lt[bitbuf&lmask]
+		e := lroot[bitbuf&(1<<litRootBits-1)]
 		if e&entryLink != 0 {
-			bitbuf >>= lroot
-			nbits -= lroot
+			bitbuf >>= litRootBits
+			nbits -= litRootBits
 			i := e>>8 + uint32(bitbuf&(1<<(e&0xf)-1))
 			if int(i) >= len(lt) {
 				return errInflate
@@ -430,13 +438,13 @@ func (f *inflater) codes(lit, dist *huffTable) (err error) {
 		length := int(lenBase[s]) + int(bitbuf&(1<<xb-1))
 		bitbuf >>= xb
 		nbits -= xb
-		if len(dt) == 0 {
+		if droot == nil {
 			return errInflate
 		}
-		e = dt[bitbuf&dmask]
+		e = droot[bitbuf&(1<<distRootBits-1)]
 		if e&entryLink != 0 {
-			bitbuf >>= droot
-			nbits -= droot
+			bitbuf >>= distRootBits
+			nbits -= distRootBits
 			i := e>>8 + uint32(bitbuf&(1<<(e&0xf)-1))
 			if int(i) >= len(dt) {
 				return errInflate
