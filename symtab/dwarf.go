@@ -160,7 +160,7 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 		return nil, fmt.Errorf("dwarf: %w", err)
 	}
 	if cached && x.expired() == nil {
-		f.sym.opts.Cache.Put(key, encodeIndex(x))
+		f.sym.putLater(key, func() []byte { return encodeIndex(x) })
 	}
 	return x, nil
 }
