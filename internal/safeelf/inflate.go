@@ -477,6 +477,12 @@ func (f *inflater) codes(lit, dist *huffTable) (err error) {
 			for i := 0; i < length; i += 8 {
 				binary.LittleEndian.PutUint64(dst[out+i:], binary.LittleEndian.Uint64(dst[from+i:]))
 			}
+		case d == 1 && out+length+8 <= len(dst):
+			// A run of one byte (zeros, in DWARF), eight at a time.
+			v := uint64(dst[from]) * 0x0101010101010101
+			for i := 0; i < length; i += 8 {
+				binary.LittleEndian.PutUint64(dst[out+i:], v)
+			}
 		case d >= length:
 			copy(dst[out:out+length], dst[from:])
 		default:
