@@ -425,6 +425,18 @@ func (f *inflater) codes(lit, dist *huffTable) (err error) {
 			if out == len(dst) {
 				return nil // the next symbol's bits may not be there
 			}
+			// At least 41 bits are left: a second literal of a root
+			// entry needs no refill.
+			if e = lroot[bitbuf&(1<<litRootBits-1)]; e&entryLink == 0 && e>>8 < 256 && e&0xf != 0 {
+				n = uint(e & 0xf)
+				bitbuf >>= n
+				nbits -= n
+				dst[out] = byte(e >> 8)
+				out++
+				if out == len(dst) {
+					return nil
+				}
+			}
 			continue
 		}
 		if s == 256 {
