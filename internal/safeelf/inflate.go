@@ -378,15 +378,9 @@ func (f *inflater) codes(lit, dist *huffTable) (err error) {
 	dst, src := f.dst, f.src
 	out, pos, bitbuf, nbits := f.out, f.pos, f.bits, f.nbits
 	lt, dt := lit.t, dist.t
-	if len(lt) < 1<<litRootBits || len(dt) > 0 && len(dt) < 1<<distRootBits || lit.root != litRootBits || len(dt) > 0 && dist.root != distRootBits {
+	lroot, droot, ok := roots(lit, dist)
+	if !ok {
 		return errInflate // (never: build makes them so)
-	}
-	// The root tables as arrays: indexes masked to their size need no
-	// bounds check.
-	lroot := (*[1 << litRootBits]uint32)(lt)
-	var droot *[1 << distRootBits]uint32
-	if len(dt) > 0 {
-		droot = (*[1 << distRootBits]uint32)(dt)
 	}
 	defer func() { f.out, f.pos, f.bits, f.nbits = out, pos, bitbuf, nbits }()
 	for {
@@ -406,11 +400,7 @@ func (f *inflater) codes(lit, dist *huffTable) (err error) {
 		if e&entryLink != 0 {
 			bitbuf >>= litRootBits
 			nbits -= litRootBits
-			i := e>>8 + uint32(bitbuf&(1<<(e&0xf)-1))
-			if int(i) >= len(lt) {
-				return errInflate
-			}
-			e = lt[i]
+			e = second(lt, e, bitbuf)
 		}
 		n := uint(e & 0xf)
 		if n == 0 || e&entryLink != 0 {
@@ -457,11 +447,7 @@ func (f *inflater) codes(lit, dist *huffTable) (err error) {
 		if e&entryLink != 0 {
 			bitbuf >>= distRootBits
 			nbits -= distRootBits
-			i := e>>8 + uint32(bitbuf&(1<<(e&0xf)-1))
-			if int(i) >= len(dt) {
-				return errInflate
-			}
-			e = dt[i]
+			e = second(dt, e, bitbuf)
 		}
 		n = uint(e & 0xf)
 		if n == 0 || e&entryLink != 0 {
@@ -480,31 +466,61 @@ func (f *inflater) codes(lit, dist *huffTable) (err error) {
 		if f.pad > 0 && nbits < 8*f.pad || d > out {
 			return errInflate
 		}
-		length = min(length, len(dst)-out)
-		from := out - d
-		switch {
-		case d >= 8 && out+length+8 <= len(dst):
-			// Eight bytes at a time; the last word may write past the
-			// match, into bytes decoded next.
-			for i := 0; i < length; i += 8 {
-				binary.LittleEndian.PutUint64(dst[out+i:], binary.LittleEndian.Uint64(dst[from+i:]))
-			}
-		case d == 1 && out+length+8 <= len(dst):
-			// A run of one byte (zeros, in DWARF), eight at a time.
-			v := uint64(dst[from]) * 0x0101010101010101
-			for i := 0; i < length; i += 8 {
-				binary.LittleEndian.PutUint64(dst[out+i:], v)
-			}
-		case d >= length:
-			copy(dst[out:out+length], dst[from:])
-		default:
-			for i := 0; i < length; i++ {
-				dst[out+i] = dst[from+i]
-			}
-		}
-		out += length
+		out = copyMatch(dst, out, d, length)
 		if out >= len(dst) {
 			return nil
 		}
 	}
+}
+
+// roots returns the root tables of lit and dist (nil: no distance code)
+// as arrays: indexes masked to their size need no bounds check.
+func roots(lit, dist *huffTable) (*[1 << litRootBits]uint32, *[1 << distRootBits]uint32, bool) {
+	lt, dt := lit.t, dist.t
+	if len(lt) < 1<<litRootBits || lit.root != litRootBits || len(dt) > 0 && (len(dt) < 1<<distRootBits || dist.root != distRootBits) {
+		return nil, nil, false
+	}
+	var droot *[1 << distRootBits]uint32
+	if len(dt) > 0 {
+		droot = (*[1 << distRootBits]uint32)(dt)
+	}
+	return (*[1 << litRootBits]uint32)(lt), droot, true
+}
+
+// copyMatch copies length bytes from d bytes back (d <= out) to dst[out:],
+// cut at the end of dst, and returns the new end.
+func copyMatch(dst []byte, out, d, length int) int {
+	length = min(length, len(dst)-out)
+	from := out - d
+	switch {
+	case d >= 8 && out+length+8 <= len(dst):
+		// Eight bytes at a time; the last word may write past the
+		// match, into bytes decoded next.
+		for i := 0; i < length; i += 8 {
+			binary.LittleEndian.PutUint64(dst[out+i:], binary.LittleEndian.Uint64(dst[from+i:]))
+		}
+	case d == 1 && out+length+8 <= len(dst):
+		// A run of one byte (zeros, in DWARF), eight at a time.
+		v := uint64(dst[from]) * 0x0101010101010101
+		for i := 0; i < length; i += 8 {
+			binary.LittleEndian.PutUint64(dst[out+i:], v)
+		}
+	case d >= length:
+		copy(dst[out:out+length], dst[from:])
+	default:
+		for i := 0; i < length; i++ {
+			dst[out+i] = dst[from+i]
+		}
+	}
+	return out + length
+}
+
+// second returns the entry of the second-level table that the root entry
+// e links to, for the bits b after the root's (0, no code, past the table).
+func second(t []uint32, e uint32, b uint64) uint32 {
+	i := e>>8 + uint32(b&(1<<(e&0xf)-1))
+	if int(i) >= len(t) {
+		return 0
+	}
+	return t[i]
 }
