@@ -1,6 +1,8 @@
 package symtab
 
 import (
+	"encoding/binary"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -72,4 +74,38 @@ func FuzzCachedDWARF(f *testing.F) {
 			x.lookup(fr.hi-1, nil, false)
 		}
 	})
+}
+
+// TestCachedRowsChecked: the LEB128 line rows of a cached unit are
+// refused when an address wraps, a file index passes 32 bits or a line
+// leaves int32, and kept exactly otherwise (negative changes, the end
+// flag, the widest values).
+func TestCachedRowsChecked(t *testing.T) {
+	rows := func(fields ...uint64) []byte {
+		b := le.AppendUint32(nil, uint32(len(fields)/3))
+		for _, f := range fields {
+			b = binary.AppendUvarint(b, f)
+		}
+		for range 4 { // no files, functions or nodes
+			b = le.AppendUint32(b, 0)
+		}
+		return b
+	}
+	zig := func(d int64) uint64 { return uint64(d<<1) ^ uint64(d>>63) }
+	for name, b := range map[string][]byte{
+		"address wraps":  rows(^uint64(0), 2, zig(1), 2, 2, zig(1)),
+		"file too large": rows(0x10, 1<<33, zig(1)),
+		"line too large": rows(0x10, 2, zig(math.MaxInt32), 0x10, 2, zig(1)),
+		"short":          rows(0x10, 2)[:7],
+	} {
+		if _, err := decodeUnit(b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	want := []lineRow{{addr: 0x10, file: 1, line: 100}, {addr: 0x18, file: 0, line: 7}, {addr: 0x18, file: 3, line: math.MaxInt32},
+		{addr: ^uint64(0), file: math.MaxInt32, line: math.MinInt32, end: true}}
+	dec, err := decodeUnit(encodeUnit(&cuDecoded{rows: want}))
+	if err != nil || !reflect.DeepEqual(dec.rows, want) {
+		t.Fatalf("rows %+v (%v), want %+v", dec, err, want)
+	}
 }
