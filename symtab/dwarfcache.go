@@ -1,16 +1,19 @@
 package symtab
 
 import (
+	"cmp"
 	"debug/dwarf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"stackshot/internal/bin"
+	"stackshot/internal/contain"
 	"stackshot/internal/diskcache"
 )
 
@@ -26,7 +29,7 @@ import (
 const (
 	kindDWARFIndex    = "dwarf-index"
 	kindDWARFUnits    = "dwarf-units"
-	dwarfCacheVersion = 2 // 2: a unit's strings in a table
+	dwarfCacheVersion = 3 // 2: line rows as LEB128 changes, or a unit's strings in a table; 3: both
 )
 
 var errBadEntry = errors.New("bad cached DWARF entry")
@@ -34,32 +37,31 @@ var errBadEntry = errors.New("bad cached DWARF entry")
 // unitPack is a module's decoded units, kept in the cache as one entry
 // (one file per unit cost 0.3-0.7 ms each to create on a loaded machine,
 // and symbolizing 10,000 addresses of libc decodes 1,200 units). The
-// entry is read on the first unit a run needs. It is written by
-// Symbolizer.Flush at the end of a command and, while it is small (the
-// first 8 new units, under smallPack bytes), after each new unit, so a
-// short run cut off before its end leaves what it decoded. A large pack
-// is written once: rewritten at each step, libcephfs's 14 units of 2 MB
-// each made a cold run write 130 MB for a 29 MB entry.
+// entry is read on the first unit a run needs and written by
+// Symbolizer.Flush at the end of a command with the units decoded since.
+// So that a run cut short still keeps most of its work, it is also
+// written when the count of new units reaches 16, 64, 256, 1,024 (powers
+// of four: each write encodes the whole entry), by a goroutine of its own
+// beside the decoding (on a cold run the other core is mostly idle): the
+// lookups never wait for a write, and a dump, which decodes a dozen
+// units, writes its pack once. (Writing after each of the first 8 units,
+// as before, cost a cold dump eight file creations.)
 type unitPack struct {
 	once    sync.Once
 	key     diskcache.Key
 	cached  bool
 	mu      sync.Mutex
-	units   map[dwarf.Offset][]byte // encoded, from the entry or decoded in this run
-	bytes   int                     // of units' encodings
-	fresh   int                     // units decoded in this run
-	pending bool                    // decoded since the last write
+	units   map[dwarf.Offset]packEntry
+	fresh   int           // units decoded in this run
+	pending bool          // decoded since the last write
+	writing chan struct{} // closed when the background write ends; nil: none runs
 }
-
-// smallPack is the size up to which a pack is rewritten after each of
-// its first new units.
-const smallPack = 1 << 20
 
 // packedUnit returns the encoded unit at off from the module's pack.
 func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
 	p := &x.pack
 	p.once.Do(func() {
-		p.units = map[dwarf.Offset][]byte{}
+		p.units = map[dwarf.Offset]packEntry{}
 		if x.file == nil {
 			return
 		}
@@ -70,41 +72,82 @@ func (x *dwarfIndex) packedUnit(off dwarf.Offset) ([]byte, bool) {
 		x.file.sym.registerPack(x)
 		if b, ok := x.file.sym.cacheGet(p.key); ok {
 			if units, err := decodePack(b); err == nil {
-				p.units = units
-				for _, u := range units {
-					p.bytes += len(u)
+				for off, b := range units {
+					p.units[off] = packEntry{b: b}
 				}
 			}
 		}
 	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	b, ok := p.units[off]
-	return b, ok
+	e := p.units[off]
+	return e.b, e.b != nil
 }
 
-// addToPack keeps a unit decoded in this run and writes the pack while
-// it is small (see unitPack).
+// packEntry is a unit of the pack: encoded (read from the entry, or
+// encoded by a write, then in that write's payload) or, decoded in this
+// run and not written yet, as decoded (its tables never change once
+// decoded).
+type packEntry struct {
+	b   []byte
+	dec *cuDecoded
+}
+
+// addToPack keeps a unit decoded in this run and starts a background
+// write of the pack when the count of new units reaches the next step
+// and no write runs (the units decoded meanwhile wait for the next step
+// or for Flush).
 func (x *dwarfIndex) addToPack(off dwarf.Offset, dec *cuDecoded) {
 	p := &x.pack
 	if !p.cached {
 		return
 	}
-	b := encodeUnit(dec)
 	p.mu.Lock()
-	p.bytes += len(b) - len(p.units[off])
-	p.units[off] = b
+	p.units[off] = packEntry{dec: dec}
 	p.fresh++
 	p.pending = true
-	write := p.fresh <= 8 && p.bytes <= smallPack
+	n := p.fresh
+	start := n >= 16 && n&(n-1) == 0 && bits.TrailingZeros(uint(n))%2 == 0 && p.writing == nil
+	var done chan struct{}
+	if start {
+		done = make(chan struct{})
+		p.writing = done
+	}
 	p.mu.Unlock()
-	if write {
-		x.writePack()
+	if start {
+		go func() {
+			defer func() {
+				p.mu.Lock()
+				p.writing = nil
+				p.mu.Unlock()
+				close(done)
+			}()
+			// A panic here (a bug) must not end the run: the write is
+			// only a cache's.
+			_ = contain.Call("cache write", x.writePackNow)
+		}()
 	}
 }
 
-// writePack writes the module's pack if it changed since the last write.
+// writePack writes the module's pack if it changed since the last write,
+// after any background write has ended (Flush: the last write is the
+// whole pack).
 func (x *dwarfIndex) writePack() {
+	p := &x.pack
+	p.mu.Lock()
+	done := p.writing
+	p.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+	x.writePackNow()
+}
+
+// writePackNow encodes and writes the pack if it changed since the last
+// write. The units are taken under the lock, encoded and written outside
+// it; each unit then points into the new payload (encoded once in a run,
+// and only the last payload kept alive).
+func (x *dwarfIndex) writePackNow() {
 	p := &x.pack
 	p.mu.Lock()
 	if !p.pending || !p.cached {
@@ -112,26 +155,48 @@ func (x *dwarfIndex) writePack() {
 		return
 	}
 	p.pending = false
-	b := encodePack(p.units)
+	units := make([]packedUnit, 0, len(p.units))
+	for off, e := range p.units {
+		units = append(units, packedUnit{off, e})
+	}
 	p.mu.Unlock()
-	x.file.sym.opts.Cache.Put(p.key, b)
+	payload := encodePack(units)
+	p.mu.Lock()
+	for _, u := range units {
+		p.units[u.off] = u.packEntry
+	}
+	p.mu.Unlock()
+	x.file.sym.opts.Cache.Put(p.key, payload)
 }
 
-func encodePack(units map[dwarf.Offset][]byte) []byte {
-	offs := make([]dwarf.Offset, 0, len(units))
+// packedUnit is one unit of a pack, by the offset of its DIE.
+type packedUnit struct {
+	off dwarf.Offset
+	packEntry
+}
+
+// encodePack encodes units (reordered by offset) into one buffer sized
+// up front; each unit is left pointing at its bytes in it.
+func encodePack(units []packedUnit) []byte {
+	slices.SortFunc(units, func(a, b packedUnit) int { return cmp.Compare(a.off, b.off) })
 	size := 4
-	for off, b := range units {
-		offs = append(offs, off)
-		size += 12 + len(b)
+	for i := range units {
+		if u := &units[i]; u.b == nil {
+			u.b = encodeUnit(u.dec) // (its strings numbered once: sized, then written)
+		}
+		size += 12 + len(units[i].b)
 	}
-	slices.Sort(offs)
-	out := le.AppendUint32(make([]byte, 0, size), uint32(len(offs)))
-	for _, off := range offs {
-		out = le.AppendUint64(out, uint64(off))
-		out = le.AppendUint32(out, uint32(len(units[off])))
+	out := le.AppendUint32(make([]byte, 0, size), uint32(len(units)))
+	for _, u := range units {
+		out = le.AppendUint64(out, uint64(u.off))
+		out = le.AppendUint32(out, 0) // the length, once encoded
 	}
-	for _, off := range offs {
-		out = append(out, units[off]...)
+	for i := range units {
+		u := &units[i]
+		start := len(out)
+		out = append(out, u.b...)
+		le.PutUint32(out[4+12*i+8:], uint32(len(out)-start))
+		u.packEntry = packEntry{b: out[start:len(out):len(out)]}
 	}
 	return out
 }
@@ -262,35 +327,62 @@ func unitStrings(dec *cuDecoded) (table []string, index map[string]uint32) {
 	return table, index
 }
 
-// unitSize is the size of dec's encoding with the string table table.
+func encodeUnit(dec *cuDecoded) []byte {
+	table, index := unitStrings(dec)
+	return appendUnit(make([]byte, 0, unitSize(dec, table)), dec, table, index)
+}
+
+// Line rows are most of a unit (1.6 of glibc's 2.8 MB of units at 17
+// bytes a row): each is stored as three LEB128 numbers, the address's
+// increase, the file index and end flag (file<<1 | end), and the line's
+// change (zigzag), 3 to 4 bytes for most rows.
+
+// rowFields returns what encodes row r after row prev.
+func rowFields(prev, r lineRow) (addr, fileEnd, line uint64) {
+	fileEnd = uint64(uint32(r.file)) << 1
+	if r.end {
+		fileEnd |= 1
+	}
+	d := int64(r.line) - int64(prev.line)
+	return r.addr - prev.addr, fileEnd, uint64(d<<1) ^ uint64(d>>63)
+}
+
+// lebLen is the size of v as an unsigned LEB128 number.
+func lebLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+// unitSize is the size of dec encoded with the string table table.
 func unitSize(dec *cuDecoded, table []string) int {
-	n := 20 + 4*len(table) + 17*len(dec.rows) + 4*len(dec.files) + 20*len(dec.funcs)
+	n := 4 + 4*len(table) + 4 + 4 + 4*len(dec.files) + 4 + 20*len(dec.funcs) + 4
 	for _, s := range table {
 		n += len(s)
 	}
+	prev := lineRow{}
+	for _, r := range dec.rows {
+		a, f, l := rowFields(prev, r)
+		n += lebLen(a) + lebLen(f) + lebLen(l)
+		prev = r
+	}
 	for i := range dec.nodes {
 		nd := &dec.nodes[i]
-		n += 33 + 16*len(nd.ranges) + 4*len(nd.children)
+		n += 4 + 4 + 16*len(nd.ranges) + 8 + 4 + 4 + 4*len(nd.children) + 4 + 4 + 1
 	}
 	return n
 }
 
-func encodeUnit(dec *cuDecoded) []byte {
-	table, index := unitStrings(dec)
-	out := le.AppendUint32(make([]byte, 0, unitSize(dec, table)), uint32(len(table)))
+// appendUnit appends dec encoded to out: its string table (table,
+// numbered by index), the line rows, the line table's files, the
+// functions' ranges and the nodes, strings as indexes into the table.
+func appendUnit(out []byte, dec *cuDecoded, table []string, index map[string]uint32) []byte {
+	out = le.AppendUint32(out, uint32(len(table)))
 	for _, s := range table {
 		out = appendString(out, s)
 	}
 	out = le.AppendUint32(out, uint32(len(dec.rows)))
+	prev := lineRow{}
 	for _, r := range dec.rows {
-		out = le.AppendUint64(out, r.addr)
-		out = le.AppendUint32(out, uint32(r.file))
-		out = le.AppendUint32(out, uint32(r.line))
-		end := byte(0)
-		if r.end {
-			end = 1
-		}
-		out = append(out, end)
+		a, f, l := rowFields(prev, r)
+		out = binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(out, a), f), l)
+		prev = r
 	}
 	out = le.AppendUint32(out, uint32(len(dec.files)))
 	for _, f := range dec.files {
@@ -396,16 +488,21 @@ func decodeUnit(b []byte) (*cuDecoded, error) {
 	r := bin.NewReader(b, le)
 	dec := &cuDecoded{}
 	table := readStrings(r)
-	n := count(r, 17)
+	n := count(r, 3)
 	dec.rows = make([]lineRow, 0, n)
 	dec.raddr = make([]uint64, 0, n)
+	prev := lineRow{}
 	for range n {
-		row := lineRow{addr: r.U64(), file: int32(r.U32()), line: int32(r.U32()), end: readBool(r)}
-		if k := len(dec.rows); k > 0 && row.addr < dec.rows[k-1].addr {
+		da, fe, zl := r.ULEB(), r.ULEB(), r.ULEB()
+		dl := int64(zl>>1) ^ -int64(zl&1)
+		row := lineRow{addr: prev.addr + da, file: int32(uint32(fe >> 1)), line: int32(int64(prev.line) + dl), end: fe&1 == 1}
+		// Addresses only grow, without wrapping; no field is cut short.
+		if row.addr < prev.addr || fe>>1 > math.MaxUint32 || int64(row.line) != int64(prev.line)+dl {
 			return nil, errBadEntry
 		}
 		dec.rows = append(dec.rows, row)
 		dec.raddr = append(dec.raddr, row.addr)
+		prev = row
 	}
 	n = count(r, 4)
 	dec.files = make([]string, 0, n)

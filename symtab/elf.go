@@ -87,7 +87,7 @@ func (f *openFile) data(s *elf.Section) ([]byte, error) {
 			return b, nil
 		}
 	}
-	b, err := safeelf.SectionData(f.sym.opts.Context, s, f.size, f.sym.budget)
+	b, err := safeelf.SectionDataAt(f.sym.opts.Context, f.r, s, f.size, f.sym.budget)
 	if err == nil && cached && f.putSections.Load() && uint64(len(b)) == s.Size {
 		f.sym.opts.Cache.Put(key, b) // best effort: a failed write is a miss next time
 	}

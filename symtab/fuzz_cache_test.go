@@ -1,7 +1,9 @@
 package symtab
 
 import (
-	"debug/dwarf"
+	"encoding/binary"
+	"math"
+	"reflect"
 	"testing"
 )
 
@@ -16,15 +18,15 @@ func TestUpdateCacheFuzzSeeds(t *testing.T) {
 	defer s.Close()
 	m := openFileModule(t, s, cxxDebug(t, "dwarf5"))
 	x := m.sources().dw
-	units := map[dwarf.Offset][]byte{}
+	var units []packedUnit
 	for i, cu := range x.cus {
 		dec := x.unit(cu)
 		if dec.err != nil {
 			t.Fatal(dec.err)
 		}
-		units[cu.off] = encodeUnit(dec)
+		units = append(units, packedUnit{cu.off, packEntry{b: encodeUnit(dec)}})
 		if i == 0 {
-			writeSeed(t, "FuzzCachedDWARF", "unit-cxxprog-0", units[cu.off])
+			writeSeed(t, "FuzzCachedDWARF", "unit-cxxprog-0", units[0].b)
 		}
 	}
 	writeSeed(t, "FuzzCachedDWARF", "pack-cxxprog", encodePack(units))
@@ -43,7 +45,7 @@ func FuzzCachedDWARF(f *testing.F) {
 			{name: "g", ranges: [][2]uint64{{0x14, 0x18}}, entry: 0x14, parent: 0, callFile: 1, callLine: 7}},
 	}))
 	f.Add(encodeSymbols(buildSymTable([]rawSym{{addr: 0x10, size: 8, name: "_Z1fv"}, {addr: 0x20, secEnd: 0x40, name: "g"}}), []string{"symtab"}))
-	f.Add(encodePack(map[dwarf.Offset][]byte{11: encodeUnit(&cuDecoded{}), 90: {1, 2, 3}}))
+	f.Add(encodePack([]packedUnit{{11, packEntry{b: encodeUnit(&cuDecoded{})}}, {90, packEntry{b: []byte{1, 2, 3}}}, {40, packEntry{dec: &cuDecoded{}}}}))
 	f.Add(encodeIndex(&dwarfIndex{cus: []*cuInfo{{off: 11}, {off: 90}}, rng: []cuRange{{0x10, 0x20, 0}, {0x30, 0x40, 1}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if cus, rng, err := decodeIndex(b, 1<<20); err == nil {
@@ -71,6 +73,15 @@ func FuzzCachedDWARF(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// Encoding it again gives the same bytes, in a buffer sized
+		// exactly up front (encodePack relies on unitSize).
+		enc := encodeUnit(dec)
+		if table, _ := unitStrings(dec); len(enc) != unitSize(dec, table) {
+			t.Fatalf("unit re-encoded to %d bytes, unitSize says %d", len(enc), unitSize(dec, table))
+		}
+		if again, err := decodeUnit(enc); err != nil || !reflect.DeepEqual(again.rows, dec.rows) || !reflect.DeepEqual(again.nodes, dec.nodes) {
+			t.Fatalf("unit re-encoded does not decode to itself (%v)", err)
+		}
 		cu := &cuInfo{}
 		cu.once.Do(func() { cu.dec = dec })
 		x := &dwarfIndex{cus: []*cuInfo{cu}, rng: []cuRange{{0, ^uint64(0), 0}}}
@@ -88,4 +99,38 @@ func FuzzCachedDWARF(f *testing.F) {
 			x.lookup(fr.hi-1, nil, false)
 		}
 	})
+}
+
+// TestCachedRowsChecked: the LEB128 line rows of a cached unit are
+// refused when an address wraps, a file index passes 32 bits or a line
+// leaves int32, and kept exactly otherwise (negative changes, the end
+// flag, the widest values).
+func TestCachedRowsChecked(t *testing.T) {
+	rows := func(fields ...uint64) []byte {
+		b := le.AppendUint32(nil, uint32(len(fields)/3))
+		for _, f := range fields {
+			b = binary.AppendUvarint(b, f)
+		}
+		for range 4 { // no files, functions or nodes
+			b = le.AppendUint32(b, 0)
+		}
+		return b
+	}
+	zig := func(d int64) uint64 { return uint64(d<<1) ^ uint64(d>>63) }
+	for name, b := range map[string][]byte{
+		"address wraps":  rows(^uint64(0), 2, zig(1), 2, 2, zig(1)),
+		"file too large": rows(0x10, 1<<33, zig(1)),
+		"line too large": rows(0x10, 2, zig(math.MaxInt32), 0x10, 2, zig(1)),
+		"short":          rows(0x10, 2)[:7],
+	} {
+		if _, err := decodeUnit(b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	want := []lineRow{{addr: 0x10, file: 1, line: 100}, {addr: 0x18, file: 0, line: 7}, {addr: 0x18, file: 3, line: math.MaxInt32},
+		{addr: ^uint64(0), file: math.MaxInt32, line: math.MinInt32, end: true}}
+	dec, err := decodeUnit(encodeUnit(&cuDecoded{rows: want}))
+	if err != nil || !reflect.DeepEqual(dec.rows, want) {
+		t.Fatalf("rows %+v (%v), want %+v", dec, err, want)
+	}
 }

@@ -172,7 +172,8 @@ func (m *Module) loadSources() *sources {
 		src.names = append(src.names, symSrc.names...)
 		src.errs = append(src.errs, symSrc.errs...)
 		if cached && len(symSrc.errs) == 0 && m.sym.expired() == nil {
-			m.sym.opts.Cache.Put(key, encodeSymbols(src.syms, symSrc.names))
+			syms, names := src.syms, symSrc.names
+			m.sym.putLater(key, func() []byte { return encodeSymbols(syms, names) })
 		}
 	}
 	if src.dw != nil {

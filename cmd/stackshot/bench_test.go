@@ -117,7 +117,8 @@ func BenchmarkDump(b *testing.B) {
 // stackshot's median peak RSS (stackshot-maxrss-MiB).
 // eu-stack's are absent where it is not installed. STACKSHOT_BASELINE=BIN
 // adds another stackshot build (an older commit's) to the rotation as
-// "baseline": before and after measured in one run.
+// "baseline" (warm) and "baseline-cold": before and after measured in one
+// run.
 func BenchmarkDumpVsEuStack(b *testing.B) {
 	many := testutil.Build(b, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
 	deep := testutil.Build(b, "gcc", []string{testutil.Testdata("realworld", "deep.c")}, "-O0", "-g")
@@ -155,7 +156,8 @@ func BenchmarkDumpVsEuStack(b *testing.B) {
 						}
 					}
 					if baseline != "" {
-						tools = append(tools, tool{"baseline", baseline, append(append([]string{}, v.flags...), pid), false})
+						tools = append(tools, tool{"baseline", baseline, append(append([]string{}, v.flags...), pid), false},
+							tool{"baseline-cold", baseline, append(append([]string{}, v.flags...), pid), true})
 					}
 					// "stackshot" runs warm (cron's second run): one run
 					// first fills the cache.
@@ -241,7 +243,8 @@ func (tl cacheTool) command(b *testing.B, dir string) *exec.Cmd {
 // table for libcephfs (3,502 functions; it exports only 203), the i-th
 // address funcs[i*7919 % n] + i%13. stackshot runs warm (its cache filled by a first run), cold (an
 // empty cache directory each time) and with --no-cache; metrics are each
-// tool's median wall and CPU ms.
+// tool's median wall and CPU ms. STACKSHOT_BASELINE=BIN adds another
+// build, cold and with --no-cache, to the rotation.
 func BenchmarkSymbolizeVsTools(b *testing.B) {
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	libc := "/lib/x86_64-linux-gnu/libc.so.6"
@@ -289,6 +292,10 @@ func BenchmarkSymbolizeVsTools(b *testing.B) {
 			ss := []string{"symbolize", "-a", "-e", in.file}
 			tools := []cacheTool{{"stackshot", stackshotBin, ss, false}, {"stackshot-cold", stackshotBin, ss, true},
 				{"stackshot-nocache", stackshotBin, append(append([]string{}, ss...), "--no-cache"), false}}
+			if baseline := os.Getenv("STACKSHOT_BASELINE"); baseline != "" {
+				tools = append(tools, cacheTool{"baseline-cold", baseline, ss, true},
+					cacheTool{"baseline-nocache", baseline, append(append([]string{}, ss...), "--no-cache"), false})
+			}
 			if p, err := exec.LookPath("addr2line"); err == nil {
 				tools = append(tools, cacheTool{"addr2line", p, []string{"-a", "-f", "-i", "-C", "-e", in.file}, false})
 			}

@@ -23,11 +23,18 @@ var ErrNoData = errors.New("section has no data in the file")
 // charged to f's Budget before anything is allocated, read in chunks
 // between which ctx is checked (nil: never cancelled).
 func (f *File) Data(ctx context.Context, s *elf.Section) ([]byte, error) {
-	return SectionData(ctx, s, f.Size, f.Budget)
+	return SectionDataAt(ctx, f.R, s, f.Size, f.Budget)
 }
 
 // SectionData is File.Data for a section of a file of size bytes.
 func SectionData(ctx context.Context, s *elf.Section, size int64, b *Budget) (data []byte, err error) {
+	return SectionDataAt(ctx, nil, s, size, b)
+}
+
+// SectionDataAt is SectionData for a section of the file r (nil: unknown):
+// given r, a zlib-compressed section is decompressed in memory (see
+// inflateSection), else through debug/elf's reader.
+func SectionDataAt(ctx context.Context, r io.ReaderAt, s *elf.Section, size int64, b *Budget) (data []byte, err error) {
 	b = b.orDefault()
 	if s == nil || s.Type == elf.SHT_NOBITS {
 		return nil, ErrNoData
@@ -40,9 +47,12 @@ func SectionData(ctx context.Context, s *elf.Section, size int64, b *Budget) (da
 		var err error
 		switch {
 		case s.Flags&elf.SHF_COMPRESSED != 0:
-			data, err = readAll(ctx, s.Name, s.Open(), s.Size, b)
+			var ok bool
+			if data, ok, err = inflateSection(ctx, r, s, b, s.Size); !ok {
+				data, err = readAll(ctx, s.Name, s.Open(), s.Size, b)
+			}
 		case strings.HasPrefix(s.Name, ".zdebug"):
-			data, err = zdebug(ctx, s, b)
+			data, err = zdebug(ctx, r, s, b)
 		default:
 			data, err = readAll(ctx, s.Name, io.NewSectionReader(s.ReaderAt, 0, int64(s.FileSize)), s.FileSize, b)
 		}
@@ -53,7 +63,7 @@ func SectionData(ctx context.Context, s *elf.Section, size int64, b *Budget) (da
 
 // zdebug decompresses a legacy .zdebug_* section: "ZLIB", the size as a
 // big-endian 64-bit number, a zlib stream.
-func zdebug(ctx context.Context, s *elf.Section, b *Budget) ([]byte, error) {
+func zdebug(ctx context.Context, r io.ReaderAt, s *elf.Section, b *Budget) ([]byte, error) {
 	var hdr [zdebugHdrBytes]byte
 	if s.FileSize < zdebugHdrBytes {
 		return nil, &bin.FormatError{Section: s.Name, Offset: s.Offset, Msg: "too small for a ZLIB header"}
@@ -66,6 +76,9 @@ func zdebug(ctx context.Context, s *elf.Section, b *Budget) ([]byte, error) {
 		return readAll(ctx, s.Name, io.NewSectionReader(s.ReaderAt, 0, int64(s.FileSize)), s.FileSize, b)
 	}
 	n := binary.BigEndian.Uint64(hdr[4:])
+	if data, ok, err := inflateSection(ctx, r, s, b, n); ok {
+		return data, err
+	}
 	zr, err := zlib.NewReader(io.NewSectionReader(s.ReaderAt, zdebugHdrBytes, int64(s.FileSize)-zdebugHdrBytes))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name, err)
@@ -141,4 +154,68 @@ func ReadStream(ctx context.Context, name string, r io.Reader, b *Budget) ([]byt
 			return fail(fmt.Errorf("%s: %w", name, err))
 		}
 	}
+}
+
+// inflateSection decompresses a zlib-compressed section of n bytes (an
+// SHF_COMPRESSED one, its header in either class and byte order, or a
+// .zdebug one) in memory with inflateZlib: the compressed bytes read
+// whole, both buffers charged to b. ok is false when it cannot (zstd, a
+// header it does not recognise, a stream inflateZlib refuses): the caller
+// then reads the section through compress/zlib or debug/elf as before,
+// which gives the same bytes or its own error. ctx's end is returned as
+// err with ok true.
+func inflateSection(ctx context.Context, r io.ReaderAt, s *elf.Section, b *Budget, n uint64) (data []byte, ok bool, err error) {
+	if r == nil || n > uint64(b.section) || s.FileSize > uint64(b.section) || s.FileSize < zdebugHdrBytes {
+		return nil, false, nil
+	}
+	if err := b.Take(int64(s.FileSize)); err != nil {
+		return nil, false, nil
+	}
+	defer b.Give(int64(s.FileSize))
+	raw := make([]byte, s.FileSize)
+	if _, err := r.ReadAt(raw, int64(s.Offset)); err != nil {
+		return nil, false, nil
+	}
+	hdr := compressedHeader(raw, n)
+	if hdr == 0 {
+		return nil, false, nil
+	}
+	if err := b.Take(int64(n)); err != nil {
+		return nil, false, nil
+	}
+	data = make([]byte, n)
+	if err := inflateZlib(ctx, data, raw[hdr:]); err != nil {
+		b.Give(int64(n))
+		if ctx != nil && ctx.Err() != nil {
+			return nil, true, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		return nil, false, nil
+	}
+	return data, true, nil
+}
+
+// compressedHeader returns the size of the header before a zlib stream of
+// n bytes in a section's raw bytes, 0 if none is recognised: "ZLIB" and
+// the size (.zdebug), else an ELF compression header of type zlib whose
+// size field is n (64-bit: type, reserved 0, size, alignment; 32-bit:
+// type, size, alignment), in either byte order.
+func compressedHeader(raw []byte, n uint64) int {
+	if string(raw[:4]) == "ZLIB" {
+		if binary.BigEndian.Uint64(raw[4:]) == n {
+			return zdebugHdrBytes
+		}
+		return 0
+	}
+	for _, o := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		if o.Uint32(raw) != uint32(elf.COMPRESS_ZLIB) {
+			continue
+		}
+		if len(raw) >= chdr64Size && o.Uint32(raw[4:]) == 0 && o.Uint64(raw[8:]) == n {
+			return chdr64Size
+		}
+		if o.Uint32(raw[4:]) == uint32(n) && n <= 0xffffffff {
+			return chdr32Size
+		}
+	}
+	return 0
 }

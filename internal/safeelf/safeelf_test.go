@@ -37,7 +37,7 @@ func TestCheckRealFiles(t *testing.T) {
 		}
 		files = append(files, m...)
 	}
-	checked := 0
+	checked, compared := 0, 0
 	for _, p := range files {
 		f, err := os.Open(p)
 		if err != nil {
@@ -60,8 +60,17 @@ func TestCheckRealFiles(t *testing.T) {
 				if s.Type == elf.SHT_NOBITS || s.Size > DefaultSectionBytes {
 					continue
 				}
-				if _, err := sf.Data(nil, s); err != nil {
+				got, err := sf.Data(nil, s)
+				if err != nil {
 					t.Errorf("%s: section %s: %v", p, s.Name, err)
+				}
+				if err == nil && s.Flags&elf.SHF_COMPRESSED != 0 && compared < 200 {
+					// The in-memory zlib decoder against debug/elf's reader.
+					want, werr := s.Data()
+					if werr != nil || !bytes.Equal(got, want) {
+						t.Errorf("%s: section %s decompressed differs from debug/elf's (%v)", p, s.Name, werr)
+					}
+					compared++
 				}
 			}
 			checked++
@@ -71,7 +80,7 @@ func TestCheckRealFiles(t *testing.T) {
 	if checked < 10 {
 		t.Fatalf("only %d ELF files checked", checked)
 	}
-	t.Logf("%d real ELF files opened and read", checked)
+	t.Logf("%d real ELF files opened and read, %d compressed sections compared with debug/elf's", checked, compared)
 }
 
 // TestCheckRefuses: the malformed headers debug/elf would trust.
