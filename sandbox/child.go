@@ -80,7 +80,9 @@ func Main() int {
 }
 
 // takesFD says which requests come with a descriptor the child keeps.
-func takesFD(kind string) bool { return kind == kMemFD || kind == kGo || kind == kSaved }
+func takesFD(kind string) bool {
+	return kind == kMemFD || kind == kGo || kind == kSaved || kind == kResolve
+}
 
 // serve answers the parent's requests until it is done: resolve a
 // capture, name addresses, check a no-stop capture, read build ids.
@@ -91,6 +93,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 	}
 	var space *resolve.Space
 	var rec walking
+	var then []report.Thread // a resolve's threads, for what its request asks next
 	for {
 		m, fd, err := down.recv(childSock)
 		if err != nil {
@@ -121,6 +124,9 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			up.Kind = kResolve
 			if err := contain.Call("resolving a process", func() { up.Result = res.Process(m.Proc, mem) }); err != nil {
 				up.Err = err.Error()
+			}
+			if up.Result != nil && (m.LocksToo || fd >= 0) {
+				then = append([]report.Thread(nil), up.Result.Threads...) // (before shareFrames takes their frames)
 			}
 			shareFrames(&up)
 			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
@@ -180,6 +186,12 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 		}
 		if err := sendUp(childSock, &up); err != nil {
 			return 1
+		}
+		if m.Kind == kResolve && (m.LocksToo || fd >= 0) {
+			if !resolveThen(cfg, m, then, fd, sym, res, memc) {
+				return 1
+			}
+			then = nil
 		}
 	}
 }

@@ -166,6 +166,7 @@ type Child struct {
 	budget  bool
 	space   *ptrace.Process
 	calls   map[string]int // calls served, by kind
+	asked   map[string]int // requests made, by kind
 	down    *downWriter
 	memFor  int             // the MemPID whose memory file the child holds (-1: none could be opened)
 	fetched map[string]bool // files the fetchers gave: handed over when the child asks
@@ -173,6 +174,10 @@ type Child struct {
 	// it has had written there.
 	nsCache  *diskcache.Cache
 	putBytes int64
+	// pending are the answers ResolveThen's request still owes, in order,
+	// for the report pendingFor (then.go).
+	pending    []string
+	pendingFor *report.Process
 }
 
 // Start starts a child for target t. An error means no child runs (no
@@ -345,7 +350,12 @@ func (c *Child) BudgetExceeded() bool { return c.budget }
 // unresolved and the reason as each thread's error, and err says why.
 func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 	c.follow(p)
-	up, err := c.roundTrip(&downMsg{Kind: kResolve, Proc: p}, c.killAt())
+	return c.resolve(p, &downMsg{Kind: kResolve, Proc: p}, -1)
+}
+
+// resolve asks m, a kResolve request (with fd: -1 none), of the child.
+func (c *Child) resolve(p *ptrace.Process, m *downMsg, fd int) (*report.Process, error) {
+	up, err := c.roundTripFD(m, fd, c.killAt())
 	if err == nil && (up.Kind != kResolve || up.Result == nil) {
 		err = fmt.Errorf("no result (%s)", up.Err)
 	}
@@ -533,6 +543,10 @@ func (c *Child) sendFD(m *downMsg, fd int) error {
 	if c.dead != nil {
 		return c.dead
 	}
+	if c.asked == nil {
+		c.asked = map[string]int{}
+	}
+	c.asked[m.Kind]++
 	if err := c.down.send(c.sock, m, fd); err != nil {
 		c.fail(err, false)
 		return c.dead
@@ -548,8 +562,20 @@ func (c *Child) roundTrip(m *downMsg, killAt time.Time) (*upMsg, error) {
 
 // roundTripFD is roundTrip with descriptor fd handed over with m.
 func (c *Child) roundTripFD(m *downMsg, fd int, killAt time.Time) (*upMsg, error) {
+	if err := c.drain(); err != nil {
+		return nil, err
+	}
 	if err := c.sendFD(m, fd); err != nil {
 		return nil, err
+	}
+	return c.receive(killAt)
+}
+
+// receive serves the child's calls until it answers. Past killAt (zero:
+// never) the child is killed, which ends the wait.
+func (c *Child) receive(killAt time.Time) (*upMsg, error) {
+	if c.dead != nil {
+		return nil, c.dead
 	}
 	var timedOut bool
 	if !killAt.IsZero() {

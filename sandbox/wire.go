@@ -104,6 +104,10 @@ type downMsg struct {
 	Report *report.Process
 	// Tasks are the target's threads now (kLocks: an owner is one of them).
 	Tasks []int
+	// LocksToo: kResolve's request goes on with kLocks for the threads
+	// resolved (with Tasks), and kGo when it comes with the executable
+	// (then.go).
+	LocksToo bool
 	// TIDs keeps only these threads of a saved capture (--tid); Size is
 	// its file's size.
 	TIDs []int
