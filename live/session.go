@@ -252,9 +252,10 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 	if child := s.sandboxFor(p.PID); child != nil {
 		// The child goes on, right after its answer, with the lock
 		// owners and the goroutines of what it resolved (no round trip
-		// each, no report sent back down).
+		// each, no report sent back down), then hands over its cache
+		// entries (this is a dump's last request of it).
 		tasks = liveTasks(p.PID)
-		rp = s.resolveBoxed(child, p, sandbox.Then{Locks: true, Tasks: tasks, Goroutines: s.o.Goroutines})
+		rp = s.resolveBoxed(child, p, sandbox.Then{Locks: true, Tasks: tasks, Goroutines: s.o.Goroutines, Flush: true})
 	} else {
 		var err error
 		if rp, err = s.resolveCaptured(p); err != nil {

@@ -176,10 +176,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 		case kHook:
 			up.Kind, up.Text = kHook, runHook(m.Hook)
 		case kFlush:
-			sym.Flush()
-			if childCache != nil {
-				childCache.flush()
-			}
+			flush(sym)
 			up.Kind = kFlush
 		default:
 			return 1
@@ -193,6 +190,14 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			}
 			then = nil
 		}
+	}
+}
+
+// flush hands what is queued for the cache to the parent (kFlush).
+func flush(sym *symtab.Symbolizer) {
+	sym.Flush()
+	if childCache != nil {
+		childCache.flush()
 	}
 }
 

@@ -178,6 +178,9 @@ type Child struct {
 	// for the report pendingFor (then.go).
 	pending    []string
 	pendingFor *report.Process
+	// unflushed: requests were made since the child last flushed its
+	// cache (cache.go).
+	unflushed bool
 }
 
 // Start starts a child for target t. An error means no child runs (no
@@ -210,7 +213,6 @@ func Start(cfg Config, t Target) (*Child, error) {
 	c := &Child{sock: fds[0], cfg: cfg, t: t, stderr: &boundedBuffer{max: 4096}, done: make(chan struct{}), down: newDownWriter()}
 	if t.PID != 0 {
 		c.roots = []string{procmaps.RootPath(t.PID)}
-		c.openNamespace(CacheNamespace(t.PID))
 	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/fd/" + strconv.Itoa(int(exeFile.Fd())),
@@ -240,6 +242,10 @@ func Start(cfg Config, t Target) (*Child, error) {
 	}
 	c.cmd = cmd
 	go func() { cmd.Wait(); close(c.done) }()
+	if t.PID != 0 {
+		// (the parent's alone: opened while the child starts)
+		c.openNamespace(CacheNamespace(t.PID))
+	}
 	st := &setup{DebugDirs: cfg.Symtab.DebugDirs, NoDemangle: cfg.Symtab.NoDemangle, NamesOnly: cfg.Symtab.NamesOnly,
 		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
 		Deadline: cfg.Deadline, MaxFrames: cfg.Resolve.MaxFrames, Kernel: cfg.Resolve.Kernel, Live: cfg.Resolve.Live,
@@ -547,6 +553,7 @@ func (c *Child) sendFD(m *downMsg, fd int) error {
 		c.asked = map[string]int{}
 	}
 	c.asked[m.Kind]++
+	c.unflushed = c.unflushed || m.Kind != kFlush
 	if err := c.down.send(c.sock, m, fd); err != nil {
 		c.fail(err, false)
 		return c.dead

@@ -33,13 +33,16 @@ type Then struct {
 	// Goroutines: read a Go program's goroutines (the parent opens the
 	// executable, as Goroutines does; none: not asked).
 	Goroutines bool
+	// Flush: then hand over what is queued for the cache (as Close
+	// has it do, which then does not ask again unless asked more since).
+	Flush bool
 }
 
 // ResolveThen is Resolve, the child then doing what then says; Locks and
 // Goroutines called next with the report it returns read the child's
 // answers instead of asking again.
 func (c *Child) ResolveThen(p *ptrace.Process, then Then) (*report.Process, error) {
-	m := &downMsg{Kind: kResolve, Proc: p, LocksToo: then.Locks}
+	m := &downMsg{Kind: kResolve, Proc: p, LocksToo: then.Locks, FlushToo: then.Flush && c.nsCache != nil}
 	if then.Locks {
 		m.Tasks = sortedTasks(then.Tasks)
 	}
@@ -60,6 +63,9 @@ func (c *Child) ResolveThen(p *ptrace.Process, then Then) (*report.Process, erro
 	}
 	if fd >= 0 {
 		c.pending = append(c.pending, kGo)
+	}
+	if m.FlushToo {
+		c.pending = append(c.pending, kFlush)
 	}
 	if err == nil {
 		c.pendingFor = rp
@@ -103,6 +109,9 @@ func (c *Child) awaited(rp *report.Process, kind string) (up *upMsg, ok bool, er
 			c.pending, c.pendingFor = nil, nil
 			return nil, true, err
 		}
+		if k == kFlush {
+			c.unflushed = false
+		}
 		if k == kind {
 			return up, true, nil
 		}
@@ -126,6 +135,9 @@ func (c *Child) drain() error {
 			c.pending = nil
 			return err
 		}
+		if k == kFlush {
+			c.unflushed = false
+		}
 	}
 	return nil
 }
@@ -133,7 +145,7 @@ func (c *Child) drain() error {
 // resolveThen does, in the child, what kResolve's request asks after its
 // answer was sent: res's threads (th, as resolved, frames in place) are
 // diagnosed, then the goroutines read (exe: the executable handed over,
-// -1: none). false: the parent is gone.
+// -1: none), then the cache flushed. false: the parent is gone.
 func resolveThen(cfg *setup, m *downMsg, th []report.Thread, exe int, sym *symtab.Symbolizer, res *resolve.Resolver, memc *memClient) bool {
 	head := *m.Proc
 	head.Threads = nil
@@ -162,6 +174,12 @@ func resolveThen(cfg *setup, m *downMsg, th []report.Thread, exe int, sym *symta
 		}
 		up, _ := serveWork(cfg, &downMsg{Kind: kGo, Proc: &head, Report: &report.Process{Threads: th}}, exe, sym, res, memc)
 		if err := sendUp(childSock, &up); err != nil {
+			return false
+		}
+	}
+	if m.FlushToo {
+		flush(sym)
+		if err := sendUp(childSock, &upMsg{Kind: kFlush}); err != nil {
 			return false
 		}
 	}

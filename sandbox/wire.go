@@ -108,6 +108,8 @@ type downMsg struct {
 	// resolved (with Tasks), and kGo when it comes with the executable
 	// (then.go).
 	LocksToo bool
+	// FlushToo: and then kFlush.
+	FlushToo bool
 	// TIDs keeps only these threads of a saved capture (--tid); Size is
 	// its file's size.
 	TIDs []int
