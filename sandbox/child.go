@@ -193,6 +193,15 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 	}
 }
 
+// haveReport decodes m.Report into m.report unless the child made it
+// (resolveThen); false: there is none.
+func haveReport(m *downMsg) bool {
+	if m.report == nil && m.Report != nil {
+		m.report, _ = decodeReport(m.Report)
+	}
+	return m.report != nil
+}
+
 // flush hands what is queued for the cache to the parent (kFlush).
 func flush(sym *symtab.Symbolizer) {
 	sym.Flush()
@@ -214,14 +223,14 @@ func serveWork(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *reso
 		}
 		memc.setFD(fd)
 	case kGo:
-		if m.Proc == nil || m.Report == nil || fd < 0 {
+		if m.Proc == nil || !haveReport(m) || fd < 0 {
 			return up, false
 		}
 		hookBefore(cfg.Hook, kGo)
 		up.Kind, up.Result = kGo, goroutines(cfg, res, m, memc, os.NewFile(uintptr(fd), "exe"))
 		up.Stacks, up.StackOf = shareStacks(up.Result.Goroutines)
 	case kLocks:
-		if m.Report == nil {
+		if !haveReport(m) {
 			return up, false
 		}
 		hookBefore(cfg.Hook, kLocks)

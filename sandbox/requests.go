@@ -36,7 +36,10 @@ func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) {
 		c.follow(p)
 		head := *p
 		head.Threads = nil
-		up, err = c.roundTripFD(&downMsg{Kind: kGo, Proc: &head, Report: &report.Process{Threads: rp.Threads}}, int(exe.Fd()), c.killAt())
+		var b []byte
+		if b, err = encodeReport(&report.Process{Threads: rp.Threads}); err == nil {
+			up, err = c.roundTripFD(&downMsg{Kind: kGo, Proc: &head, Report: b}, int(exe.Fd()), c.killAt())
+		}
 	}
 	if err == nil && (up.Kind != kGo || up.Result == nil) {
 		err = fmt.Errorf("no goroutines (%s)", up.Err)
@@ -95,7 +98,10 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) {
 	up, asked, err := c.awaited(rp, kLocks)
 	if asked || len(blocked) > 0 {
 		if !asked {
-			up, err = c.roundTrip(&downMsg{Kind: kLocks, Report: &report.Process{Threads: blocked}, Tasks: sortedTasks(tasks)}, c.killAt())
+			var b []byte
+			if b, err = encodeReport(&report.Process{Threads: blocked}); err == nil {
+				up, err = c.roundTrip(&downMsg{Kind: kLocks, Report: b, Tasks: sortedTasks(tasks)}, c.killAt())
+			}
 		}
 		if err == nil && (up.Kind != kLocks || len(up.Waits) != len(blocked)) {
 			err = fmt.Errorf("%d answers for %d threads", len(up.Waits), len(blocked))

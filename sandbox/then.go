@@ -160,7 +160,7 @@ func resolveThen(cfg *setup, m *downMsg, th []report.Thread, exe int, sym *symta
 		if memc != nil {
 			memc.reset()
 		}
-		up, _ = serveWork(cfg, &downMsg{Kind: kLocks, Report: &report.Process{Threads: blocked}, Tasks: m.Tasks}, -1, sym, res, memc)
+		up, _ = serveWork(cfg, &downMsg{Kind: kLocks, report: &report.Process{Threads: blocked}, Tasks: m.Tasks}, -1, sym, res, memc)
 		if err := sendUp(childSock, &up); err != nil {
 			if exe >= 0 {
 				unix.Close(exe)
@@ -172,7 +172,7 @@ func resolveThen(cfg *setup, m *downMsg, th []report.Thread, exe int, sym *symta
 		if memc != nil {
 			memc.reset()
 		}
-		up, _ := serveWork(cfg, &downMsg{Kind: kGo, Proc: &head, Report: &report.Process{Threads: th}}, exe, sym, res, memc)
+		up, _ := serveWork(cfg, &downMsg{Kind: kGo, Proc: &head, report: &report.Process{Threads: th}}, exe, sym, res, memc)
 		if err := sendUp(childSock, &up); err != nil {
 			return false
 		}
