@@ -145,6 +145,12 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 				up.Err = err.Error()
 			}
 			up.BuildIDs, up.VDSO = m.Proc.BuildIDs, m.Proc.VDSO
+			if m.SpaceToo {
+				if memc != nil {
+					memc.reset() // (as kSpace does)
+				}
+				space = res.Space(m.Proc, mem)
+			}
 		case kCheck:
 			up.Kind = kCheck
 			if space != nil && m.Thread != nil {

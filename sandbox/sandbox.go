@@ -431,6 +431,13 @@ func (c *Child) Images(p *ptrace.Process) error {
 	if err != nil {
 		return err
 	}
+	useImages(p, up)
+	return nil
+}
+
+// useImages keeps of the child's kImages answer up what checks out: hex
+// build ids of mappings p has, a vdso the size of its mapping.
+func useImages(p *ptrace.Process, up *upMsg) {
 	starts := map[uint64]bool{}
 	var vdsoSize uint64
 	for _, m := range p.Maps {
@@ -447,7 +454,6 @@ func (c *Child) Images(p *ptrace.Process) error {
 	if len(p.VDSO) == 0 && len(up.VDSO) > 0 && uint64(len(up.VDSO)) == vdsoSize {
 		p.VDSO = up.VDSO
 	}
-	return nil
 }
 
 // Symbolize names addresses of the live process p (its maps and build

@@ -3,10 +3,13 @@
 package sandbox
 
 import (
+	"fmt"
 	"testing"
 
 	"stackshot/procmaps"
 	"stackshot/ptrace"
+	"stackshot/resolve"
+	"stackshot/symtab"
 )
 
 // Answers ResolveThen's request owes and nobody reads are read and
@@ -72,5 +75,55 @@ func TestResolveThenUnreadAnswers(t *testing.T) {
 	}
 	if found == 0 {
 		t.Errorf("no thread waits for anything (condwait waits for a condition variable)")
+	}
+}
+
+// A capture's first check (CheckAll) has the child read the build ids and
+// vdso and keep the process as its space in the same round trip: the
+// build ids and vdso are those read in-process, no kSpace is sent, the
+// blocked threads are read without a stop, and the resolved frames are
+// those of the in-process resolver.
+func TestCheckAllReadsImagesOnce(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, liveConfig(), tgt)
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto, CheckAll: c.CheckAll()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.asked[kImages] != 1 || c.asked[kSpace] != 0 || c.asked[kCheckAll] < 1 || c.dead != nil {
+		t.Fatalf("requests %v (want one images, no space, checks), child failed: %v", c.asked, c.dead)
+	}
+	mem := ptrace.MemReader{PID: tg.PID}
+	mine := &ptrace.Process{PID: p.PID, Maps: p.Maps}
+	resolve.CollectImages(mine, mem)
+	if len(p.BuildIDs) < 2 || fmt.Sprint(mine.BuildIDs) != fmt.Sprint(p.BuildIDs) || len(p.VDSO) == 0 || string(mine.VDSO) != string(p.VDSO) {
+		t.Errorf("build ids from the child %v, here %v (vdso %d bytes, equal: %v)", p.BuildIDs, mine.BuildIDs, len(p.VDSO), string(mine.VDSO) == string(p.VDSO))
+	}
+	nostop := 0
+	for _, th := range p.Threads {
+		if th.Method == ptrace.MethodNoStop {
+			nostop++
+		}
+	}
+	if nostop < 5 {
+		t.Errorf("%d of %d threads read without a stop, want the blocked ones (>= 5)", nostop, len(p.Threads))
+	}
+	got, err := c.Resolve(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := resolve.NewResolver(symtab.New(symtab.Options{}), resolve.Options{Live: true}).Process(p, mem)
+	gc, wc := chains(got), chains(want)
+	if len(wc) < 7 || len(gc) != len(wc) {
+		t.Fatalf("threads: sandbox %d, in-process %d", len(gc), len(wc))
+	}
+	for name, w := range wc {
+		if gc[name] != w {
+			t.Errorf("thread %s:\n sandbox    %s\n in-process %s", name, gc[name], w)
+		}
 	}
 }

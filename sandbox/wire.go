@@ -112,6 +112,9 @@ type downMsg struct {
 	LocksToo bool
 	// FlushToo: and then kFlush.
 	FlushToo bool
+	// SpaceToo: kImages's Proc, with what the child read, is then the
+	// space of kCheck and kCheckAll, as kSpace's would be (batch.go).
+	SpaceToo bool
 	// TIDs keeps only these threads of a saved capture (--tid); Size is
 	// its file's size.
 	TIDs []int
