@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -83,63 +84,50 @@ func sortedTasks(tasks map[int]bool) []int {
 }
 
 // awaited returns the child's answer of kind to a request ResolveThen
-// made for rp; ok false: none was made (ask). The answers made before it
+// made for rp; ok false: none was made (ask). The answers owed before it
 // are read and dropped.
 func (c *Child) awaited(rp *report.Process, kind string) (up *upMsg, ok bool, err error) {
-	if rp == nil || rp != c.pendingFor {
+	if rp == nil || rp != c.pendingFor || !slices.Contains(c.pending, kind) {
 		return nil, false, nil
 	}
-	asked := false
-	for _, k := range c.pending {
-		asked = asked || k == kind
-	}
-	if !asked {
-		return nil, false, nil
-	}
-	for len(c.pending) > 0 {
-		k := c.pending[0]
-		c.pending = c.pending[1:]
-		up, err := c.receive(c.killAt())
-		if err == nil && up.Kind != k {
-			err = fmt.Errorf("answer %q for %q", up.Kind, k)
-			c.fail(err, false)
-			err = c.dead
-		}
-		if err != nil {
-			c.pending, c.pendingFor = nil, nil
-			return nil, true, err
-		}
-		if k == kFlush {
-			c.unflushed = false
-		}
-		if k == kind {
-			return up, true, nil
+	for {
+		up, err := c.nextOwed()
+		if err != nil || up.Kind == kind {
+			return up, true, err
 		}
 	}
-	return nil, true, fmt.Errorf("no %q answer", kind) // (not reached)
 }
 
-// drain reads the answers ResolveThen's requests still owe before another
+// drain reads the answers ResolveThen's request still owes before another
 // request is made.
 func (c *Child) drain() error {
 	c.pendingFor = nil
 	for len(c.pending) > 0 {
-		k := c.pending[0]
-		c.pending = c.pending[1:]
-		up, err := c.receive(c.killAt())
-		if err == nil && up.Kind != k {
-			c.fail(fmt.Errorf("answer %q for %q", up.Kind, k), false)
-			err = c.dead
-		}
-		if err != nil {
-			c.pending = nil
+		if _, err := c.nextOwed(); err != nil {
 			return err
-		}
-		if k == kFlush {
-			c.unflushed = false
 		}
 	}
 	return nil
+}
+
+// nextOwed reads the next answer owed, of the first pending kind (another
+// kind: the conversation is out of step, the child is failed).
+func (c *Child) nextOwed() (*upMsg, error) {
+	k := c.pending[0]
+	c.pending = c.pending[1:]
+	up, err := c.receive(c.killAt())
+	if err == nil && up.Kind != k {
+		c.fail(fmt.Errorf("answer %q for %q", up.Kind, k), false)
+		err = c.dead
+	}
+	if err != nil {
+		c.pending, c.pendingFor = nil, nil
+		return nil, err
+	}
+	if k == kFlush {
+		c.unflushed = false
+	}
+	return up, nil
 }
 
 // resolveThen does, in the child, what kResolve's request asks after its
