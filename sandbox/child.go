@@ -190,7 +190,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 		if err := sendUp(childSock, &up); err != nil {
 			return 1
 		}
-		if m.Kind == kResolve && (m.LocksToo || fd >= 0) {
+		if m.Kind == kResolve && (m.LocksToo || fd >= 0 || m.FlushToo) {
 			if !resolveThen(cfg, m, then, fd, sym, res, memc) {
 				return 1
 			}

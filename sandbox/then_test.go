@@ -4,8 +4,10 @@ package sandbox
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 
+	"stackshot/internal/diskcache"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/resolve"
@@ -124,6 +126,51 @@ func TestCheckAllReadsImagesOnce(t *testing.T) {
 	for name, w := range wc {
 		if gc[name] != w {
 			t.Errorf("thread %s:\n sandbox    %s\n in-process %s", name, gc[name], w)
+		}
+	}
+}
+
+// A dump's resolve with Then.Flush has the child hand over its cache
+// entries right after its answers: they are written by the time Close
+// returns, as when Close asks for them, which it then does not.
+func TestResolveThenFlush(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, _, _ := boxedDump(t, nil, tg.PID)
+	cache, err := diskcache.Open(filepath.Join(t.TempDir(), "cache"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	cfg := liveConfig()
+	cfg.Cache = cache
+	c, err := Start(cfg, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto, CheckAll: c.CheckAll()}, nil)
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	rp, err := c.ResolveThen(p, Then{Flush: true})
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	dir := c.CacheDir()
+	c.Close()
+	_, puts := c.CacheCalls()
+	if got := entries(t, dir); len(got) == 0 || puts < len(got) || c.asked[kFlush] != 0 {
+		t.Errorf("%d entries written, %d handed over, %d flush requests (want some, all handed over, none asked)", len(got), puts, c.asked[kFlush])
+	}
+	got := chains(rp)
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("thread %s:\n got  %s\n want %s", name, got[name], w)
 		}
 	}
 }
