@@ -31,13 +31,9 @@ func cpuTimes(pid int, p *report.Process) map[int]uint64 {
 // It runs after every thread runs again and reads lock words with
 // process_vm_readv (pread of /proc/PID/mem in the target's sandboxed
 // child, where they are interpreted): no thread is stopped for it.
-func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Process {
-	tasks := map[int]bool{}
-	if tids, err := procmaps.Tasks(raw.PID); err == nil {
-		for _, t := range tids {
-			tasks[t] = true
-		}
-	}
+//
+// tasks are the target's threads now (liveTasks), read after the capture.
+func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[int]bool) *report.Process {
 	if child := s.sandboxFor(raw.PID); child != nil {
 		child.Locks(rp, tasks)
 	} else {
@@ -47,6 +43,17 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process) *report.Proc
 		diagnose.Group(rp)
 	}
 	return rp
+}
+
+// liveTasks are the threads of live process pid now (none: unreadable).
+func liveTasks(pid int) map[int]bool {
+	tasks := map[int]bool{}
+	if tids, err := procmaps.Tasks(pid); err == nil {
+		for _, t := range tids {
+			tasks[t] = true
+		}
+	}
+	return tasks
 }
 
 // dumpSnapshots takes --count snapshots of every target, --interval

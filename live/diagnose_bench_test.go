@@ -37,7 +37,7 @@ func BenchmarkDiagnose(b *testing.B) {
 				}
 				rp := s.res.Process(p, ptrace.MemReader{PID: p.MemPID()})
 				if diag {
-					s.diagnose(rp, p)
+					s.diagnose(rp, p, liveTasks(p.PID))
 				}
 				buf.Reset()
 				output.Text(&buf, []*report.Process{rp}, output.TextOptions{})
@@ -54,7 +54,7 @@ func BenchmarkDiagnose(b *testing.B) {
 		rp := s.res.Process(p, ptrace.MemReader{PID: p.MemPID()})
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			s.diagnose(rp, p)
+			s.diagnose(rp, p, liveTasks(p.PID))
 		}
 	})
 }

@@ -152,11 +152,16 @@ func (s *Session) resolveCaptured(p *ptrace.Process) (*report.Process, error) {
 	if child == nil {
 		return s.res.SafeProcess(p, ptrace.MemReader{PID: p.MemPID()})
 	}
-	rp, err := child.Resolve(p)
+	return s.resolveBoxed(child, p, sandbox.Then{}), nil
+}
+
+// resolveBoxed resolves p in its child, which then does what then says.
+func (s *Session) resolveBoxed(child *sandbox.Child, p *ptrace.Process, then sandbox.Then) *report.Process {
+	rp, err := child.ResolveThen(p, then)
 	if err != nil {
 		s.Warn("%v", err)
 	}
 	s.boxExpired = s.boxExpired || child.Expired()
 	s.boxBudget = s.boxBudget || child.BudgetExceeded()
-	return rp, nil
+	return rp
 }

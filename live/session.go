@@ -247,11 +247,23 @@ func (s *Session) captureEach(pids []int, deadline time.Time, use func(*ptrace.P
 
 // resolveLive unwinds, symbolizes and diagnoses a live capture.
 func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
-	rp, err := s.resolveCaptured(p)
-	if err != nil {
-		return nil, err
+	var rp *report.Process
+	var tasks map[int]bool
+	if child := s.sandboxFor(p.PID); child != nil {
+		// The child goes on, right after its answer, with the lock
+		// owners and the goroutines of what it resolved (no round trip
+		// each, no report sent back down), then hands over its cache
+		// entries (this is a dump's last request of it).
+		tasks = liveTasks(p.PID)
+		rp = s.resolveBoxed(child, p, sandbox.Then{Locks: true, Tasks: tasks, Goroutines: s.o.Goroutines, Flush: true})
+	} else {
+		var err error
+		if rp, err = s.resolveCaptured(p); err != nil {
+			return nil, err
+		}
+		tasks = liveTasks(p.PID)
 	}
-	s.diagnose(rp, p)
+	s.diagnose(rp, p, tasks)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))
 	return rp, nil
 }

@@ -184,6 +184,9 @@ func (c *Child) flushCache() {
 	if c.nsCache == nil || c.dead != nil || c.sock < 0 {
 		return
 	}
+	if c.drain(); !c.unflushed || c.dead != nil {
+		return // (flushed after the last request: ResolveThen)
+	}
 	killAt := c.killAt()
 	if soon := time.Now().Add(startWait); soon.Before(killAt) {
 		killAt = soon

@@ -80,7 +80,9 @@ func Main() int {
 }
 
 // takesFD says which requests come with a descriptor the child keeps.
-func takesFD(kind string) bool { return kind == kMemFD || kind == kGo || kind == kSaved }
+func takesFD(kind string) bool {
+	return kind == kMemFD || kind == kGo || kind == kSaved || kind == kResolve
+}
 
 // serve answers the parent's requests until it is done: resolve a
 // capture, name addresses, check a no-stop capture, read build ids.
@@ -91,6 +93,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 	}
 	var space *resolve.Space
 	var rec walking
+	var then []report.Thread // a resolve's threads, for what its request asks next
 	for {
 		m, fd, err := down.recv(childSock)
 		if err != nil {
@@ -122,6 +125,9 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			if err := contain.Call("resolving a process", func() { up.Result = res.Process(m.Proc, mem) }); err != nil {
 				up.Err = err.Error()
 			}
+			if up.Result != nil && (m.LocksToo || fd >= 0) {
+				then = append([]report.Thread(nil), up.Result.Threads...) // (before shareFrames takes their frames)
+			}
 			shareFrames(&up)
 			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
 		case kSpace:
@@ -139,6 +145,12 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 				up.Err = err.Error()
 			}
 			up.BuildIDs, up.VDSO = m.Proc.BuildIDs, m.Proc.VDSO
+			if m.SpaceToo {
+				if memc != nil {
+					memc.reset() // (as kSpace does)
+				}
+				space = res.Space(m.Proc, mem)
+			}
 		case kCheck:
 			up.Kind = kCheck
 			if space != nil && m.Thread != nil {
@@ -170,10 +182,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 		case kHook:
 			up.Kind, up.Text = kHook, runHook(m.Hook)
 		case kFlush:
-			sym.Flush()
-			if childCache != nil {
-				childCache.flush()
-			}
+			flush(sym)
 			up.Kind = kFlush
 		default:
 			return 1
@@ -181,6 +190,29 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 		if err := sendUp(childSock, &up); err != nil {
 			return 1
 		}
+		if m.Kind == kResolve && (m.LocksToo || fd >= 0 || m.FlushToo) {
+			if !resolveThen(cfg, m, then, fd, sym, res, memc) {
+				return 1
+			}
+			then = nil
+		}
+	}
+}
+
+// haveReport decodes m.Report into m.report unless the child made it
+// (resolveThen); false: there is none.
+func haveReport(m *downMsg) bool {
+	if m.report == nil && m.Report != nil {
+		m.report, _ = decodeReport(m.Report)
+	}
+	return m.report != nil
+}
+
+// flush hands what is queued for the cache to the parent (kFlush).
+func flush(sym *symtab.Symbolizer) {
+	sym.Flush()
+	if childCache != nil {
+		childCache.flush()
 	}
 }
 
@@ -197,14 +229,14 @@ func serveWork(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *reso
 		}
 		memc.setFD(fd)
 	case kGo:
-		if m.Proc == nil || m.Report == nil || fd < 0 {
+		if m.Proc == nil || !haveReport(m) || fd < 0 {
 			return up, false
 		}
 		hookBefore(cfg.Hook, kGo)
 		up.Kind, up.Result = kGo, goroutines(cfg, res, m, memc, os.NewFile(uintptr(fd), "exe"))
 		up.Stacks, up.StackOf = shareStacks(up.Result.Goroutines)
 	case kLocks:
-		if m.Report == nil {
+		if !haveReport(m) {
 			return up, false
 		}
 		hookBefore(cfg.Hook, kLocks)

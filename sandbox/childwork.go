@@ -28,7 +28,7 @@ import (
 // Goroutines, GoroutinesSkipped and the new Warnings.
 func goroutines(cfg *setup, res *resolve.Resolver, m *downMsg, memc *memClient, exe *os.File) *report.Process {
 	defer exe.Close()
-	out := &report.Process{Threads: m.Report.Threads}
+	out := &report.Process{Threads: m.report.Threads}
 	if memc == nil {
 		return &report.Process{}
 	}
@@ -73,7 +73,7 @@ func shareStacks(gs []report.Goroutine) (stacks [][]report.Frame, of []int) {
 	return stacks, of
 }
 
-// locks finds what m.Report's blocked threads wait for and who holds it
+// locks finds what m.report's blocked threads wait for and who holds it
 // (diagnose.Diagnose), reading the lock words from the target's memory.
 func locks(m *downMsg, memc *memClient) ([]*report.WaitingFor, []report.Deadlock) {
 	tasks := make(map[int]bool, len(m.Tasks))
@@ -84,7 +84,7 @@ func locks(m *downMsg, memc *memClient) ([]*report.WaitingFor, []report.Deadlock
 	if memc != nil {
 		mem = memc.direct()
 	}
-	p := m.Report
+	p := m.report
 	waits := make([]*report.WaitingFor, len(p.Threads))
 	if err := contain.Call("finding lock owners", func() { diagnose.Diagnose(p, mem, tasks) }); err != nil {
 		return waits, nil

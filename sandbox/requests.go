@@ -5,7 +5,6 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"sort"
 
 	"stackshot/capfile"
 	"stackshot/diagnose"
@@ -27,15 +26,21 @@ func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) {
 	if c.dead != nil || !c.cfg.Resolve.Live {
 		return
 	}
-	exe := goruntime.OpenExe(p)
-	if exe == nil {
-		return
+	up, asked, err := c.awaited(rp, kGo)
+	if !asked {
+		exe := goruntime.OpenExe(p)
+		if exe == nil {
+			return
+		}
+		defer exe.Close()
+		c.follow(p)
+		head := *p
+		head.Threads = nil
+		var b []byte
+		if b, err = encodeReport(&report.Process{Threads: rp.Threads}); err == nil {
+			up, err = c.roundTripFD(&downMsg{Kind: kGo, Proc: &head, Report: b}, int(exe.Fd()), c.killAt())
+		}
 	}
-	defer exe.Close()
-	c.follow(p)
-	head := *p
-	head.Threads = nil
-	up, err := c.roundTripFD(&downMsg{Kind: kGo, Proc: &head, Report: &report.Process{Threads: rp.Threads}}, int(exe.Fd()), c.killAt())
 	if err == nil && (up.Kind != kGo || up.Result == nil) {
 		err = fmt.Errorf("no goroutines (%s)", up.Err)
 	}
@@ -90,13 +95,14 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) {
 			blocked, at = append(blocked, rp.Threads[i]), append(at, i)
 		}
 	}
-	if len(blocked) > 0 {
-		tids := make([]int, 0, len(tasks))
-		for t := range tasks {
-			tids = append(tids, t)
+	up, asked, err := c.awaited(rp, kLocks)
+	if asked || len(blocked) > 0 {
+		if !asked {
+			var b []byte
+			if b, err = encodeReport(&report.Process{Threads: blocked}); err == nil {
+				up, err = c.roundTrip(&downMsg{Kind: kLocks, Report: b, Tasks: sortedTasks(tasks)}, c.killAt())
+			}
 		}
-		sort.Ints(tids)
-		up, err := c.roundTrip(&downMsg{Kind: kLocks, Report: &report.Process{Threads: blocked}, Tasks: tids}, c.killAt())
 		if err == nil && (up.Kind != kLocks || len(up.Waits) != len(blocked)) {
 			err = fmt.Errorf("%d answers for %d threads", len(up.Waits), len(blocked))
 		}

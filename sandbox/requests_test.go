@@ -82,11 +82,15 @@ func goroutineChains(p *report.Process) map[uint64]string {
 // statuses, wait reasons, creators and frames. The child read the
 // target's memory itself (pread on the descriptor): no read was asked of
 // the parent.
+//
+// Asked after Resolve (kGo) or done by the child right after its resolve
+// answer (ResolveThen), the goroutines are the same.
 func TestGoroutinesInChild(t *testing.T) {
 	for _, v := range []struct {
 		name  string
 		flags []string
-	}{{"symbols", nil}, {"stripped", []string{"-ldflags=-s -w"}}} {
+		then  bool
+	}{{"symbols", nil, false}, {"stripped", []string{"-ldflags=-s -w"}, false}, {"symbols-then", nil, true}, {"stripped-then", []string{"-ldflags=-s -w"}, true}} {
 		t.Run(v.name, func(t *testing.T) {
 			tg := startOther(t, goBin(t, []string{"CGO_ENABLED=0"}, v.flags...), "-park", "40")
 			tgt, err := TargetOf(tg.PID)
@@ -98,11 +102,20 @@ func TestGoroutinesInChild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			boxed, err := c.Resolve(p)
+			resolved := c.Resolve
+			if v.then {
+				resolved = func(p *ptrace.Process) (*report.Process, error) {
+					return c.ResolveThen(p, Then{Locks: true, Tasks: map[int]bool{}, Goroutines: true})
+				}
+			}
+			boxed, err := resolved(p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.Goroutines(p, boxed)
+			if want := map[bool]int{false: 1, true: 0}[v.then]; c.asked[kGo] != want {
+				t.Errorf("%d goroutine requests, want %d", c.asked[kGo], want)
+			}
 			res, here := inProcess(p)
 			space := res.Space(p, ptrace.MemReader{PID: p.MemPID()})
 			goruntime.Live(p, here, goruntime.SymbolizerFunc(res.Namer(space)), time.Time{}, nil)
@@ -155,18 +168,21 @@ func lockView(p *report.Process) (map[string]string, string) {
 // child (lock words read there), are those diagnose finds in-process: a
 // deadlock of two normal mutexes, of two PI mutexes, and a rwlock held
 // for writing.
+//
+// Asked after Resolve (kLocks) or done by the child right after its
+// resolve answer (ResolveThen, "then"), the owners are the same.
 func TestLocksInChild(t *testing.T) {
 	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "locks.c")}, "-O2", "-g", "-pthread")
-	for _, sc := range [][]string{{"deadlock", "normal"}, {"deadlock", "pi"}, {"rwlock"}} {
+	for _, sc := range [][]string{{"deadlock", "normal"}, {"deadlock", "pi"}, {"rwlock"}, {"deadlock", "normal", "then"}, {"rwlock", "then"}} {
 		t.Run(strings.Join(sc, "-"), func(t *testing.T) {
+			then := sc[len(sc)-1] == "then"
+			if then {
+				sc = sc[:len(sc)-1]
+			}
 			tg := startOther(t, bin, sc...)
 			tgt, _ := TargetOf(tg.PID)
 			c := startChild(t, liveConfig(), tgt)
 			p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto}, c.Check())
-			if err != nil {
-				t.Fatal(err)
-			}
-			boxed, err := c.Resolve(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +191,19 @@ func TestLocksInChild(t *testing.T) {
 			for _, tid := range tids {
 				tasks[tid] = true
 			}
+			var boxed *report.Process
+			if then {
+				boxed, err = c.ResolveThen(p, Then{Locks: true, Tasks: tasks, Goroutines: true})
+			} else {
+				boxed, err = c.Resolve(p)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			c.Locks(boxed, tasks)
+			if want := map[bool]int{false: 1, true: 0}[then]; c.asked[kLocks] != want {
+				t.Errorf("%d lock requests, want %d", c.asked[kLocks], want)
+			}
 			_, here := inProcess(p)
 			diagnose.Diagnose(here, ptrace.MemReader{PID: p.MemPID()}, tasks)
 			bv, bd := lockView(boxed)

@@ -166,6 +166,7 @@ type Child struct {
 	budget  bool
 	space   *ptrace.Process
 	calls   map[string]int // calls served, by kind
+	asked   map[string]int // requests made, by kind
 	down    *downWriter
 	memFor  int             // the MemPID whose memory file the child holds (-1: none could be opened)
 	fetched map[string]bool // files the fetchers gave: handed over when the child asks
@@ -173,6 +174,13 @@ type Child struct {
 	// it has had written there.
 	nsCache  *diskcache.Cache
 	putBytes int64
+	// pending are the answers ResolveThen's request still owes, in order,
+	// for the report pendingFor (then.go).
+	pending    []string
+	pendingFor *report.Process
+	// unflushed: requests were made since the child last flushed its
+	// cache (cache.go).
+	unflushed bool
 }
 
 // Start starts a child for target t. An error means no child runs (no
@@ -205,7 +213,6 @@ func Start(cfg Config, t Target) (*Child, error) {
 	c := &Child{sock: fds[0], cfg: cfg, t: t, stderr: &boundedBuffer{max: 4096}, done: make(chan struct{}), down: newDownWriter()}
 	if t.PID != 0 {
 		c.roots = []string{procmaps.RootPath(t.PID)}
-		c.openNamespace(CacheNamespace(t.PID))
 	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/fd/" + strconv.Itoa(int(exeFile.Fd())),
@@ -235,6 +242,10 @@ func Start(cfg Config, t Target) (*Child, error) {
 	}
 	c.cmd = cmd
 	go func() { cmd.Wait(); close(c.done) }()
+	if t.PID != 0 {
+		// (the parent's alone: opened while the child starts)
+		c.openNamespace(CacheNamespace(t.PID))
+	}
 	st := &setup{DebugDirs: cfg.Symtab.DebugDirs, NoDemangle: cfg.Symtab.NoDemangle, NamesOnly: cfg.Symtab.NamesOnly,
 		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
 		Deadline: cfg.Deadline, MaxFrames: cfg.Resolve.MaxFrames, Kernel: cfg.Resolve.Kernel, Live: cfg.Resolve.Live,
@@ -345,7 +356,12 @@ func (c *Child) BudgetExceeded() bool { return c.budget }
 // unresolved and the reason as each thread's error, and err says why.
 func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 	c.follow(p)
-	up, err := c.roundTrip(&downMsg{Kind: kResolve, Proc: p}, c.killAt())
+	return c.resolve(p, &downMsg{Kind: kResolve, Proc: p}, -1)
+}
+
+// resolve asks m, a kResolve request (with fd: -1 none), of the child.
+func (c *Child) resolve(p *ptrace.Process, m *downMsg, fd int) (*report.Process, error) {
+	up, err := c.roundTripFD(m, fd, c.killAt())
 	if err == nil && (up.Kind != kResolve || up.Result == nil) {
 		err = fmt.Errorf("no result (%s)", up.Err)
 	}
@@ -415,6 +431,13 @@ func (c *Child) Images(p *ptrace.Process) error {
 	if err != nil {
 		return err
 	}
+	useImages(p, up)
+	return nil
+}
+
+// useImages keeps of the child's kImages answer up what checks out: hex
+// build ids of mappings p has, a vdso the size of its mapping.
+func useImages(p *ptrace.Process, up *upMsg) {
 	starts := map[uint64]bool{}
 	var vdsoSize uint64
 	for _, m := range p.Maps {
@@ -431,7 +454,6 @@ func (c *Child) Images(p *ptrace.Process) error {
 	if len(p.VDSO) == 0 && len(up.VDSO) > 0 && uint64(len(up.VDSO)) == vdsoSize {
 		p.VDSO = up.VDSO
 	}
-	return nil
 }
 
 // Symbolize names addresses of the live process p (its maps and build
@@ -533,6 +555,11 @@ func (c *Child) sendFD(m *downMsg, fd int) error {
 	if c.dead != nil {
 		return c.dead
 	}
+	if c.asked == nil {
+		c.asked = map[string]int{}
+	}
+	c.asked[m.Kind]++
+	c.unflushed = c.unflushed || m.Kind != kFlush
 	if err := c.down.send(c.sock, m, fd); err != nil {
 		c.fail(err, false)
 		return c.dead
@@ -548,8 +575,20 @@ func (c *Child) roundTrip(m *downMsg, killAt time.Time) (*upMsg, error) {
 
 // roundTripFD is roundTrip with descriptor fd handed over with m.
 func (c *Child) roundTripFD(m *downMsg, fd int, killAt time.Time) (*upMsg, error) {
+	if err := c.drain(); err != nil {
+		return nil, err
+	}
 	if err := c.sendFD(m, fd); err != nil {
 		return nil, err
+	}
+	return c.receive(killAt)
+}
+
+// receive serves the child's calls until it answers. Past killAt (zero:
+// never) the child is killed, which ends the wait.
+func (c *Child) receive(killAt time.Time) (*upMsg, error) {
+	if c.dead != nil {
+		return nil, c.dead
 	}
 	var timedOut bool
 	if !killAt.IsZero() {

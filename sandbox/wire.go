@@ -100,10 +100,21 @@ type downMsg struct {
 	Data   []byte
 	Path   string // kFetch's answer
 	// Report is the resolved process kGo and kLocks work on (its threads:
-	// their frames and syscalls).
-	Report *report.Process
+	// their frames and syscalls), in a gob stream of its own
+	// (encodeReport); report is it decoded, or the child's own (then.go).
+	Report []byte
+	report *report.Process
 	// Tasks are the target's threads now (kLocks: an owner is one of them).
 	Tasks []int
+	// LocksToo: kResolve's request goes on with kLocks for the threads
+	// resolved (with Tasks), and kGo when it comes with the executable
+	// (then.go).
+	LocksToo bool
+	// FlushToo: and then kFlush.
+	FlushToo bool
+	// SpaceToo: kImages's Proc, with what the child read, is then the
+	// space of kCheck and kCheckAll, as kSpace's would be (batch.go).
+	SpaceToo bool
 	// TIDs keeps only these threads of a saved capture (--tid); Size is
 	// its file's size.
 	TIDs []int
@@ -172,6 +183,25 @@ type upMsg struct {
 	FrameTab []report.Frame `json:"frame_tab,omitempty"`
 	FrameOf  [][]int        `json:"frame_of,omitempty"`
 	FrameSP  [][]uint64     `json:"frame_sp,omitempty"`
+}
+
+// encodeReport encodes p for downMsg.Report. Its types are described in
+// each such frame, not in downMsg's stream: the report travels down only
+// when lock owners or goroutines are asked for on their own (a dump has
+// the child do both after resolving: then.go), and every child's first
+// frame then describes, and the child compiles, only what the others use.
+func encodeReport(p *report.Process) ([]byte, error) {
+	var b bytes.Buffer
+	err := gob.NewEncoder(&b).Encode(p)
+	return b.Bytes(), err
+}
+
+func decodeReport(b []byte) (*report.Process, error) {
+	var p report.Process
+	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&p); err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // sendFrame writes one frame, with fd (when >= 0) attached.

@@ -1,0 +1,175 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"stackshot/goruntime"
+	"stackshot/ptrace"
+	"stackshot/report"
+	"stackshot/resolve"
+	"stackshot/symtab"
+)
+
+// A dump asks the child, after resolving, for the lock owners (kLocks) and
+// the goroutines (kGo) of the very report it just resolved: two more round
+// trips, each sending that report's threads back down. Then has the child
+// do both right after its resolve answer, each answered in a frame of its
+// own (the names arrive first: a child that fails meanwhile costs only
+// what it was doing, as before); Locks and Goroutines read those answers
+// instead of asking, and check them as they check any answer.
+
+// Then is what the child does right after a resolve.
+type Then struct {
+	// Locks: find the owners of the locks the resolved threads wait for;
+	// Tasks are the target's threads now (an owner must be one of them:
+	// Locks is then to be given the same).
+	Locks bool
+	Tasks map[int]bool
+	// Goroutines: read a Go program's goroutines (the parent opens the
+	// executable, as Goroutines does; none: not asked).
+	Goroutines bool
+	// Flush: then hand over what is queued for the cache (as Close
+	// has it do, which then does not ask again unless asked more since).
+	Flush bool
+}
+
+// ResolveThen is Resolve, the child then doing what then says; Locks and
+// Goroutines called next with the report it returns read the child's
+// answers instead of asking again.
+func (c *Child) ResolveThen(p *ptrace.Process, then Then) (*report.Process, error) {
+	m := &downMsg{Kind: kResolve, Proc: p, LocksToo: then.Locks, FlushToo: then.Flush && c.nsCache != nil}
+	if then.Locks {
+		m.Tasks = sortedTasks(then.Tasks)
+	}
+	fd := -1
+	if then.Goroutines && c.cfg.Resolve.Live {
+		if exe := goruntime.OpenExe(p); exe != nil {
+			defer exe.Close()
+			fd = int(exe.Fd())
+		}
+	}
+	c.follow(p)
+	rp, err := c.resolve(p, m, fd)
+	if c.dead != nil {
+		return rp, err
+	}
+	if then.Locks {
+		c.pending = append(c.pending, kLocks)
+	}
+	if fd >= 0 {
+		c.pending = append(c.pending, kGo)
+	}
+	if m.FlushToo {
+		c.pending = append(c.pending, kFlush)
+	}
+	if err == nil {
+		c.pendingFor = rp
+	}
+	return rp, err
+}
+
+func sortedTasks(tasks map[int]bool) []int {
+	tids := make([]int, 0, len(tasks))
+	for t := range tasks {
+		tids = append(tids, t)
+	}
+	sort.Ints(tids)
+	return tids
+}
+
+// awaited returns the child's answer of kind to a request ResolveThen
+// made for rp; ok false: none was made (ask). The answers owed before it
+// are read and dropped.
+func (c *Child) awaited(rp *report.Process, kind string) (up *upMsg, ok bool, err error) {
+	if rp == nil || rp != c.pendingFor || !slices.Contains(c.pending, kind) {
+		return nil, false, nil
+	}
+	for {
+		up, err := c.nextOwed()
+		if err != nil || up.Kind == kind {
+			return up, true, err
+		}
+	}
+}
+
+// drain reads the answers ResolveThen's request still owes before another
+// request is made.
+func (c *Child) drain() error {
+	c.pendingFor = nil
+	for len(c.pending) > 0 {
+		if _, err := c.nextOwed(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nextOwed reads the next answer owed, of the first pending kind (another
+// kind: the conversation is out of step, the child is failed).
+func (c *Child) nextOwed() (*upMsg, error) {
+	k := c.pending[0]
+	c.pending = c.pending[1:]
+	up, err := c.receive(c.killAt())
+	if err == nil && up.Kind != k {
+		c.fail(fmt.Errorf("answer %q for %q", up.Kind, k), false)
+		err = c.dead
+	}
+	if err != nil {
+		c.pending, c.pendingFor = nil, nil
+		return nil, err
+	}
+	if k == kFlush {
+		c.unflushed = false
+	}
+	return up, nil
+}
+
+// resolveThen does, in the child, what kResolve's request asks after its
+// answer was sent: res's threads (th, as resolved, frames in place) are
+// diagnosed, then the goroutines read (exe: the executable handed over,
+// -1: none), then the cache flushed. false: the parent is gone.
+func resolveThen(cfg *setup, m *downMsg, th []report.Thread, exe int, sym *symtab.Symbolizer, res *resolve.Resolver, memc *memClient) bool {
+	head := *m.Proc
+	head.Threads = nil
+	if m.LocksToo {
+		var blocked []report.Thread
+		for i := range th {
+			if sc := th[i].Syscall; sc != nil && sc.InCall && sc.Name == "futex" {
+				blocked = append(blocked, th[i])
+			}
+		}
+		var up upMsg
+		if memc != nil {
+			memc.reset()
+		}
+		up, _ = serveWork(cfg, &downMsg{Kind: kLocks, report: &report.Process{Threads: blocked}, Tasks: m.Tasks}, -1, sym, res, memc)
+		if err := sendUp(childSock, &up); err != nil {
+			if exe >= 0 {
+				unix.Close(exe)
+			}
+			return false
+		}
+	}
+	if exe >= 0 {
+		if memc != nil {
+			memc.reset()
+		}
+		up, _ := serveWork(cfg, &downMsg{Kind: kGo, Proc: &head, report: &report.Process{Threads: th}}, exe, sym, res, memc)
+		if err := sendUp(childSock, &up); err != nil {
+			return false
+		}
+	}
+	if m.FlushToo {
+		flush(sym)
+		if err := sendUp(childSock, &upMsg{Kind: kFlush}); err != nil {
+			return false
+		}
+	}
+	return true
+}

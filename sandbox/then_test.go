@@ -1,0 +1,176 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"stackshot/internal/diskcache"
+	"stackshot/procmaps"
+	"stackshot/ptrace"
+	"stackshot/resolve"
+	"stackshot/symtab"
+)
+
+// Answers ResolveThen's request owes and nobody reads are read and
+// dropped before the next request: a report asked about that is not the
+// one resolved gets its own request, and the conversation stays in step
+// (the same frames the second time, the same owners as asked directly).
+func TestResolveThenUnreadAnswers(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, liveConfig(), tgt)
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto}, c.Check())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := map[int]bool{}
+	tids, _ := procmaps.Tasks(tg.PID)
+	for _, tid := range tids {
+		tasks[tid] = true
+	}
+	first, err := c.ResolveThen(p, Then{Locks: true, Tasks: tasks, Goroutines: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.pending) != 2 {
+		t.Fatalf("pending answers %q, want locks and go", c.pending)
+	}
+	second, err := c.Resolve(p) // (the first's answers dropped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.pending) != 0 || c.dead != nil {
+		t.Fatalf("pending %q, child failed: %v", c.pending, c.dead)
+	}
+	a, b := chains(first), chains(second)
+	if len(a) < 7 || len(a) != len(b) {
+		t.Fatalf("threads: %d, then %d", len(a), len(b))
+	}
+	for name, w := range a {
+		if b[name] != w {
+			t.Errorf("thread %s:\n first  %s\n second %s", name, w, b[name])
+		}
+	}
+	c.Locks(second, tasks) // not the report resolved with Then: asked
+	if c.asked[kLocks] != 1 || !second.Diagnosed {
+		t.Errorf("%d lock requests, diagnosed %v; want 1, true", c.asked[kLocks], second.Diagnosed)
+	}
+	c.Locks(first, tasks) // its answer was dropped: asked too
+	if c.asked[kLocks] != 2 || !first.Diagnosed {
+		t.Errorf("%d lock requests, diagnosed %v; want 2, true", c.asked[kLocks], first.Diagnosed)
+	}
+	found := 0
+	for i := range first.Threads {
+		f, s := first.Threads[i].WaitingFor, second.Threads[i].WaitingFor
+		if f != nil {
+			found++
+		}
+		if (f == nil) != (s == nil) || f != nil && f.Kind != s.Kind {
+			t.Errorf("thread %s: waits for %+v, then %+v", first.Threads[i].Name, f, s)
+		}
+	}
+	if found == 0 {
+		t.Errorf("no thread waits for anything (condwait waits for a condition variable)")
+	}
+}
+
+// A capture's first check (CheckAll) has the child read the build ids and
+// vdso and keep the process as its space in the same round trip: the
+// build ids and vdso are those read in-process, no kSpace is sent, the
+// blocked threads are read without a stop, and the resolved frames are
+// those of the in-process resolver.
+func TestCheckAllReadsImagesOnce(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, liveConfig(), tgt)
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto, CheckAll: c.CheckAll()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.asked[kImages] != 1 || c.asked[kSpace] != 0 || c.asked[kCheckAll] < 1 || c.dead != nil {
+		t.Fatalf("requests %v (want one images, no space, checks), child failed: %v", c.asked, c.dead)
+	}
+	mem := ptrace.MemReader{PID: tg.PID}
+	mine := &ptrace.Process{PID: p.PID, Maps: p.Maps}
+	resolve.CollectImages(mine, mem)
+	if len(p.BuildIDs) < 2 || fmt.Sprint(mine.BuildIDs) != fmt.Sprint(p.BuildIDs) || len(p.VDSO) == 0 || string(mine.VDSO) != string(p.VDSO) {
+		t.Errorf("build ids from the child %v, here %v (vdso %d bytes, equal: %v)", p.BuildIDs, mine.BuildIDs, len(p.VDSO), string(mine.VDSO) == string(p.VDSO))
+	}
+	nostop := 0
+	for _, th := range p.Threads {
+		if th.Method == ptrace.MethodNoStop {
+			nostop++
+		}
+	}
+	if nostop < 5 {
+		t.Errorf("%d of %d threads read without a stop, want the blocked ones (>= 5)", nostop, len(p.Threads))
+	}
+	got, err := c.Resolve(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := resolve.NewResolver(symtab.New(symtab.Options{}), resolve.Options{Live: true}).Process(p, mem)
+	gc, wc := chains(got), chains(want)
+	if len(wc) < 7 || len(gc) != len(wc) {
+		t.Fatalf("threads: sandbox %d, in-process %d", len(gc), len(wc))
+	}
+	for name, w := range wc {
+		if gc[name] != w {
+			t.Errorf("thread %s:\n sandbox    %s\n in-process %s", name, gc[name], w)
+		}
+	}
+}
+
+// A dump's resolve with Then.Flush has the child hand over its cache
+// entries right after its answers: they are written by the time Close
+// returns, as when Close asks for them, which it then does not.
+func TestResolveThenFlush(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, _, _ := boxedDump(t, nil, tg.PID)
+	cache, err := diskcache.Open(filepath.Join(t.TempDir(), "cache"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	cfg := liveConfig()
+	cfg.Cache = cache
+	c, err := Start(cfg, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto, CheckAll: c.CheckAll()}, nil)
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	rp, err := c.ResolveThen(p, Then{Flush: true})
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	dir := c.CacheDir()
+	c.Close()
+	_, puts := c.CacheCalls()
+	if got := entries(t, dir); len(got) == 0 || puts < len(got) || c.asked[kFlush] != 0 {
+		t.Errorf("%d entries written, %d handed over, %d flush requests (want some, all handed over, none asked)", len(got), puts, c.asked[kFlush])
+	}
+	got := chains(rp)
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("thread %s:\n got  %s\n want %s", name, got[name], w)
+		}
+	}
+}
