@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"stackshot/internal/contain"
+	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
 	"stackshot/symtab"
@@ -120,16 +121,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			if m.Proc == nil {
 				return 1
 			}
-			hookBefore(cfg.Hook, kResolve)
-			up.Kind = kResolve
-			if err := contain.Call("resolving a process", func() { up.Result = res.Process(m.Proc, mem) }); err != nil {
-				up.Err = err.Error()
-			}
-			if up.Result != nil && (m.LocksToo || fd >= 0) {
-				then = append([]report.Thread(nil), up.Result.Threads...) // (before shareFrames takes their frames)
-			}
-			shareFrames(&up)
-			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
+			up, then = resolveProcess(cfg, m, fd, sym, res, mem)
 		case kSpace:
 			if m.Proc == nil {
 				return 1
@@ -137,14 +129,10 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			space = res.Space(m.Proc, mem)
 			continue
 		case kImages:
-			up.Kind = kImages
 			if m.Proc == nil || mem == nil {
 				return 1
 			}
-			if err := contain.Call("reading build ids", func() { resolve.CollectImages(m.Proc, mem) }); err != nil {
-				up.Err = err.Error()
-			}
-			up.BuildIDs, up.VDSO = m.Proc.BuildIDs, m.Proc.VDSO
+			up = images(m.Proc, mem)
 			if m.SpaceToo {
 				if memc != nil {
 					memc.reset() // (as kSpace does)
@@ -197,6 +185,34 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			then = nil
 		}
 	}
+}
+
+// resolveProcess answers a kResolve request: m.Proc resolved, its frames
+// shared (shareFrames); then, its threads as resolved, for what the
+// request asks next (resolveThen), when it asks for anything.
+func resolveProcess(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *resolve.Resolver, mem io.ReaderAt) (up upMsg, then []report.Thread) {
+	hookBefore(cfg.Hook, kResolve)
+	up.Kind = kResolve
+	if err := contain.Call("resolving a process", func() { up.Result = res.Process(m.Proc, mem) }); err != nil {
+		up.Err = err.Error()
+	}
+	if up.Result != nil && (m.LocksToo || fd >= 0) {
+		then = append([]report.Thread(nil), up.Result.Threads...) // (before shareFrames takes their frames)
+	}
+	shareFrames(&up)
+	up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
+	return up, then
+}
+
+// images answers a kImages request: p's build ids and vdso, read from
+// memory.
+func images(p *ptrace.Process, mem io.ReaderAt) (up upMsg) {
+	up.Kind = kImages
+	if err := contain.Call("reading build ids", func() { resolve.CollectImages(p, mem) }); err != nil {
+		up.Err = err.Error()
+	}
+	up.BuildIDs, up.VDSO = p.BuildIDs, p.VDSO
+	return up
 }
 
 // haveReport decodes m.Report into m.report unless the child made it
