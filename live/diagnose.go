@@ -45,17 +45,6 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[in
 	return rp
 }
 
-// liveTasks are the threads of live process pid now (none: unreadable).
-func liveTasks(pid int) map[int]bool {
-	tasks := map[int]bool{}
-	if tids, err := procmaps.Tasks(pid); err == nil {
-		for _, t := range tids {
-			tasks[t] = true
-		}
-	}
-	return tasks
-}
-
 // dumpSnapshots takes --count snapshots of every target, --interval
 // apart, and returns the last of each (for the targets the last round
 // read), its threads marked stuck, spinning or moving.

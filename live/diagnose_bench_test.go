@@ -9,6 +9,7 @@ import (
 
 	"stackshot/internal/testutil"
 	"stackshot/output"
+	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
 )
@@ -37,7 +38,7 @@ func BenchmarkDiagnose(b *testing.B) {
 				}
 				rp := s.res.Process(p, ptrace.MemReader{PID: p.MemPID()})
 				if diag {
-					s.diagnose(rp, p, liveTasks(p.PID))
+					s.diagnose(rp, p, procmaps.TaskSet(p.PID))
 				}
 				buf.Reset()
 				output.Text(&buf, []*report.Process{rp}, output.TextOptions{})
@@ -54,7 +55,7 @@ func BenchmarkDiagnose(b *testing.B) {
 		rp := s.res.Process(p, ptrace.MemReader{PID: p.MemPID()})
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			s.diagnose(rp, p, liveTasks(p.PID))
+			s.diagnose(rp, p, procmaps.TaskSet(p.PID))
 		}
 	})
 }

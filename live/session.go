@@ -254,14 +254,14 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 		// owners and the goroutines of what it resolved (no round trip
 		// each, no report sent back down), then hands over its cache
 		// entries (this is a dump's last request of it).
-		tasks = liveTasks(p.PID)
+		tasks = procmaps.TaskSet(p.PID)
 		rp = s.resolveBoxed(child, p, sandbox.Then{Locks: true, Tasks: tasks, Goroutines: s.o.Goroutines, Flush: true})
 	} else {
 		var err error
 		if rp, err = s.resolveCaptured(p); err != nil {
 			return nil, err
 		}
-		tasks = liveTasks(p.PID)
+		tasks = procmaps.TaskSet(p.PID)
 	}
 	s.diagnose(rp, p, tasks)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))

@@ -106,6 +106,18 @@ func TaskExe(pid, tid int) string {
 // TaskRootPath is the target's root seen through thread tid.
 func TaskRootPath(pid, tid int) string { return taskPath(pid, tid, "root") }
 
+// TaskSet is the set of live process pid's threads now (empty when
+// unreadable).
+func TaskSet(pid int) map[int]bool {
+	tasks := map[int]bool{}
+	if tids, err := Tasks(pid); err == nil {
+		for _, t := range tids {
+			tasks[t] = true
+		}
+	}
+	return tasks
+}
+
 // Tasks lists the thread ids of pid, sorted, main thread first.
 func Tasks(pid int) ([]int, error) {
 	d, err := os.Open(pidPath(pid, "task"))

@@ -186,11 +186,7 @@ func TestLocksInChild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tasks := map[int]bool{}
-			tids, _ := procmaps.Tasks(tg.PID)
-			for _, tid := range tids {
-				tasks[tid] = true
-			}
+			tasks := procmaps.TaskSet(tg.PID)
 			var boxed *report.Process
 			if then {
 				boxed, err = c.ResolveThen(p, Then{Locks: true, Tasks: tasks, Goroutines: true})

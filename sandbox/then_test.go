@@ -29,11 +29,7 @@ func TestResolveThenUnreadAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := map[int]bool{}
-	tids, _ := procmaps.Tasks(tg.PID)
-	for _, tid := range tids {
-		tasks[tid] = true
-	}
+	tasks := procmaps.TaskSet(tg.PID)
 	first, err := c.ResolveThen(p, Then{Locks: true, Tasks: tasks, Goroutines: true})
 	if err != nil {
 		t.Fatal(err)
