@@ -51,23 +51,17 @@ func wanted(t dwarf.Tag) bool {
 	return false
 }
 
-// uleb reads an unsigned LEB128 at b[p:]; ok false past the end or for
-// more than 10 bytes.
+// uleb reads an unsigned LEB128 at b[p:] (a varint, as encoding/binary
+// reads them); ok false past the end or for more than 64 bits.
 func uleb(b []byte, p int) (v uint64, next int, ok bool) {
-	var shift uint
-	for i := 0; i < 10; i++ {
-		if p >= len(b) {
-			return 0, p, false
-		}
-		c := b[p]
-		p++
-		v |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			return v, p, true
-		}
-		shift += 7
+	if p < 0 || p >= len(b) {
+		return 0, p, false
 	}
-	return 0, p, false
+	v, n := binary.Uvarint(b[p:])
+	if n <= 0 {
+		return 0, p, false
+	}
+	return v, p + n, true
 }
 
 // sleb reads a signed LEB128 at b[p:]; ok false past the end or for

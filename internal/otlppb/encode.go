@@ -98,7 +98,7 @@ const lenRoom = 5
 // open starts a length-delimited field and returns where its content
 // starts, for close.
 func (e *encoder) open(field int) int {
-	e.b = pbwire.AppendVarint(e.b, uint64(field)<<3|2)
+	e.b = binary.AppendUvarint(e.b, uint64(field)<<3|2)
 	e.b = append(e.b, make([]byte, lenRoom)...)
 	return len(e.b)
 }
@@ -107,7 +107,7 @@ func (e *encoder) open(field int) int {
 // its content behind it.
 func (e *encoder) close(at int) {
 	n := len(e.b) - at
-	l := pbwire.AppendVarint(e.b[at-lenRoom:at-lenRoom], uint64(n))
+	l := binary.AppendUvarint(e.b[at-lenRoom:at-lenRoom], uint64(n))
 	copy(e.b[at-lenRoom+len(l):], e.b[at:])
 	e.b = e.b[:at-lenRoom+len(l)+n]
 }
@@ -151,7 +151,7 @@ func (e *encoder) profile(pr *Profile) {
 	}
 	b := e.b
 	if pr.TimeUnixNano != 0 {
-		b = pbwire.AppendVarint(b, profTime<<3|1)
+		b = binary.AppendUvarint(b, profTime<<3|1)
 		b = binary.LittleEndian.AppendUint64(b, pr.TimeUnixNano)
 	}
 	e.b = pbwire.AppendVarintField(b, profDuration, pr.DurationNano)
@@ -217,7 +217,7 @@ func (e *encoder) dictionary(d *Dictionary) {
 		e.close(at)
 	}
 	for _, s := range d.Strings {
-		e.b = pbwire.AppendString(pbwire.AppendVarint(e.b, dictString<<3|2), 0, s)
+		e.b = pbwire.AppendString(binary.AppendUvarint(e.b, dictString<<3|2), 0, s)
 	}
 	for i := range d.Attributes {
 		a := &d.Attributes[i]
@@ -250,8 +250,8 @@ func appendValueField(b []byte, field int, v Value) []byte {
 	case Int, StringIndex:
 		n = 1 + pbwire.VarintLen(uint64(v.Int))
 	}
-	b = pbwire.AppendVarint(b, uint64(field)<<3|2)
-	b = pbwire.AppendVarint(b, uint64(n))
+	b = binary.AppendUvarint(b, uint64(field)<<3|2)
+	b = binary.AppendUvarint(b, uint64(n))
 	return appendValue(b, v)
 }
 
@@ -259,13 +259,13 @@ func appendValueField(b []byte, field int, v Value) []byte {
 func appendValue(b []byte, v Value) []byte {
 	switch v.Kind {
 	case String:
-		return pbwire.AppendString(pbwire.AppendVarint(b, anyString<<3|2), 0, v.Str)
+		return pbwire.AppendString(binary.AppendUvarint(b, anyString<<3|2), 0, v.Str)
 	case Int:
 		// An int64 of 0 is still a value (a oneof member is written
 		// even when zero).
-		return pbwire.AppendVarint(pbwire.AppendVarint(b, anyInt<<3), uint64(v.Int))
+		return binary.AppendUvarint(binary.AppendUvarint(b, anyInt<<3), uint64(v.Int))
 	case StringIndex:
-		return pbwire.AppendVarint(pbwire.AppendVarint(b, anyStringIndex<<3), uint64(v.Int))
+		return binary.AppendUvarint(binary.AppendUvarint(b, anyStringIndex<<3), uint64(v.Int))
 	}
 	return b
 }

@@ -4,18 +4,13 @@
 // proto3 leaves zero scalars out.
 package pbwire
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
-// AppendVarint appends x as a varint.
-func AppendVarint(b []byte, x uint64) []byte {
-	for x >= 0x80 {
-		b = append(b, byte(x)|0x80)
-		x >>= 7
-	}
-	return append(b, byte(x))
-}
-
-// VarintLen is the length of x as a varint.
+// VarintLen is the length of x as a varint (binary.AppendUvarint writes
+// varints).
 func VarintLen(x uint64) int {
 	return (bits.Len64(x|1) + 6) / 7
 }
@@ -25,7 +20,7 @@ func AppendVarintField(b []byte, field int, x uint64) []byte {
 	if x == 0 {
 		return b
 	}
-	return AppendVarint(AppendVarint(b, uint64(field)<<3), x)
+	return binary.AppendUvarint(binary.AppendUvarint(b, uint64(field)<<3), x)
 }
 
 // AppendBoolField appends a bool field, none when false.
@@ -43,17 +38,17 @@ func AppendString(b []byte, field int, s string) []byte {
 		if s == "" {
 			return b
 		}
-		b = AppendVarint(b, uint64(field)<<3|2)
+		b = binary.AppendUvarint(b, uint64(field)<<3|2)
 	}
-	b = AppendVarint(b, uint64(len(s)))
+	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
 }
 
 // AppendBytes appends a message or bytes field, written even when empty
 // (an empty message is still present).
 func AppendBytes(b []byte, field int, data []byte) []byte {
-	b = AppendVarint(b, uint64(field)<<3|2)
-	b = AppendVarint(b, uint64(len(data)))
+	b = binary.AppendUvarint(b, uint64(field)<<3|2)
+	b = binary.AppendUvarint(b, uint64(len(data)))
 	return append(b, data...)
 }
 
@@ -68,10 +63,10 @@ func AppendPacked[T ~int32 | ~int64 | ~uint64](b []byte, field int, xs []T) []by
 	for _, x := range xs {
 		n += VarintLen(uint64(x))
 	}
-	b = AppendVarint(b, uint64(field)<<3|2)
-	b = AppendVarint(b, uint64(n))
+	b = binary.AppendUvarint(b, uint64(field)<<3|2)
+	b = binary.AppendUvarint(b, uint64(n))
 	for _, x := range xs {
-		b = AppendVarint(b, uint64(x))
+		b = binary.AppendUvarint(b, uint64(x))
 	}
 	return b
 }
