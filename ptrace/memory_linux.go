@@ -87,9 +87,14 @@ func readStack(pid int, sp, hi uint64, max int) []byte {
 
 // ReadMemory copies target memory at addr into buf, page by page, and
 // returns how many bytes were read before the first unreadable page.
+//
+// It runs inside ptrace stops, on the tracer's goroutine: its page list
+// is small enough (1 KiB) that the goroutine's first call needs no
+// larger stack (growing it, inside the first stop of a run, cost tens of
+// microseconds), and is read in several calls for a copy over 256 KiB.
 func ReadMemory(pid int, buf []byte, addr uint64) int {
 	const page = 4096
-	const maxIov = 1024
+	const maxIov = 64
 	var remote [maxIov]unix.RemoteIovec
 	total := 0
 	for total < len(buf) {

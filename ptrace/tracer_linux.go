@@ -24,11 +24,15 @@ type tracer struct {
 	scratch   []byte // stack copies land here during a stop (tracer thread only)
 }
 
+// minScratch is the scratch buffer's first size: a thread's stack from its
+// SP to the end of its mapping is usually a few KiB.
+const minScratch = 64 << 10
+
 // scratchFor returns n bytes of the scratch buffer, grown and pre-faulted
 // as needed (touching every page once, outside any stop).
 func (t *tracer) scratchFor(n int) []byte {
 	if n > len(t.scratch) {
-		size := 64 << 10
+		size := minScratch
 		for size < n {
 			size *= 2
 		}
