@@ -73,6 +73,9 @@ type Thread struct {
 	// Reused means the thread had not run since the previous capture
 	// (Options.Reuse): this is that capture's copy, read again for free.
 	Reused bool `json:"reused,omitempty"`
+	// cpu is the CPU the thread last ran on, as /proc showed it before
+	// the capture (keepOff).
+	cpu int
 }
 
 // Process is a whole process's capture.

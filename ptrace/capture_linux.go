@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"stackshot/internal/arch"
 	"stackshot/procmaps"
 )
@@ -207,6 +209,20 @@ type capturer struct {
 	timeouts atomic.Int32
 	mapsMu   sync.RWMutex // guards p.Maps and mapsAt: observers and the check run in parallel
 	mapsAt   time.Time
+	// busy holds the CPUs this capture's running threads were seen on:
+	// stackshot keeps off them (keepOff).
+	busy unix.CPUSet
+}
+
+// stayOff adds the CPUs of the running threads of ths to c.busy and keeps
+// stackshot's threads off them (not in stackshot's own capture, whose
+// running thread is the one capturing).
+func (c *capturer) stayOff(ths ...*Thread) {
+	if c.p.PID == os.Getpid() {
+		return
+	}
+	busyCPUs(&c.busy, ths...)
+	keepOff(&c.busy)
 }
 
 func (c *capturer) cancelled() bool {
@@ -328,14 +344,26 @@ func (c *capturer) run() {
 	}
 }
 
-// stopEach captures threads one at a time with a stop (stop mode).
+// stopEach captures threads one at a time with a stop (stop mode). The
+// threads' CPUs are read first, so that stackshot is off the busy ones
+// before its first stop.
 func (c *capturer) stopEach(tids []int) {
+	if c.p.PID != os.Getpid() {
+		for _, tid := range tids {
+			if st, err := c.opt.Cache.ReadStat(c.p.PID, tid); err == nil {
+				th := Thread{State: string(st.State), Kernel: st.Flags&procmaps.PF_KTHREAD != 0, cpu: st.Processor}
+				busyCPUs(&c.busy, &th)
+			}
+		}
+		keepOff(&c.busy)
+	}
 	for _, tid := range tids {
 		if c.cancelled() {
 			return
 		}
 		th, ok, done := c.observe(tid)
 		if ok && !done {
+			c.stayOff(&th)
 			th, ok = c.finishStop(th)
 		}
 		if ok {
@@ -348,6 +376,13 @@ func (c *capturer) stopEach(tids []int) {
 // it (auto and nostop modes).
 func (c *capturer) observeThenStop(tids []int) {
 	obs := c.observeAll(tids)
+	running := make([]*Thread, 0, 4)
+	for i := range obs {
+		if obs[i].ok && obs[i].th.State == "R" {
+			running = append(running, &obs[i].th)
+		}
+	}
+	c.stayOff(running...)
 	c.verdicts = c.checkAll(obs)
 	if n := len(c.p.Threads) + len(obs); n > cap(c.p.Threads) {
 		// One allocation for the round's threads, not a doubling series

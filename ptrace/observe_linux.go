@@ -182,6 +182,7 @@ func (c *capturer) pre(tid int) (Thread, bool) {
 		return th, false
 	}
 	th.State = string(st.State)
+	th.cpu = st.Processor
 	th.Name = st.Comm // the same TASK_COMM_LEN name as .../comm
 	th.Kernel = st.Flags&procmaps.PF_KTHREAD != 0
 	// A kernel thread makes no system calls: its syscall file shows the

@@ -241,7 +241,16 @@ func Start(cfg Config, t Target) (*Child, error) {
 		return nil, fmt.Errorf("cannot start the sandboxed parser: %v", err)
 	}
 	c.cmd = cmd
-	go func() { cmd.Wait(); close(c.done) }()
+	// The child's threads keep off the CPUs of the target's running
+	// threads with the parent's (ptrace.Companion), until it has exited:
+	// it is reaped only after that.
+	release := ptrace.Companion(cmd.Process.Pid)
+	go func() {
+		waitExited(cmd.Process.Pid)
+		release()
+		cmd.Wait()
+		close(c.done)
+	}()
 	if t.PID != 0 {
 		// (the parent's alone: opened while the child starts)
 		c.openNamespace(CacheNamespace(t.PID))
@@ -267,6 +276,16 @@ func Start(cfg Config, t Target) (*Child, error) {
 		return nil, fmt.Errorf("the sandboxed parser did not start (%v)", err)
 	}
 	return c, nil
+}
+
+// waitExited returns once child pid has exited, without reaping it.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
+			return
+		}
+	}
 }
 
 // childEnv is the child's whole environment: nothing of the operator's

@@ -42,11 +42,11 @@ func needRoot(t *testing.T) {
 
 // startAsOther starts blocked.c as otherUser, the service account a root
 // stackshot dumps.
-func startAsOther(t *testing.T) *testutil.Target {
+func startAsOther(t *testing.T, args ...string) *testutil.Target {
 	needRoot(t)
 	setpriv := testutil.Need(t, "setpriv")
 	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O2", "-g", "-pthread")
-	tg := testutil.Start(t, setpriv, "--reuid", fmt.Sprint(otherUser), "--regid", fmt.Sprint(otherUser), "--clear-groups", "--", bin)
+	tg := testutil.Start(t, setpriv, append([]string{"--reuid", fmt.Sprint(otherUser), "--regid", fmt.Sprint(otherUser), "--clear-groups", "--", bin}, args...)...)
 	if st, err := procmaps.ReadStatus(tg.PID); err != nil || st.UIDs[1] != otherUser {
 		t.Fatalf("target runs as %+v (%v), want uid %d", st.UIDs, err, otherUser)
 	}
@@ -190,6 +190,32 @@ func TestChildIsUnprivileged(t *testing.T) {
 			names = append(names, e.Name()+"="+l)
 		}
 		t.Errorf("child descriptors: %v", names)
+	}
+}
+
+// The child's threads keep off the CPU of the target's running thread
+// with the parent's, from the capture that stops it on.
+func TestChildKeepsOffBusyCPUs(t *testing.T) {
+	busy, started := testutil.BusyCPU(t)
+	tg := startAsOther(t, "spin")
+	tgt, _ := TargetOf(tg.PID)
+	c := startChild(t, liveConfig(), tgt)
+	testutil.PinRunning(t, tg.PID, "spinner", busy)
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto}, c.Check())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resolve(p); err != nil {
+		t.Fatal(err)
+	}
+	masks := testutil.CPUMasks(t, c.PID())
+	if len(masks) < 2 {
+		t.Fatalf("the child has %d threads", len(masks))
+	}
+	for tid, set := range masks {
+		if set.IsSet(busy) || set.Count() != started.Count()-1 {
+			t.Errorf("child thread %d: %d CPUs, CPU %d in its mask: %v; want every CPU but %d", tid, set.Count(), busy, set.IsSet(busy), busy)
+		}
 	}
 }
 

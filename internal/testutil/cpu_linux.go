@@ -1,0 +1,84 @@
+//go:build linux
+
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// CPUMasks is the CPU mask of each thread of process pid.
+func CPUMasks(t testing.TB, pid int) map[int]unix.CPUSet {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]unix.CPUSet{}
+	for _, e := range ents {
+		tid, _ := strconv.Atoi(e.Name())
+		var set unix.CPUSet
+		if unix.SchedGetaffinity(tid, &set) == nil {
+			out[tid] = set
+		}
+	}
+	return out
+}
+
+// BusyCPU is the highest CPU the calling thread may run on, skipping the
+// test (with why) when it may run on only one: what keeps off a busy CPU
+// needs another.
+func BusyCPU(t testing.TB) (cpu int, allowed unix.CPUSet) {
+	t.Helper()
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		t.Fatal(err)
+	}
+	if allowed.Count() < 2 {
+		Skip(t, "one CPU allowed: nowhere else to keep off to")
+	}
+	for c := len(allowed)*64 - 1; c >= 0; c-- {
+		if allowed.IsSet(c) {
+			return c, allowed
+		}
+	}
+	return -1, allowed
+}
+
+// PinRunning pins the thread of process pid named comm to cpu and waits
+// until /proc shows it running there; it returns the thread's id.
+func PinRunning(t testing.TB, pid int, comm string, cpu int) int {
+	t.Helper()
+	tid := 0
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, e := range ents {
+			id, _ := strconv.Atoi(e.Name())
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, id))
+			s := string(b)
+			open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+			if err != nil || open < 0 || close < open || s[open+1:close] != comm {
+				continue
+			}
+			if tid == 0 {
+				tid = id
+				var one unix.CPUSet
+				one.Set(cpu)
+				if err := unix.SchedSetaffinity(tid, &one); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Fields after the name: state is the 1st, the last CPU the 37th.
+			if f := strings.Fields(s[close+1:]); len(f) > 36 && f[0] == "R" && f[36] == strconv.Itoa(cpu) {
+				return tid
+			}
+		}
+	}
+	t.Fatalf("thread %s of %d did not run on CPU %d", comm, pid, cpu)
+	return 0
+}
