@@ -171,6 +171,20 @@ func (w *walker) read64(addr uint64) (uint64, bool) {
 	return binary.LittleEndian.Uint64(b), true
 }
 
+// read128 reads the two words at addr (a frame record: saved RBP, return
+// address) with read64, straight from the stack copy when both lie in it:
+// the frame-record search reads every word of up to 32 KiB of stack.
+func (w *walker) read128(addr uint64) (lo, hi uint64, ok bool) {
+	s := &w.in.Stack
+	if off := addr - s.Addr; addr >= s.Addr && off <= uint64(len(s.Data)) && uint64(len(s.Data))-off >= 16 {
+		b := s.Data[off : off+16]
+		return binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), true
+	}
+	lo, ok1 := w.read64(addr)
+	hi, ok2 := w.read64(addr + 8)
+	return lo, hi, ok1 && ok2
+}
+
 // readBytes fills p from the stack copy or Mem.
 func (w *walker) readBytes(p []byte, addr uint64) bool {
 	s := &w.in.Stack
@@ -706,9 +720,8 @@ func (w *walker) findFrameRecord(sp uint64, strict bool) (uint64, bool) {
 		if w.hi != 0 && a+16 > w.hi {
 			break
 		}
-		saved, ok1 := w.read64(a)
-		ret, ok2 := w.read64(a + 8)
-		if !ok1 || !ok2 {
+		saved, ret, ok := w.read128(a)
+		if !ok {
 			break
 		}
 		if saved&7 != 0 || saved <= a+8 || (w.hi != 0 && saved+16 > w.hi) || saved-a > 1<<24 {
