@@ -151,8 +151,41 @@ func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 			w.in = nil
 			return out, stop
 		}
+		if len(out) == cap(out) && len(out)-first >= growAfter {
+			out = w.grow(out, first, max, f.SP)
+		}
 		out = append(out, f)
 	}
+}
+
+// growAfter is the depth from which a walk sizes its frames from the
+// stack (grow); shallower walks grow as append does.
+const growAfter = 16
+
+// grow makes room in out for the frames the rest of the stack likely
+// holds: as many per byte as the frames so far (out[first:], the next at
+// sp), up to max. append's own growth (by a quarter past 256 entries)
+// allocates about three times a deep walk's frames, all of it fresh
+// memory to fault in for a one-off dump.
+func (w *walker) grow(out []Frame, first, max int, sp uint64) []Frame {
+	n := len(out) - first
+	want := 2 * n
+	top := w.hi
+	if s := &w.in.Stack; top == 0 {
+		top = s.Addr + uint64(len(s.Data))
+	}
+	if sp0 := out[first].SP; sp > sp0 && top > sp {
+		if r := (top - sp0) / (sp - sp0); r >= uint64(max/n) {
+			want = max
+		} else {
+			want = n * (int(r) + 1)
+		}
+	}
+	want = min(want, max)
+	if want <= n {
+		want = n + 1
+	}
+	return append(make([]Frame, 0, first+want), out...)
 }
 
 // read64 reads a word from the stack copy, or through Mem outside it.
