@@ -204,20 +204,6 @@ func (w *walker) read64(addr uint64) (uint64, bool) {
 	return binary.LittleEndian.Uint64(b), true
 }
 
-// read128 reads the two words at addr (a frame record: saved RBP, return
-// address) with read64, straight from the stack copy when both lie in it:
-// the frame-record search reads every word of up to 32 KiB of stack.
-func (w *walker) read128(addr uint64) (lo, hi uint64, ok bool) {
-	s := &w.in.Stack
-	if off := addr - s.Addr; addr >= s.Addr && off <= uint64(len(s.Data)) && uint64(len(s.Data))-off >= 16 {
-		b := s.Data[off : off+16]
-		return binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), true
-	}
-	lo, ok1 := w.read64(addr)
-	hi, ok2 := w.read64(addr + 8)
-	return lo, hi, ok1 && ok2
-}
-
 // readBytes fills p from the stack copy or Mem.
 func (w *walker) readBytes(p []byte, addr uint64) bool {
 	s := &w.in.Stack
@@ -748,20 +734,37 @@ func (w *walker) findFrameRecord(sp uint64, strict bool) (uint64, bool) {
 	a := (sp + 7) &^ 7
 	var fallback, consistent, best, bestTarget uint64
 	found, haveConsistent, haveVerified := false, false, false
-	for i := 0; i < maxRecordWords && w.budget > 0; i, a = i+1, a+8 {
-		w.budget--
-		if w.hi != 0 && a+16 > w.hi {
+	// The words come straight from the stack copy where both lie in it
+	// (read64 otherwise): the search may read every word of 32 KiB.
+	data, base, hi := w.in.Stack.Data, w.in.Stack.Addr, w.hi
+	budget := w.budget // (the loop's own: a field would be stored and reloaded per word)
+	for i := 0; i < maxRecordWords && budget > 0; i, a = i+1, a+8 {
+		budget--
+		if hi != 0 && a+16 > hi {
 			break
 		}
-		saved, ret, ok := w.read128(a)
-		if !ok {
-			break
+		var saved, ret uint64
+		if off := a - base; a >= base && off < uint64(len(data)) && uint64(len(data))-off >= 16 {
+			saved, ret = binary.LittleEndian.Uint64(data[off:]), binary.LittleEndian.Uint64(data[off+8:])
+		} else {
+			var ok1, ok2 bool
+			saved, ok1 = w.read64(a)
+			ret, ok2 = w.read64(a + 8)
+			if !ok1 || !ok2 {
+				break
+			}
 		}
-		if saved&7 != 0 || saved <= a+8 || (w.hi != 0 && saved+16 > w.hi) || saved-a > 1<<24 {
+		if saved&7 != 0 || saved <= a+8 || (hi != 0 && saved+16 > hi) || saved-a > 1<<24 {
 			continue
 		}
 		strength, target := w.returnAddressTarget(ret, w.calleePC())
 		if strength == raNone || strict && strength != raVerified {
+			continue
+		}
+		if haveVerified && (strength != raVerified || target <= bestTarget) {
+			// Only a verified record with a nearer call target can change
+			// the answer now (a deep recursion's stack is a thousand
+			// records of the same call): no chain to check.
 			continue
 		}
 		saved2, ok1 := w.read64(saved)
@@ -789,6 +792,7 @@ func (w *walker) findFrameRecord(sp uint64, strict bool) (uint64, bool) {
 			fallback, found = a, true
 		}
 	}
+	w.budget = budget
 	if haveVerified {
 		return best, true
 	}
