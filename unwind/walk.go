@@ -40,6 +40,12 @@ type walker struct {
 	gen  uint64
 	rows [8]rowMemo
 	ras  [16]raMemo
+	// The return address whose step last went by CFI, and its row: a
+	// recursion's next frame has the same, and step's choice depends on
+	// nothing else (nil: none in this walk).
+	cfiPC  uint64
+	cfiRS  *ruleSet
+	cfiSrc *Table
 }
 
 type rowMemo struct {
@@ -137,6 +143,7 @@ func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 	w.in = in
 	w.miValid = false
 	w.gen++ // (a pooled walker's memos are another walk's)
+	w.cfiRS, w.cfiSrc = nil, nil
 	w.budget = scanBudget
 	w.regs = in.Regs
 	w.lo, w.hi = in.StackLo, in.StackHi
@@ -240,6 +247,12 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 	exact := cur.Exact
 	w.exact = exact
 	pc := w.regs.V[RegRIP]
+	if !exact && pc == w.cfiPC && w.cfiRS != nil {
+		// What follows chose CFI and this row for this return address:
+		// it would again (lookups, rows, Go's table and the code at pc
+		// are the same for the walk).
+		return w.cfiStep(w.cfiRS, w.cfiSrc)
+	}
 	look := pc
 	if !exact && pc > 0 {
 		look = pc - 1
@@ -277,6 +290,9 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 		return w.goStep(goEntry+mi.Bias, goSize, goRoot, goSwitch && !exact)
 	}
 	if rs != nil {
+		if !exact {
+			w.cfiPC, w.cfiRS, w.cfiSrc = pc, rs, src
+		}
 		return w.cfiStep(rs, src)
 	}
 	wild := !inMap || !mi.Exec
