@@ -9,28 +9,30 @@ import "time"
 // Frame is one logical frame, innermost first; kernel frames come before
 // user frames.
 type Frame struct {
-	PC              uint64
-	SP              uint64 // user frames: the stack pointer in this frame (its callee's CFA); 0 unknown
-	Kind            string // "kernel" | "user"
-	Function        string // "" unknown
-	Offset          uint64 // PC minus the function's start
+	PC           uint64
+	SP           uint64 // user frames: the stack pointer in this frame (its callee's CFA); 0 unknown
+	Kind         string // "kernel" | "user"
+	Function     string // "" unknown
+	Offset       uint64 // PC minus the function's start
+	Module       string // path as the target sees it
+	ModuleOffset uint64 // address in the module's ELF address space
+	BuildID      string
+	File         string
+	Line         int
+	Method       string // regs, cfi, fp, fp-heuristic, scan, signal, kernel
+	// MapStart, MapLimit and MapOffset describe the mapping that holds the
+	// PC (its file offset at MapStart); zero when unknown.
+	MapStart, MapLimit, MapOffset uint64
+	// The flags last, together: a deep stack is thousands of frames, and
+	// each flag beside a word would cost a word.
 	HasOffset       bool
-	Module          string // path as the target sees it
-	ModuleOffset    uint64 // address in the module's ELF address space
 	HasModule       bool
-	BuildID         string
-	File            string
-	Line            int
 	Inlined         bool
-	Method          string // regs, cfi, fp, fp-heuristic, scan, signal, kernel
 	BuildIDMismatch bool
 	// ModuleMissing means the module's file was not found (a saved
 	// capture on another machine): no name, and the walk does not guess.
 	ModuleMissing bool
 	SignalFrame   bool // the kernel's sigreturn trampoline: <signal handler called>
-	// MapStart, MapLimit and MapOffset describe the mapping that holds the
-	// PC (its file offset at MapStart); zero when unknown.
-	MapStart, MapLimit, MapOffset uint64
 }
 
 // Syscall describes the system call a thread is blocked in.

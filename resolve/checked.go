@@ -73,7 +73,14 @@ func (c *checkedWalks) keep(s *Space, th *ptrace.Thread, fr []unwind.Frame, stop
 	}
 	pc, sp := walkStart(th)
 	from := len(c.frames)
-	c.frames = append(c.frames, fr...)
+	if from == 0 && len(fr) > 0 && unsafe.SliceData(fr) == unsafe.SliceData(s.r.frames) {
+		// The capture's first walk is in the resolver's scratch buffer:
+		// kept by trading buffers, not copied (a 1,000-frame walk is
+		// 24 KB of fresh memory to fault in).
+		c.frames, s.r.frames = fr, c.frames[:0]
+	} else {
+		c.frames = append(c.frames, fr...)
+	}
 	c.walks[th.TID] = checkedWalk{stack: th.Stack, addr: th.StackAddr, lo: th.StackLo, hi: th.StackHi, method: th.Method,
 		pc: pc, sp: sp, from: from, to: len(c.frames), stop: stop}
 }
@@ -95,10 +102,18 @@ func (c *checkedWalks) take(s *Space, th *ptrace.Thread, out []unwind.Frame) ([]
 	if pc, sp := walkStart(th); pc != w.pc || sp != w.sp {
 		return out, unwind.StopNone, false
 	}
-	out = append(out, c.frames[w.from:w.to]...)
 	// Taken once: when every walk is, the capture is let go (a sampler
 	// resolves each tick's capture right after its check).
 	delete(c.walks, th.TID)
+	if len(out) == 0 && w.from == 0 && len(c.walks) == 0 && unsafe.SliceData(out) == unsafe.SliceData(s.r.frames) {
+		// The last walk, at the start of the buffer, asked for into the
+		// resolver's scratch buffer: the buffers trade places (keep).
+		fr := c.frames[:w.to]
+		c.frames = out
+		c.reset()
+		return fr, w.stop, true
+	}
+	out = append(out, c.frames[w.from:w.to]...)
 	if len(c.walks) == 0 {
 		c.reset()
 	}

@@ -40,6 +40,12 @@ type walker struct {
 	gen  uint64
 	rows [8]rowMemo
 	ras  [16]raMemo
+	// The return address whose step last went by CFI, and its row: a
+	// recursion's next frame has the same, and step's choice depends on
+	// nothing else (nil: none in this walk).
+	cfiPC  uint64
+	cfiRS  *ruleSet
+	cfiSrc *Table
 }
 
 type rowMemo struct {
@@ -137,6 +143,7 @@ func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 	w.in = in
 	w.miValid = false
 	w.gen++ // (a pooled walker's memos are another walk's)
+	w.cfiRS, w.cfiSrc = nil, nil
 	w.budget = scanBudget
 	w.regs = in.Regs
 	w.lo, w.hi = in.StackLo, in.StackHi
@@ -151,8 +158,41 @@ func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 			w.in = nil
 			return out, stop
 		}
+		if len(out) == cap(out) && len(out)-first >= growAfter {
+			out = w.grow(out, first, max, f.SP)
+		}
 		out = append(out, f)
 	}
+}
+
+// growAfter is the depth from which a walk sizes its frames from the
+// stack (grow); shallower walks grow as append does.
+const growAfter = 16
+
+// grow makes room in out for the frames the rest of the stack likely
+// holds: as many per byte as the frames so far (out[first:], the next at
+// sp), up to max. append's own growth (by a quarter past 256 entries)
+// allocates about three times a deep walk's frames, all of it fresh
+// memory to fault in for a one-off dump.
+func (w *walker) grow(out []Frame, first, max int, sp uint64) []Frame {
+	n := len(out) - first
+	want := 2 * n
+	top := w.hi
+	if s := &w.in.Stack; top == 0 {
+		top = s.Addr + uint64(len(s.Data))
+	}
+	if sp0 := out[first].SP; sp > sp0 && top > sp {
+		if r := (top - sp0) / (sp - sp0); r >= uint64(max/n) {
+			want = max
+		} else {
+			want = n * (int(r) + 1)
+		}
+	}
+	want = min(want, max)
+	if want <= n {
+		want = n + 1
+	}
+	return append(make([]Frame, 0, first+want), out...)
 }
 
 // read64 reads a word from the stack copy, or through Mem outside it.
@@ -207,6 +247,12 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 	exact := cur.Exact
 	w.exact = exact
 	pc := w.regs.V[RegRIP]
+	if !exact && pc == w.cfiPC && w.cfiRS != nil {
+		// What follows chose CFI and this row for this return address:
+		// it would again (lookups, rows, Go's table and the code at pc
+		// are the same for the walk).
+		return w.cfiStep(w.cfiRS, w.cfiSrc)
+	}
 	look := pc
 	if !exact && pc > 0 {
 		look = pc - 1
@@ -244,6 +290,9 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 		return w.goStep(goEntry+mi.Bias, goSize, goRoot, goSwitch && !exact)
 	}
 	if rs != nil {
+		if !exact {
+			w.cfiPC, w.cfiRS, w.cfiSrc = pc, rs, src
+		}
 		return w.cfiStep(rs, src)
 	}
 	wild := !inMap || !mi.Exec
@@ -701,21 +750,37 @@ func (w *walker) findFrameRecord(sp uint64, strict bool) (uint64, bool) {
 	a := (sp + 7) &^ 7
 	var fallback, consistent, best, bestTarget uint64
 	found, haveConsistent, haveVerified := false, false, false
-	for i := 0; i < maxRecordWords && w.budget > 0; i, a = i+1, a+8 {
-		w.budget--
-		if w.hi != 0 && a+16 > w.hi {
+	// The words come straight from the stack copy where both lie in it
+	// (read64 otherwise): the search may read every word of 32 KiB.
+	data, base, hi := w.in.Stack.Data, w.in.Stack.Addr, w.hi
+	budget := w.budget // (the loop's own: a field would be stored and reloaded per word)
+	for i := 0; i < maxRecordWords && budget > 0; i, a = i+1, a+8 {
+		budget--
+		if hi != 0 && a+16 > hi {
 			break
 		}
-		saved, ok1 := w.read64(a)
-		ret, ok2 := w.read64(a + 8)
-		if !ok1 || !ok2 {
-			break
+		var saved, ret uint64
+		if off := a - base; a >= base && off < uint64(len(data)) && uint64(len(data))-off >= 16 {
+			saved, ret = binary.LittleEndian.Uint64(data[off:]), binary.LittleEndian.Uint64(data[off+8:])
+		} else {
+			var ok1, ok2 bool
+			saved, ok1 = w.read64(a)
+			ret, ok2 = w.read64(a + 8)
+			if !ok1 || !ok2 {
+				break
+			}
 		}
-		if saved&7 != 0 || saved <= a+8 || (w.hi != 0 && saved+16 > w.hi) || saved-a > 1<<24 {
+		if saved&7 != 0 || saved <= a+8 || (hi != 0 && saved+16 > hi) || saved-a > 1<<24 {
 			continue
 		}
 		strength, target := w.returnAddressTarget(ret, w.calleePC())
 		if strength == raNone || strict && strength != raVerified {
+			continue
+		}
+		if haveVerified && (strength != raVerified || target <= bestTarget) {
+			// Only a verified record with a nearer call target can change
+			// the answer now (a deep recursion's stack is a thousand
+			// records of the same call): no chain to check.
 			continue
 		}
 		saved2, ok1 := w.read64(saved)
@@ -743,6 +808,7 @@ func (w *walker) findFrameRecord(sp uint64, strict bool) (uint64, bool) {
 			fallback, found = a, true
 		}
 	}
+	w.budget = budget
 	if haveVerified {
 		return best, true
 	}

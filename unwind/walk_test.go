@@ -176,3 +176,39 @@ func TestWildPC(t *testing.T) {
 		t.Errorf("frames %+v stop %v", frames, stop)
 	}
 }
+
+// TestGrowBounds checks the room a deep walk makes for its frames: the
+// stack's estimate, never more than the frame limit allows, always at
+// least one more frame, whatever (hostile) stack pointers it is given.
+func TestGrowBounds(t *testing.T) {
+	const first, max = 3, 1024
+	mk := func(n int, sp0 uint64) []Frame {
+		out := make([]Frame, first+n, first+n)
+		out[first].SP = sp0
+		return out
+	}
+	for _, c := range []struct {
+		name        string
+		hi, sp0, sp uint64
+		n, atLeast  int
+		atMost      int
+	}{
+		{"uniform recursion", 0x11000, 0x10000, 0x10000 + 16*32, 16, 0x1000 / 32, 16 * (0x1000/(16*32) + 1)},
+		{"deep past the limit", 0x100000, 0x10000, 0x10000 + 16*16, 16, max, max},
+		{"sp below the first", 0x20000, 0x10000, 0x8000, 16, 32, 32},
+		{"sp above the top", 0x20000, 0x10000, 0x30000, 16, 32, 32},
+		{"equal sp", 0x20000, 0x10000, 0x10000, 16, 32, 32},
+		{"huge stack", ^uint64(0), 0x10000, 0x10001, 16, max, max},
+		{"next to the limit", 0x20000, 0x10000, 0x10000 + 16, max - 1, max, max},
+	} {
+		w := &walker{in: &Input{}, hi: c.hi}
+		got := w.grow(mk(c.n, c.sp0), first, max, c.sp)
+		// (an allocation is rounded up to its size class: 1/8 more at most)
+		if room := cap(got) - first; room < c.atLeast || room < c.n+1 || room > c.atMost*9/8+1 {
+			t.Errorf("%s: room for %d frames, want %d..%d", c.name, room, c.atLeast, c.atMost)
+		}
+		if len(got) != first+c.n || got[first].SP != c.sp0 {
+			t.Errorf("%s: frames not kept", c.name)
+		}
+	}
+}

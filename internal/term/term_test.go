@@ -91,6 +91,20 @@ func BenchmarkEscapeTextClean(b *testing.B) {
 	}
 }
 
+// A deep recursion's report: short lines, a newline in every sixth word.
+func BenchmarkEscapeTextDeep(b *testing.B) {
+	line := []byte("#8   0x000055f93239e1bd in rec (deeptgt+0x11bd)\n")
+	var doc []byte
+	for range 1000 {
+		doc = append(doc, line...)
+	}
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		EscapeText(doc)
+	}
+}
+
 // cleanByByte is clean's byte-by-byte definition, which its word-at-a-time
 // scan must agree with.
 func cleanByByte(s string, layout bool) bool {
