@@ -6,12 +6,19 @@ import (
 	"fmt"
 	"unsafe"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
-// deniedSyscalls fail with EPERM in the child. The Go runtime needs the
+// deniedSyscalls fail with EPERM in the child: deniedProgram
+// (filter_prog.go) is this list assembled by the seccomp library
+// (github.com/elastic/go-seccomp-bpf), a filter that allows by default
+// and refuses these names. TestDeniedProgram assembles it again and
+// compares (with -update-filter, it writes the file): the library is
+// linked into the tests only, as its package initialiser (tables of
+// every architecture's system calls) cost every run of stackshot 0.18 ms,
+// parent and child.
+// The Go runtime needs the
 // rest (threads, memory, signals, futexes, the socket to its parent), so
 // the filter allows by default and refuses what would let a compromised
 // parser reach anything beyond the descriptors its parent handed it:
@@ -33,22 +40,36 @@ var deniedSyscalls = []string{
 }
 
 // loadFilter installs the filters on every thread of the child (TSYNC)
-// with no_new_privs set: the library's, and archGuard's under it.
+// with no_new_privs set: archGuard, and the library's deniedProgram.
 func loadFilter() error {
-	if err := loadArchGuard(); err != nil {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(no_new_privs): %w", err)
+	}
+	raw, err := bpf.Assemble(archGuard)
+	if err != nil {
 		return err
 	}
-	return seccomp.LoadFilter(seccomp.Filter{
-		NoNewPrivs: true,
-		Flag:       seccomp.FilterFlagTSync,
-		Policy: seccomp.Policy{
-			DefaultAction: seccomp.ActionAllow,
-			Syscalls: []seccomp.SyscallGroup{{
-				Action: seccomp.ActionErrno,
-				Names:  deniedSyscalls,
-			}},
-		},
-	})
+	guard := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		guard[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	if err := loadProgram(guard); err != nil {
+		return fmt.Errorf("seccomp(arch guard): %w", err)
+	}
+	if err := loadProgram(deniedProgram); err != nil {
+		return fmt.Errorf("seccomp(denied calls): %w", err)
+	}
+	return nil
+}
+
+// loadProgram installs a seccomp filter on every thread (TSYNC).
+func loadProgram(prog []unix.SockFilter) error {
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC,
+		uintptr(unsafe.Pointer(&fprog))); errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // archGuard refuses every system call made through another ABI than
@@ -61,24 +82,4 @@ var archGuard = []bpf.Instruction{
 	bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AUDIT_ARCH_X86_64, SkipTrue: 1},
 	bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
 	bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW},
-}
-
-func loadArchGuard() error {
-	raw, err := bpf.Assemble(archGuard)
-	if err != nil {
-		return err
-	}
-	if err := seccomp.SetNoNewPrivs(); err != nil {
-		return err
-	}
-	prog := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC,
-		uintptr(unsafe.Pointer(&fprog))); errno != 0 {
-		return fmt.Errorf("seccomp(arch guard): %w", errno)
-	}
-	return nil
 }
