@@ -43,6 +43,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -369,6 +370,15 @@ type Module struct {
 
 	results resultCache
 	ahead   lookAhead
+	firstPC atomic.Pointer[[]uint64] // the addresses of the first Prefetch, for the load
+}
+
+// firstPCs returns the addresses the first Prefetch was given (nil none).
+func (m *Module) firstPCs() []uint64 {
+	if p := m.firstPC.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // lookAhead is the addresses Prefetch was given, resolved ahead of the
@@ -508,6 +518,11 @@ func (m *Module) Lookup(vaddr uint64, out []Sym) []Sym {
 func (m *Module) Prefetch(vaddrs []uint64) {
 	if m.mismatch || len(vaddrs) == 0 || runtime.GOMAXPROCS(0) < 2 || m.sym.expired() != nil {
 		return
+	}
+	if !m.loaded() && m.firstPC.Load() == nil {
+		// The load decodes their units as its .debug_info comes out.
+		pcs := slices.Clone(vaddrs[:min(len(vaddrs), maxLookAhead)])
+		m.firstPC.CompareAndSwap(nil, &pcs)
 	}
 	var src *sources
 	if err := safely("module "+m.path, func() error {
