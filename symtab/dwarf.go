@@ -50,6 +50,8 @@ type dwarfIndex struct {
 
 	pack unitPack // decoded units kept in the cache
 
+	early *earlyUnits // units decoded as .debug_info came out, or nil
+
 	// Units to decode ahead of the lookups (prefetch), and the
 	// goroutines decoding them.
 	pmu     sync.Mutex
@@ -135,7 +137,7 @@ type fnNode struct {
 
 // loadDWARF builds the index of the DWARF sections of f; alt is the dwz
 // file it refers to, or nil.
-func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
+func loadDWARF(f *openFile, alt *altDWARF, pcs []uint64) (*dwarfIndex, error) {
 	ef := f.ef
 	infoSec := ef.Section(".debug_info")
 	if (infoSec == nil || infoSec.Type == elf.SHT_NOBITS) && ef.Section(".zdebug_info") == nil {
@@ -160,7 +162,7 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 			}
 		}
 	}
-	if err := x.loadData(f); err != nil {
+	if err := x.loadDataEarly(f, pcs); err != nil {
 		return nil, err
 	}
 	err := safely("dwarf", func() error { return x.buildIndex(x.info, x.aranges) })
@@ -174,7 +176,11 @@ func loadDWARF(f *openFile, alt *altDWARF) (*dwarfIndex, error) {
 }
 
 // loadData reads f's DWARF sections and parses them with debug/dwarf.
-func (x *dwarfIndex) loadData(f *openFile) error {
+func (x *dwarfIndex) loadData(f *openFile) error { return x.loadDataEarly(f, nil) }
+
+// loadDataEarly is loadData that, given the first addresses to be looked
+// up, decodes their units as .debug_info comes out (see earlyUnits).
+func (x *dwarfIndex) loadDataEarly(f *openFile, pcs []uint64) error {
 	ef := f.ef
 	sec := func(name string) ([]byte, error) {
 		s := ef.Section(".debug_" + name)
@@ -204,14 +210,53 @@ func (x *dwarfIndex) loadData(f *openFile) error {
 			return err
 		})
 	}
+	var early *earlyUnits
+	if len(pcs) > 0 && x.d == nil {
+		early = newEarlyUnits()
+	}
 	done := make(chan struct{})
 	go func() {
-		defer close(done)
 		for i := 1; i < len(names); i++ {
 			read(i)
 		}
+		close(done)
+		if early == nil {
+			return
+		}
+		defer close(early.finished)
+		// The other sections are read: decode early (only reads).
+		get := map[string][]byte{}
+		for i, n := range names[1:] {
+			if errs[i+1] != nil {
+				early.stop()
+				return
+			}
+			get[n] = datas[i+1]
+		}
+		if offs := unitsFor(get["aranges"], x, pcs); len(offs) > 0 {
+			_ = safely("dwarf early", func() error { early.run(x, get, offs); return nil })
+		}
 	}()
-	read(0)
+	// .debug_info, telling early how far it is.
+	errs[0] = safely("section", func() error {
+		s := ef.Section(".debug_info")
+		if s == nil || s.Type == elf.SHT_NOBITS || early == nil {
+			var err error
+			datas[0], err = sec(names[0])
+			return err
+		}
+		var err error
+		datas[0], err = f.dataProgress(s, early.progress)
+		return err
+	})
+	if early != nil {
+		if errs[0] == nil {
+			early.end(datas[0])
+		} else {
+			early.end(nil)
+		}
+		x.early = early
+	}
 	<-done
 	get := map[string][]byte{}
 	for i, n := range names {
@@ -608,7 +653,9 @@ func (x *dwarfIndex) unit(cu *cuInfo) *cuDecoded {
 			}
 		}
 		dec := &cuDecoded{}
-		if err := x.data(); err != nil {
+		if edec, ok := x.early.take(x, cu.off); ok {
+			dec = edec
+		} else if err := x.data(); err != nil {
 			dec.err = err
 		} else if err := safely("dwarf unit", func() error { return x.decode(cu.off, dec) }); err != nil {
 			dec.err = err

@@ -78,6 +78,12 @@ func (s *Symbolizer) parseFile(r io.ReaderAt, size int64, name string) (*openFil
 
 // data reads a section of f within the Symbolizer's budget and deadline.
 func (f *openFile) data(s *elf.Section) ([]byte, error) {
+	return f.dataProgress(s, nil)
+}
+
+// dataProgress is data calling progress as the section is decompressed
+// (safeelf.SectionDataProgress).
+func (f *openFile) dataProgress(s *elf.Section, progress func([]byte, int)) ([]byte, error) {
 	if f.sym == nil {
 		return sectionData(s, f.size)
 	}
@@ -87,7 +93,7 @@ func (f *openFile) data(s *elf.Section) ([]byte, error) {
 			return b, nil
 		}
 	}
-	b, err := safeelf.SectionDataAt(f.sym.opts.Context, f.r, s, f.size, f.sym.budget)
+	b, err := safeelf.SectionDataProgress(f.sym.opts.Context, f.r, s, f.size, f.sym.budget, progress)
 	if err == nil && cached && f.putSections.Load() && uint64(len(b)) == s.Size {
 		f.sym.opts.Cache.Put(key, b) // best effort: a failed write is a miss next time
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -29,7 +30,7 @@ func TestUpdateCacheFuzzSeeds(t *testing.T) {
 			writeSeed(t, "FuzzCachedDWARF", "unit-cxxprog-0", units[0].b)
 		}
 	}
-	writeSeed(t, "FuzzCachedDWARF", "pack-cxxprog", encodePack(units))
+	writeSeed(t, "FuzzCachedDWARF", "pack-cxxprog", slices.Concat(encodePack(units)...))
 }
 
 // FuzzCachedDWARF feeds cache payloads (a module's unit index, a decoded
@@ -45,7 +46,7 @@ func FuzzCachedDWARF(f *testing.F) {
 			{name: "g", ranges: [][2]uint64{{0x14, 0x18}}, entry: 0x14, parent: 0, callFile: 1, callLine: 7}},
 	}))
 	f.Add(encodeSymbols(buildSymTable([]rawSym{{addr: 0x10, size: 8, name: "_Z1fv"}, {addr: 0x20, secEnd: 0x40, name: "g"}}), []string{"symtab"}))
-	f.Add(encodePack([]packedUnit{{11, packEntry{b: encodeUnit(&cuDecoded{})}}, {90, packEntry{b: []byte{1, 2, 3}}}, {40, packEntry{dec: &cuDecoded{}}}}))
+	f.Add(slices.Concat(encodePack([]packedUnit{{11, packEntry{b: encodeUnit(&cuDecoded{})}}, {90, packEntry{b: []byte{1, 2, 3}}}, {40, packEntry{dec: &cuDecoded{}}}})...))
 	f.Add(encodeIndex(&dwarfIndex{cus: []*cuInfo{{off: 11}, {off: 90}}, rng: []cuRange{{0x10, 0x20, 0}, {0x30, 0x40, 1}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if cus, rng, err := decodeIndex(b, 1<<20); err == nil {

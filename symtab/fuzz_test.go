@@ -33,6 +33,15 @@ func fuzzSeedBinaries(f *testing.F, add func(path string)) {
 
 // exercise runs every entry point of a module on hostile input.
 func exercise(m *Module) {
+	// The first addresses, as a first Prefetch gives them: their units
+	// are decoded early (earlyUnits) while the DWARF loads.
+	var pcs []uint64
+	for _, l := range m.loads {
+		pcs = append(pcs, l.vaddr, l.vaddr+l.memsz/2)
+	}
+	m.firstPC.Store(&pcs)
+	earlyWaitForTests = true
+	defer func() { earlyWaitForTests = false }()
 	m.SymbolSources()
 	m.DebugELF()
 	for _, l := range m.loads {

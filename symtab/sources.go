@@ -85,7 +85,7 @@ func (m *Module) loadDWARFInto(src *sources) {
 				af = nil
 			}
 		}
-		dw, err := loadDWARF(f, alt)
+		dw, err := loadDWARF(f, alt, m.firstPCs())
 		if err == nil {
 			src.dw, src.alt = dw, af
 			src.names = append(src.names, "dwarf")

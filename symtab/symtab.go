@@ -43,6 +43,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -368,7 +369,29 @@ type Module struct {
 	src      *sources // symbol sources, loaded on first use
 
 	results resultCache
+	ahead   lookAhead
+	firstPC atomic.Pointer[[]uint64] // the addresses of the first Prefetch, for the load
 }
+
+// firstPCs returns the addresses the first Prefetch was given (nil none).
+func (m *Module) firstPCs() []uint64 {
+	if p := m.firstPC.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// lookAhead is the addresses Prefetch was given, resolved ahead of the
+// caller's Lookups by one goroutine (see Prefetch).
+type lookAhead struct {
+	mu      sync.Mutex
+	pcs     []uint64
+	running bool
+}
+
+// maxLookAhead bounds the addresses kept for lookAhead (the oldest, the
+// caller's next, are dropped first).
+const maxLookAhead = 1 << 14
 
 // Path is the module's path as the target sees it.
 func (m *Module) Path() string { return m.path }
@@ -496,6 +519,11 @@ func (m *Module) Prefetch(vaddrs []uint64) {
 	if m.mismatch || len(vaddrs) == 0 || runtime.GOMAXPROCS(0) < 2 || m.sym.expired() != nil {
 		return
 	}
+	if !m.loaded() && m.firstPC.Load() == nil {
+		// The load decodes their units as its .debug_info comes out.
+		pcs := slices.Clone(vaddrs[:min(len(vaddrs), maxLookAhead)])
+		m.firstPC.CompareAndSwap(nil, &pcs)
+	}
 	var src *sources
 	if err := safely("module "+m.path, func() error {
 		src = m.sources()
@@ -504,6 +532,48 @@ func (m *Module) Prefetch(vaddrs []uint64) {
 		return
 	}
 	src.dw.prefetch(vaddrs, runtime.GOMAXPROCS(0)-1)
+	m.lookAhead(vaddrs)
+}
+
+// lookAhead resolves vaddrs into the result cache on a goroutine of its
+// own, from the last: the caller's Lookups, from the first, then find
+// them there. Once the units are decoded, a batch's lookups (the walk
+// down its inlines, the demangling) were the caller's alone, one core
+// idle: libcephfs's 10,000 addresses spent 110 ms so after the last unit.
+// The two meet in the middle; what the caller already resolved is skipped.
+func (m *Module) lookAhead(vaddrs []uint64) {
+	a := &m.ahead
+	a.mu.Lock()
+	a.pcs = append(a.pcs, vaddrs...)
+	if n := len(a.pcs); n > maxLookAhead {
+		a.pcs = append(a.pcs[:0], a.pcs[n-maxLookAhead:]...)
+	}
+	start := !a.running
+	a.running = true
+	a.mu.Unlock()
+	if start {
+		go m.lookAheadWorker()
+	}
+}
+
+func (m *Module) lookAheadWorker() {
+	a := &m.ahead
+	var out []Sym
+	for {
+		a.mu.Lock()
+		n := len(a.pcs)
+		if n == 0 || m.sym.expired() != nil {
+			a.pcs, a.running = nil, false
+			a.mu.Unlock()
+			return
+		}
+		pc := a.pcs[n-1]
+		a.pcs = a.pcs[:n-1]
+		a.mu.Unlock()
+		if _, ok := m.results.get(pc); !ok {
+			out = m.Lookup(pc, out[:0])
+		}
+	}
 }
 
 // Expired reports whether the Context ended before every lookup asked of

@@ -3,6 +3,7 @@
 package diskcache
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -258,11 +259,22 @@ func ReadEntry(f *os.File, k Key, max int64) ([]byte, error) {
 // the entry, mode 0600), then removes the oldest entries past the size
 // bound. A payload larger than half the bound is not stored.
 func (c *Cache) Put(k Key, payload []byte) error {
+	return c.PutParts(k, payload)
+}
+
+// PutParts is Put of the payload made of parts one after the other,
+// written as they are (a pack of 16 MB need not be copied into one
+// buffer first).
+func (c *Cache) PutParts(k Key, parts ...[]byte) error {
 	if c == nil {
 		return nil
 	}
-	if int64(len(payload)) > c.MaxPayload() {
-		return fmt.Errorf("cache entry of %d bytes is over the cap of %d", len(payload), c.MaxPayload())
+	size := int64(0)
+	for _, p := range parts {
+		size += int64(len(p))
+	}
+	if size > c.MaxPayload() {
+		return fmt.Errorf("cache entry of %d bytes is over the cap of %d", size, c.MaxPayload())
 	}
 	key := k.encode()
 	if len(key) > maxKeyBytes {
@@ -279,15 +291,24 @@ func (c *Cache) Put(k Key, payload []byte) error {
 	hdr = append(hdr, magic...)
 	hdr = binary.LittleEndian.AppendUint32(hdr, FormatVersion)
 	hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(key)))
-	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(len(payload)))
+	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(size))
 	hdr = append(hdr, key...)
-	crc := crc32.Update(crc32.ChecksumIEEE(hdr), crc32.IEEETable, payload)
+	crc := crc32.ChecksumIEEE(hdr)
+	for _, p := range parts {
+		crc = crc32.Update(crc, crc32.IEEETable, p)
+	}
 	tail := binary.LittleEndian.AppendUint32(nil, crc)
-	for _, p := range [][]byte{hdr, payload, tail} {
-		if _, err := f.Write(p); err != nil {
+	// Small parts are gathered, a large one written as it is (bufio).
+	w := bufio.NewWriterSize(f, 256<<10)
+	for _, p := range append(append([][]byte{hdr}, parts...), tail) {
+		if _, err := w.Write(p); err != nil {
 			f.Abort()
 			return fmt.Errorf("writing the cache entry (%v; check the free space)", err)
 		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Abort()
+		return fmt.Errorf("writing the cache entry (%v; check the free space)", err)
 	}
 	// The old entry (a pack rewritten with more units) is removed first:
 	// ext4 writes a file's data back before renaming it over another
@@ -304,7 +325,7 @@ func (c *Cache) Put(k Key, payload []byte) error {
 	// entries, and a scan per entry would cost more than the entry.
 	r := c.main()
 	r.mu.Lock()
-	r.written += int64(len(hdr) + len(payload) + len(tail))
+	r.written += int64(len(hdr)) + size + int64(len(tail))
 	scan := !r.evicted || r.written > r.maxBytes/8
 	if scan {
 		r.evicted, r.written = true, 0

@@ -35,6 +35,16 @@ func SectionData(ctx context.Context, s *elf.Section, size int64, b *Budget) (da
 // given r, a zlib-compressed section is decompressed in memory (see
 // inflateSection), else through debug/elf's reader.
 func SectionDataAt(ctx context.Context, r io.ReaderAt, s *elf.Section, size int64, b *Budget) (data []byte, err error) {
+	return SectionDataProgress(ctx, r, s, size, b, nil)
+}
+
+// SectionDataProgress is SectionDataAt that, while a section is
+// decompressed in memory, calls progress (when not nil) from time to
+// time with the buffer being filled and how many of its first bytes are
+// final: a caller can read those (and only those) before the section is
+// whole. The buffer is the data returned, or, when the in-memory decoder
+// gives up, one that is dropped. Other ways of reading never call it.
+func SectionDataProgress(ctx context.Context, r io.ReaderAt, s *elf.Section, size int64, b *Budget, progress func(buf []byte, n int)) (data []byte, err error) {
 	b = b.orDefault()
 	if s == nil || s.Type == elf.SHT_NOBITS {
 		return nil, ErrNoData
@@ -48,7 +58,7 @@ func SectionDataAt(ctx context.Context, r io.ReaderAt, s *elf.Section, size int6
 		switch {
 		case s.Flags&elf.SHF_COMPRESSED != 0:
 			var ok bool
-			if data, ok, err = inflateSection(ctx, r, s, b, s.Size); !ok {
+			if data, ok, err = inflateSection(ctx, r, s, b, s.Size, progress); !ok {
 				data, err = readAll(ctx, s.Name, s.Open(), s.Size, b)
 			}
 		case strings.HasPrefix(s.Name, ".zdebug"):
@@ -76,7 +86,7 @@ func zdebug(ctx context.Context, r io.ReaderAt, s *elf.Section, b *Budget) ([]by
 		return readAll(ctx, s.Name, io.NewSectionReader(s.ReaderAt, 0, int64(s.FileSize)), s.FileSize, b)
 	}
 	n := binary.BigEndian.Uint64(hdr[4:])
-	if data, ok, err := inflateSection(ctx, r, s, b, n); ok {
+	if data, ok, err := inflateSection(ctx, r, s, b, n, nil); ok {
 		return data, err
 	}
 	zr, err := zlib.NewReader(io.NewSectionReader(s.ReaderAt, zdebugHdrBytes, int64(s.FileSize)-zdebugHdrBytes))
@@ -164,7 +174,7 @@ func ReadStream(ctx context.Context, name string, r io.Reader, b *Budget) ([]byt
 // then reads the section through compress/zlib or debug/elf as before,
 // which gives the same bytes or its own error. ctx's end is returned as
 // err with ok true.
-func inflateSection(ctx context.Context, r io.ReaderAt, s *elf.Section, b *Budget, n uint64) (data []byte, ok bool, err error) {
+func inflateSection(ctx context.Context, r io.ReaderAt, s *elf.Section, b *Budget, n uint64, progress func([]byte, int)) (data []byte, ok bool, err error) {
 	if r == nil || n > uint64(b.section) || s.FileSize > uint64(b.section) || s.FileSize < zdebugHdrBytes {
 		return nil, false, nil
 	}
@@ -184,7 +194,7 @@ func inflateSection(ctx context.Context, r io.ReaderAt, s *elf.Section, b *Budge
 		return nil, false, nil
 	}
 	data = make([]byte, n)
-	if err := inflateZlib(ctx, data, raw[hdr:]); err != nil {
+	if err := inflateZlibProgress(ctx, data, raw[hdr:], progress); err != nil {
 		b.Give(int64(n))
 		if ctx != nil && ctx.Err() != nil {
 			return nil, true, fmt.Errorf("%s: %w", s.Name, err)

@@ -180,6 +180,9 @@ type inflater struct {
 	lit   huffTable
 	dist  huffTable
 	cl    huffTable
+
+	progress func([]byte, int) // see inflateZlibProgress
+	reported int               // out at its last call
 }
 
 // refill makes at least 56 bits valid. Past the end of src it loads zero
@@ -237,10 +240,22 @@ func (f *inflater) sym(h *huffTable) (uint32, bool) {
 // inflateZlib decodes the zlib stream src into all of dst; ctx (nil:
 // never cancelled) is checked between blocks.
 func inflateZlib(ctx context.Context, dst, src []byte) error {
+	return inflateZlibProgress(ctx, dst, src, nil)
+}
+
+// progressStep is how much output is decoded between two calls of an
+// inflater's progress.
+const progressStep = 1 << 20
+
+// inflateZlibProgress is inflateZlib calling progress (when not nil)
+// between blocks, after each progressStep bytes of output or so, with
+// dst and how many of its first bytes are final (a match's copy may
+// write a few bytes past its end, never before).
+func inflateZlibProgress(ctx context.Context, dst, src []byte, progress func([]byte, int)) error {
 	if len(src) < 2 || src[0]&0x0f != 8 || src[0]>>4 > 7 || (uint(src[0])<<8|uint(src[1]))%31 != 0 || src[1]&0x20 != 0 {
 		return errInflate
 	}
-	f := &inflater{src: src, pos: 2, dst: dst}
+	f := &inflater{src: src, pos: 2, dst: dst, progress: progress}
 	return f.run(ctx)
 }
 
@@ -278,6 +293,10 @@ func (f *inflater) run(ctx context.Context) error {
 		}
 		if final == 1 && f.out < len(f.dst) {
 			return errInflate // the stream ends short of the declared size
+		}
+		if f.progress != nil && f.out-f.reported >= progressStep && f.out < len(f.dst) {
+			f.reported = f.out
+			f.progress(f.dst, f.out)
 		}
 	}
 	return nil

@@ -131,3 +131,34 @@ func BenchmarkInflate(b *testing.B) {
 		}
 	})
 }
+
+// TestInflateProgress: the bytes progress says are final are the output's,
+// at the time it says so (the test's executable, up to 4 MB: several
+// calls), and what it reports only grows.
+func TestInflateProgress(t *testing.T) {
+	data := inflateInputs(t)[0]
+	if len(data) < 3*progressStep {
+		t.Skipf("executable of %d bytes: too small for several calls", len(data))
+	}
+	for _, level := range []int{zlib.NoCompression, zlib.BestSpeed, zlib.DefaultCompression} {
+		src := compressed(t, data, level)
+		dst := make([]byte, len(data))
+		calls, last := 0, 0
+		err := inflateZlibProgress(nil, dst, src, func(buf []byte, n int) {
+			calls++
+			if &buf[0] != &dst[0] || n <= last || n > len(dst) {
+				t.Fatalf("level %d: progress(%d bytes of %d, after %d)", level, n, len(buf), last)
+			}
+			if !bytes.Equal(buf[:n], data[:n]) {
+				t.Fatalf("level %d: the %d bytes said final differ from the output", level, n)
+			}
+			last = n
+		})
+		if err != nil || !bytes.Equal(dst, data) {
+			t.Fatalf("level %d: %v", level, err)
+		}
+		if calls < 2 {
+			t.Fatalf("level %d: %d progress calls for %d bytes", level, calls, len(data))
+		}
+	}
+}
