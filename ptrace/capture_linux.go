@@ -225,6 +225,33 @@ func (c *capturer) stayOff(ths ...*Thread) {
 	keepOff(&c.busy)
 }
 
+// stayOffRunning reads the state and CPU of each wanted thread of the
+// process and keeps stackshot off the CPUs of the running ones (stayOff),
+// before the stop and consistent modes start their tracer.
+func (c *capturer) stayOffRunning() {
+	if c.p.PID == os.Getpid() {
+		return
+	}
+	tids, err := procmaps.Tasks(c.p.PID)
+	if err != nil {
+		return
+	}
+	ths := make([]Thread, 0, len(tids))
+	for _, tid := range tids {
+		if !c.wanted(tid) {
+			continue
+		}
+		if st, err := c.opt.Cache.ReadStat(c.p.PID, tid); err == nil {
+			ths = append(ths, Thread{State: string(st.State), Kernel: st.Flags&procmaps.PF_KTHREAD != 0, cpu: st.Processor})
+		}
+	}
+	running := make([]*Thread, 0, 4)
+	for i := range ths {
+		running = append(running, &ths[i])
+	}
+	c.stayOff(running...)
+}
+
 func (c *capturer) cancelled() bool {
 	return c.interrupted() || (!c.opt.Deadline.IsZero() && time.Now().After(c.opt.Deadline))
 }
@@ -322,6 +349,9 @@ func (c *capturer) run() {
 		// (observeThenStop): a dump of blocked threads reads them all
 		// through /proc and process_vm_readv, and an OS thread and its
 		// hand-offs cost a one-off dump a tenth of its time.
+		// stackshot is kept off the busy CPUs first: the tracer's new
+		// thread would otherwise start on one, beside a running thread.
+		c.stayOffRunning()
 		c.tracer()
 	}
 	if c.opt.Consistent && c.opt.Mode != ModeNoStop && !c.noTrace && !c.p.Kernel {
@@ -344,19 +374,8 @@ func (c *capturer) run() {
 	}
 }
 
-// stopEach captures threads one at a time with a stop (stop mode). The
-// threads' CPUs are read first, so that stackshot is off the busy ones
-// before its first stop.
+// stopEach captures threads one at a time with a stop (stop mode).
 func (c *capturer) stopEach(tids []int) {
-	if c.p.PID != os.Getpid() {
-		for _, tid := range tids {
-			if st, err := c.opt.Cache.ReadStat(c.p.PID, tid); err == nil {
-				th := Thread{State: string(st.State), Kernel: st.Flags&procmaps.PF_KTHREAD != 0, cpu: st.Processor}
-				busyCPUs(&c.busy, &th)
-			}
-		}
-		keepOff(&c.busy)
-	}
 	for _, tid := range tids {
 		if c.cancelled() {
 			return
