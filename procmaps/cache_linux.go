@@ -234,11 +234,15 @@ func (c *TaskCache) Forget(pid, tid int) {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	k := [2]int{pid, tid}
-	if tf := c.tasks[k]; tf != nil {
+	tf := c.tasks[k]
+	delete(c.tasks, k)
+	c.mu.Unlock()
+	if tf != nil {
+		// Outside the lock: closing four of these files costs about as
+		// much as reading them, and the other observers wait for the
+		// lock to open theirs.
 		tf.close()
-		delete(c.tasks, k)
 	}
 }
 
