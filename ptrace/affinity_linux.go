@@ -43,12 +43,11 @@ var own struct {
 	companions map[int]bool
 }
 
-// busyCPUs adds to set the CPU of each thread of ths that is running.
-func busyCPUs(set *unix.CPUSet, ths ...*Thread) {
-	for _, th := range ths {
-		if th.State == "R" && !th.Kernel && th.cpu >= 0 && th.cpu < len(set)*64 {
-			set.Set(th.cpu)
-		}
+// setBusy adds cpu to set when the thread that last ran there, in state
+// state (kernel: a kernel thread), is running.
+func setBusy(set *unix.CPUSet, state string, kernel bool, cpu int) {
+	if state == "R" && !kernel && cpu >= 0 && cpu < len(set)*64 {
+		set.Set(cpu)
 	}
 }
 

@@ -221,13 +221,17 @@ func (c *capturer) stayOff(ths ...*Thread) {
 	if c.p.PID == os.Getpid() {
 		return
 	}
-	busyCPUs(&c.busy, ths...)
+	for _, th := range ths {
+		setBusy(&c.busy, th.State, th.Kernel, th.cpu)
+	}
 	keepOff(&c.busy)
 }
 
-// stayOffRunning reads the state and CPU of each wanted thread of the
-// process and keeps stackshot off the CPUs of the running ones (stayOff),
-// before the stop and consistent modes start their tracer.
+// stayOffRunning is stayOff for every wanted thread of the process, from
+// its stat file alone: the stop and consistent modes call it before they
+// start their tracer. (A consistent capture adds nothing for threads born
+// later: it seizes them while the others are held stopped, and nothing
+// but the stops may run then.)
 func (c *capturer) stayOffRunning() {
 	if c.p.PID == os.Getpid() {
 		return
@@ -236,20 +240,15 @@ func (c *capturer) stayOffRunning() {
 	if err != nil {
 		return
 	}
-	ths := make([]Thread, 0, len(tids))
 	for _, tid := range tids {
 		if !c.wanted(tid) {
 			continue
 		}
 		if st, err := c.opt.Cache.ReadStat(c.p.PID, tid); err == nil {
-			ths = append(ths, Thread{State: string(st.State), Kernel: st.Flags&procmaps.PF_KTHREAD != 0, cpu: st.Processor})
+			setBusy(&c.busy, string(st.State), st.Flags&procmaps.PF_KTHREAD != 0, st.Processor)
 		}
 	}
-	running := make([]*Thread, 0, 4)
-	for i := range ths {
-		running = append(running, &ths[i])
-	}
-	c.stayOff(running...)
+	keepOff(&c.busy)
 }
 
 func (c *capturer) cancelled() bool {
@@ -395,13 +394,13 @@ func (c *capturer) stopEach(tids []int) {
 // it (auto and nostop modes).
 func (c *capturer) observeThenStop(tids []int) {
 	obs := c.observeAll(tids)
-	running := make([]*Thread, 0, 4)
+	seen := make([]*Thread, 0, len(obs))
 	for i := range obs {
-		if obs[i].ok && obs[i].th.State == "R" {
-			running = append(running, &obs[i].th)
+		if obs[i].ok {
+			seen = append(seen, &obs[i].th)
 		}
 	}
-	c.stayOff(running...)
+	c.stayOff(seen...)
 	c.verdicts = c.checkAll(obs)
 	if n := len(c.p.Threads) + len(obs); n > cap(c.p.Threads) {
 		// One allocation for the round's threads, not a doubling series

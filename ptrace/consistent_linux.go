@@ -87,7 +87,6 @@ func (c *capturer) seizeAll(t *tracer) []*held {
 			if th.Kernel || th.State == "Z" || th.State == "X" {
 				continue
 			}
-			c.stayOff(&h.th)
 			var o Outcome
 			var err error
 			h.t0, o, err = seizeInterrupt(tid)
