@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -59,10 +58,8 @@ func PinRunning(t testing.TB, pid int, comm string, cpu int) int {
 		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		for _, e := range ents {
 			id, _ := strconv.Atoi(e.Name())
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, id))
-			s := string(b)
-			open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-			if err != nil || open < 0 || close < open || s[open+1:close] != comm {
+			name, f := taskStat(pid, id)
+			if name != comm {
 				continue
 			}
 			if tid == 0 {
@@ -74,7 +71,7 @@ func PinRunning(t testing.TB, pid int, comm string, cpu int) int {
 				}
 			}
 			// Fields after the name: state is the 1st, the last CPU the 37th.
-			if f := strings.Fields(s[close+1:]); len(f) > 36 && f[0] == "R" && f[36] == strconv.Itoa(cpu) {
+			if len(f) > 36 && f[0] == "R" && f[36] == strconv.Itoa(cpu) {
 				return tid
 			}
 		}

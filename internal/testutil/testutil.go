@@ -264,16 +264,23 @@ func WaitSettled(pid int, d time.Duration) bool {
 
 // taskState is a thread's state letter from its stat file ("" when gone).
 func taskState(pid, tid int) string {
+	if _, f := taskStat(pid, tid); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// taskStat is a thread's name and the fields of its stat file after the
+// name, the state first (none when it is gone). (procmaps.ParseStat is the
+// product's; its own tests use this package.)
+func taskStat(pid, tid int) (comm string, fields []string) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
-	if err != nil {
-		return ""
-	}
 	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return ""
+	open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if err != nil || open < 0 || close < open {
+		return "", nil
 	}
-	return s[i+2 : i+3]
+	return s[open+1 : close], strings.Fields(s[close+1:])
 }
 
 // cpuNS is the CPU time a thread has used (schedstat's first field).
