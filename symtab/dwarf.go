@@ -635,13 +635,23 @@ func (x *dwarfIndex) buildIndex(info, aranges []byte) error {
 
 // findCU returns the unit whose ranges contain pc.
 func (x *dwarfIndex) findCU(pc uint64) *cuInfo {
-	i := sort.Search(len(x.rng), func(i int) bool { return x.rng[i].lo > pc }) - 1
-	for k := 0; i >= 0 && k < 16; i, k = i-1, k+1 {
-		if pc < x.rng[i].hi {
-			return x.cus[x.rng[i].cu]
-		}
+	if i := rangeAt(x.rng, pc); i >= 0 {
+		return x.cus[x.rng[i].cu]
 	}
 	return nil
+}
+
+// rangeAt returns the index of a range of rng (sorted by lo) that holds
+// pc, looking back over at most 16 of those starting at or below it; -1
+// when there is none.
+func rangeAt(rng []cuRange, pc uint64) int {
+	i := sort.Search(len(rng), func(i int) bool { return rng[i].lo > pc }) - 1
+	for k := 0; i >= 0 && k < 16; i, k = i-1, k+1 {
+		if pc < rng[i].hi {
+			return i
+		}
+	}
+	return -1
 }
 
 func (x *dwarfIndex) unit(cu *cuInfo) *cuDecoded {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/dwarf"
 	"slices"
+	"sort"
 	"sync"
 )
 
@@ -99,26 +100,28 @@ func (e *earlyUnits) wait(n uint64) []byte {
 }
 
 // unitsFor returns the unit header offsets that aranges gives for pcs,
-// in increasing order.
+// in increasing order, at most 256: each pc's unit is found as findCU
+// finds it (a binary search; a scan of every range for each pc cost
+// pcs × ranges, and both are the target's to make large).
 func unitsFor(aranges []byte, x *dwarfIndex, pcs []uint64) []uint64 {
-	type rng struct{ lo, hi, unit uint64 }
-	var rs []rng
+	var rs []cuRange
+	var units []uint64 // by rs[i].cu
 	_ = parseAranges(aranges, x.order, func(unit, lo, hi uint64) {
 		if len(rs) < maxUnits {
-			rs = append(rs, rng{lo, hi, unit})
+			rs = append(rs, cuRange{lo, hi, int32(len(units))})
+			units = append(units, unit)
 		}
 	})
+	sort.Slice(rs, func(i, j int) bool { return rs[i].lo < rs[j].lo })
 	seen := map[uint64]bool{}
 	var out []uint64
 	for _, pc := range pcs {
-		for _, r := range rs {
-			if pc >= r.lo && pc < r.hi && !seen[r.unit] {
-				seen[r.unit] = true
-				out = append(out, r.unit)
+		if i := rangeAt(rs, pc); i >= 0 && !seen[units[rs[i].cu]] {
+			seen[units[rs[i].cu]] = true
+			out = append(out, units[rs[i].cu])
+			if len(out) >= 256 {
+				break
 			}
-		}
-		if len(out) >= 256 {
-			break
 		}
 	}
 	slices.Sort(out)
