@@ -25,13 +25,22 @@ type Launching struct {
 	err   error
 }
 
-// Launch starts a child for target t without waiting for it: Child
-// waits.
+// Launch starts a child for target t without waiting for its setup:
+// Child waits. Its process is started here, before Launch returns: a
+// goroutine started for it could wait for a thread of its own first.
 func Launch(cfg Config, t Target) *Launching {
 	l := &Launching{done: make(chan struct{})}
+	c, err := spawn(cfg, t)
+	if err != nil {
+		l.err = err
+		close(l.done)
+		return l
+	}
 	go func() {
 		defer close(l.done)
-		l.child, l.err = Start(cfg, t)
+		if l.err = c.handshake(); l.err == nil {
+			l.child = c
+		}
 	}()
 	return l
 }

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"runtime"
 	"strconv"
@@ -154,14 +153,13 @@ func Prepare() {
 // Child is a running sandboxed parser. Its methods are for one goroutine
 // at a time.
 type Child struct {
-	cmd     *exec.Cmd
+	proc    *proc
 	sock    int
 	cfg     Config
 	t       Target
 	roots   []string // the target's roots it may open files in
 	stderr  *boundedBuffer
 	dead    error // set once the child failed: it is not asked again
-	done    chan struct{}
 	expired bool
 	budget  bool
 	space   *ptrace.Process
@@ -187,6 +185,18 @@ type Child struct {
 // unprivileged user, no seccomp, ...): the caller parses in-process, and
 // says so.
 func Start(cfg Config, t Target) (*Child, error) {
+	c, err := spawn(cfg, t)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.handshake(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// spawn starts the child's process, for handshake to set up.
+func spawn(cfg Config, t Target) (*Child, error) {
 	Prepare()
 	if exeErr != nil {
 		return nil, fmt.Errorf("cannot re-execute stackshot: %v", exeErr)
@@ -204,57 +214,39 @@ func Start(cfg Config, t Target) (*Child, error) {
 	if cfg.CPUSeconds == 0 {
 		cfg.CPUSeconds = DefaultCPUSeconds
 	}
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		uid, gid, err := childUser(t)
+		if err != nil {
+			return nil, err
+		}
+		cred = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}
 	childEnd := os.NewFile(uintptr(fds[1]), "sandbox")
 	defer childEnd.Close()
-	c := &Child{sock: fds[0], cfg: cfg, t: t, stderr: &boundedBuffer{max: 4096}, done: make(chan struct{}), down: newDownWriter()}
+	c := &Child{sock: fds[0], cfg: cfg, t: t, stderr: &boundedBuffer{max: 4096}, down: newDownWriter()}
 	if t.PID != 0 {
 		c.roots = []string{procmaps.RootPath(t.PID)}
 	}
-	cmd := &exec.Cmd{
-		Path:       "/proc/self/fd/" + strconv.Itoa(int(exeFile.Fd())),
-		Args:       []string{"stackshot", ChildCommand},
-		Env:        childEnv(),
-		Dir:        "/",
-		ExtraFiles: []*os.File{childEnd},
-		Stderr:     c.stderr,
-		SysProcAttr: &syscall.SysProcAttr{
-			Pdeathsig: syscall.SIGKILL,
-			Setsid:    true,
-		},
-	}
-	if os.Geteuid() == 0 {
-		uid, gid, err := childUser(t)
-		if err != nil {
-			unix.Close(c.sock)
-			c.openNamespace("")
-			return nil, err
-		}
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
-	}
-	if err := cmd.Start(); err != nil {
+	if c.proc, err = startProc(childEnd, cred, c.stderr); err != nil {
 		unix.Close(c.sock)
-		c.openNamespace("")
 		return nil, fmt.Errorf("cannot start the sandboxed parser: %v", err)
 	}
-	c.cmd = cmd
-	// The child's threads keep off the CPUs of the target's running
-	// threads with the parent's (ptrace.Companion), until it has exited:
-	// it is reaped only after that.
-	release := ptrace.Companion(cmd.Process.Pid)
-	go func() {
-		waitExited(cmd.Process.Pid)
-		release()
-		cmd.Wait()
-		close(c.done)
-	}()
-	if t.PID != 0 {
+	return c, nil
+}
+
+// handshake sends a child spawn started its setup and waits for its
+// answer. An error means the child is closed.
+func (c *Child) handshake() error {
+	if c.t.PID != 0 {
 		// (the parent's alone: opened while the child starts)
-		c.openNamespace(CacheNamespace(t.PID))
+		c.openNamespace(CacheNamespace(c.t.PID))
 	}
+	cfg := c.cfg
 	st := &setup{DebugDirs: cfg.Symtab.DebugDirs, NoDemangle: cfg.Symtab.NoDemangle, NamesOnly: cfg.Symtab.NamesOnly,
 		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
 		Deadline: cfg.Deadline, MaxFrames: cfg.Resolve.MaxFrames, Kernel: cfg.Resolve.Kernel, Live: cfg.Resolve.Live,
@@ -273,19 +265,9 @@ func Start(cfg Config, t Target) (*Child, error) {
 			c.dead = err // (nothing to ask it at Close)
 		}
 		c.Close()
-		return nil, fmt.Errorf("the sandboxed parser did not start (%v)", err)
+		return fmt.Errorf("the sandboxed parser did not start (%v)", err)
 	}
-	return c, nil
-}
-
-// waitExited returns once child pid has exited, without reaping it.
-func waitExited(pid int) {
-	for {
-		var info unix.Siginfo
-		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
-			return
-		}
-	}
+	return nil
 }
 
 // childEnv is the child's whole environment: nothing of the operator's
@@ -326,7 +308,7 @@ func childUser(t Target) (uint32, uint32, error) {
 }
 
 // PID is the child's process id.
-func (c *Child) PID() int { return c.cmd.Process.Pid }
+func (c *Child) PID() int { return c.proc.pid }
 
 // Close ends the child, once it has handed over what it has for the
 // cache: closing its socket ends it, and it is killed if it lingers.
@@ -341,7 +323,7 @@ func (c *Child) Close() error {
 		unix.Close(c.sock)
 		c.sock = -1
 	}
-	if c.cmd == nil {
+	if c.proc == nil {
 		return nil
 	}
 	go c.reap()
@@ -351,17 +333,17 @@ func (c *Child) Close() error {
 // reap kills the closed child if it lingers past a second.
 func (c *Child) reap() {
 	select {
-	case <-c.done:
+	case <-c.proc.done:
 	case <-time.After(time.Second):
-		c.cmd.Process.Kill()
-		<-c.done
+		c.proc.kill()
+		<-c.proc.done
 	}
 }
 
 // Wait waits until a closed child has exited.
 func (c *Child) Wait() {
-	if c.cmd != nil {
-		<-c.done
+	if c.proc != nil {
+		<-c.proc.done
 	}
 }
 
@@ -616,7 +598,7 @@ func (c *Child) receive(killAt time.Time) (*upMsg, error) {
 			mu.Lock()
 			timedOut = true
 			mu.Unlock()
-			c.cmd.Process.Kill()
+			c.proc.kill()
 		})
 		defer func() { t.Stop(); mu.Lock(); mu.Unlock() }()
 	}
@@ -647,8 +629,8 @@ func (c *Child) fail(err error, timedOut bool) {
 		return
 	}
 	if timedOut {
-		c.cmd.Process.Kill()
-		<-c.done
+		c.proc.kill()
+		<-c.proc.done
 		c.dead = err
 		return
 	}
@@ -656,20 +638,15 @@ func (c *Child) fail(err error, timedOut bool) {
 	// own status says why, unless it lingers and is killed here.
 	killed := false
 	select {
-	case <-c.done:
+	case <-c.proc.done:
 	case <-time.After(200 * time.Millisecond):
-		c.cmd.Process.Kill()
+		c.proc.kill()
 		killed = true
-		<-c.done
+		<-c.proc.done
 	}
 	why := err.Error()
-	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && !killed {
-		why = fmt.Sprintf("signal: %v", ws.Signal())
-		if ws.Signal() == syscall.SIGKILL {
-			why = fmt.Sprintf("killed by the kernel: its CPU time limit (%d s) or the OOM killer", c.cfg.CPUSeconds)
-		}
-	} else if c.cmd.ProcessState.Exited() && c.cmd.ProcessState.ExitCode() != 0 {
-		why = fmt.Sprintf("exit %d", c.cmd.ProcessState.ExitCode())
+	if how := c.proc.why(c.cfg.CPUSeconds, killed); how != "" {
+		why = how
 	}
 	if line := c.stderr.firstLine(); line != "" {
 		why += ": " + line

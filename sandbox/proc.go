@@ -1,0 +1,125 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"stackshot/ptrace"
+)
+
+// proc is the child's process, started by startProc: os/exec is not used,
+// as its first start in a process probes pidfd support by forking a process
+// of its own (0.2 ms of a dump's critical path, before the child can
+// start).
+//
+// The process is reaped only once it has exited, and signalled only before
+// that (under mu): its pid cannot name another process while stackshot may
+// signal it, or while stackshot sets its CPU mask (ptrace.Companion).
+type proc struct {
+	pid    int
+	mu     sync.Mutex
+	reaped bool
+	status syscall.WaitStatus
+	done   chan struct{} // closed once reaped and its stderr read to the end
+}
+
+// startProc starts stackshot's own executable as the child, with sock as
+// its descriptor 3, nothing of the operator's environment, and its stderr
+// kept in stderr.
+func startProc(sock *os.File, cred *syscall.Credential, stderr io.Writer) (*proc, error) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer null.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	// (Fd puts the descriptors in blocking mode: both are the child's
+	// alone, and closed here once it has started.)
+	attr := &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   childEnv(),
+		Files: []uintptr{null.Fd(), null.Fd(), w.Fd(), sock.Fd()},
+		Sys: &syscall.SysProcAttr{
+			Pdeathsig:  syscall.SIGKILL,
+			Setsid:     true,
+			Credential: cred,
+		},
+	}
+	pid, err := syscall.ForkExec("/proc/self/fd/"+fmt.Sprint(exeFile.Fd()), []string{"stackshot", ChildCommand}, attr)
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	p := &proc{pid: pid, done: make(chan struct{})}
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(stderr, r)
+		r.Close()
+		close(copied)
+	}()
+	// The child's threads keep off the CPUs of the target's running
+	// threads with the parent's (ptrace.Companion), until it has exited:
+	// it is reaped only after that.
+	release := ptrace.Companion(pid)
+	go func() {
+		waitExited(pid)
+		release()
+		p.mu.Lock()
+		var ws syscall.WaitStatus
+		for {
+			if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+				break
+			}
+		}
+		p.status, p.reaped = ws, true
+		p.mu.Unlock()
+		<-copied
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// waitExited returns once child pid has exited, without reaping it.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// kill sends the child SIGKILL, unless it has been reaped.
+func (p *proc) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.reaped {
+		unix.Kill(p.pid, unix.SIGKILL)
+	}
+}
+
+// why describes how a reaped child ended ("" for a clean exit): killed
+// says it was killed by stackshot.
+func (p *proc) why(cpuSeconds uint64, killed bool) string {
+	ws := p.status
+	switch {
+	case ws.Signaled() && !killed && ws.Signal() == syscall.SIGKILL:
+		return fmt.Sprintf("killed by the kernel: its CPU time limit (%d s) or the OOM killer", cpuSeconds)
+	case ws.Signaled() && !killed:
+		return fmt.Sprintf("signal: %v", ws.Signal())
+	case ws.Exited() && ws.ExitStatus() != 0:
+		return fmt.Sprintf("exit %d", ws.ExitStatus())
+	}
+	return ""
+}
