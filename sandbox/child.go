@@ -41,15 +41,25 @@ func Main() int {
 	// lockdown and the parent's next request, while the parent waits and
 	// its CPU is free.
 	go json.Marshal(&upMsg{})
-	down := newDownReader()
-	m, fd, err := down.recv(childSock)
+	b, fd, err := recvFrame(childSock, maxSetup)
 	if fd >= 0 {
 		unix.Close(fd)
 	}
-	if err != nil || m.Kind != kSetup || m.Setup == nil {
+	cfg := &setup{}
+	if err != nil || json.Unmarshal(b, cfg) != nil {
 		return 1
 	}
-	cfg := m.Setup
+	// The next frame describes downMsg's types: its decoder is compiled
+	// for them beside the lockdown.
+	down := newDownReader()
+	primed := make(chan bool, 1)
+	go func() {
+		m, fd, err := down.recv(childSock)
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		primed <- err == nil && m.Kind == kPrime
+	}()
 	if err := lockdown(cfg); err != nil {
 		sendUp(childSock, &upMsg{Kind: kSetup, Err: err.Error()})
 		return 1
@@ -57,6 +67,9 @@ func Main() int {
 	// The setup's answer is written out as is: its encoding by json.Marshal
 	// would wait for the encoders being compiled above.
 	if err := sendFrame(childSock, []byte(`{"k":"`+kSetup+`"}`), -1); err != nil {
+		return 1
+	}
+	if !<-primed {
 		return 1
 	}
 	c := &client{sock: childSock, down: down}

@@ -20,13 +20,15 @@ import (
 
 // The parent and the child talk over one unix stream socket, in frames of
 // a 4-byte little-endian length and a payload. Frames down (parent to
-// child) are gob-encoded downMsg: the child trusts its parent. Frames up
+// child) are gob-encoded downMsg (the child trusts its parent), but for the
+// first, the child's setup, in JSON of its own (handshake). Frames up
 // (child to parent) are JSON-encoded upMsg, bounded before they are read:
 // the parent trusts nothing the child says. A descriptor travels with the
 // frame that answers an open (SCM_RIGHTS).
 
 // Bounds on frames.
 const (
+	maxSetup    = 64 << 10  // the child's setup
 	maxUpCall   = 64 << 10  // a child's request (open, read memory)
 	maxUpResult = 256 << 20 // a resolved process
 	maxDown     = 2 << 30   // a capture (stacks up to 4 MiB per thread)
@@ -36,7 +38,8 @@ const (
 
 // Kinds of frames.
 const (
-	kSetup   = "setup"   // down: the child's configuration
+	kSetup   = "setup"   // down: the child's configuration (JSON); up: lockdown done
+	kPrime   = "prime"   // down: nothing to do; its frame describes downMsg's types (handshake)
 	kResolve = "resolve" // down: resolve Proc; up: its result
 	kSpace   = "space"   // down: the process whose threads come to check
 	kImages  = "images"  // down: read Proc's build ids and vdso; up: them
@@ -91,7 +94,6 @@ type setup struct {
 
 type downMsg struct {
 	Kind   string
-	Setup  *setup
 	Proc   *ptrace.Process
 	Thread *ptrace.Thread
 	Hook   string
