@@ -102,8 +102,12 @@ type Process struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// MemTID is a live thread through which memory, maps and files are
 	// read when the main thread has exited (0: the process id serves).
-	MemTID int   `json:"mem_tid,omitempty"`
-	WallNS int64 `json:"wall_ns"`
+	MemTID int `json:"mem_tid,omitempty"`
+	// SharedRoot: the process sees the filesystem as stackshot does (the
+	// same mount namespace and root directory), so a file looked for on
+	// the host need not be looked for again inside its root.
+	SharedRoot bool  `json:"shared_root,omitempty"`
+	WallNS     int64 `json:"wall_ns"`
 }
 
 // MemPID is the id through which the process's memory is read: the pid,

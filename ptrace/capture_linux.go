@@ -117,7 +117,7 @@ func reuseIdentity(p, r *Process, refreshMaps bool) error {
 	}
 	p.Comm, p.Exe, p.Kernel, p.TracerPid = ps.Comm, r.Exe, r.Kernel, r.TracerPid
 	p.State = string(ps.State)
-	p.Maps, p.BuildIDs, p.VDSO, p.MemTID = r.Maps, r.BuildIDs, r.VDSO, r.MemTID
+	p.Maps, p.BuildIDs, p.VDSO, p.MemTID, p.SharedRoot = r.Maps, r.BuildIDs, r.VDSO, r.MemTID, r.SharedRoot
 	if refreshMaps && !p.Kernel {
 		if maps, err := readMaps(p); err == nil {
 			p.Maps = maps
@@ -158,6 +158,7 @@ func readIdentity(p *Process) error {
 	if p.Kernel {
 		return nil
 	}
+	p.SharedRoot = procmaps.SharesRoot(pid, p.MemTID)
 	maps, err := readMaps(p)
 	switch {
 	case errors.Is(err, os.ErrPermission):

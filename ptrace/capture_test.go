@@ -39,6 +39,9 @@ func TestCaptureModes(t *testing.T) {
 		if len(p.Threads) != 8 || p.Threads[0].TID != tg.PID {
 			t.Fatalf("mode %d: %d threads, first %d", mode, len(p.Threads), p.Threads[0].TID)
 		}
+		if !p.SharedRoot {
+			t.Errorf("mode %d: a target in stackshot's own root is not said to share it", mode)
+		}
 		for _, th := range p.Threads {
 			spinner := th.Name == "spinner"
 			switch {

@@ -19,7 +19,7 @@ func (s *Space) moduleRef(m, first *procmaps.Mapping) symtab.ModuleRef {
 		ref.Root, ref.ThenHost = s.r.opts.Sysroot, true
 	}
 	if s.r.opts.Live {
-		ref.Root = rootPath(s.p)
+		ref.Root, ref.SharedRoot = rootPath(s.p), s.p.SharedRoot
 		if s.p.MemTID == 0 {
 			// (An exited main thread's map_files are gone with its mm.)
 			ref.MapFiles = procmaps.MapFilesPath(s.p.PID, m)

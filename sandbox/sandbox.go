@@ -114,9 +114,7 @@ func Needed(pid int) bool {
 			return true
 		}
 	}
-	theirs, err1 := os.Readlink(procmaps.Proc + "/" + strconv.Itoa(pid) + "/ns/mnt")
-	ours, err2 := os.Readlink(procmaps.Proc + "/self/ns/mnt")
-	return err1 != nil || err2 != nil || theirs != ours
+	return !procmaps.SameMountNamespace(pid)
 }
 
 // Forced reports whether STACKSHOT_SANDBOX=1 asks for the child whatever

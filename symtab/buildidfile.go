@@ -42,7 +42,7 @@ func (s *Symbolizer) standIn(ref ModuleRef, f *openFile, err error) (*openFile, 
 	if ref.BuildID == "" || !(err != nil && errors.Is(err, ErrNotFound) || err == nil && f.mismatch) {
 		return f, err
 	}
-	alt := s.fileByBuildID(ref.BuildID, ref.Root)
+	alt := s.fileByBuildID(ref.BuildID, ref.searchRoot())
 	if alt == nil {
 		return f, err
 	}

@@ -136,9 +136,23 @@ type ModuleRef struct {
 	// ThenHost: Root is a sysroot an operator gave for a saved capture;
 	// the host's own path is a candidate after it (checked by build id).
 	ThenHost bool
-	Dev      uint64 // device of the mapped file (unix.Mkdev(major, minor)); 0 unknown
-	Inode    uint64 // inode of the mapped file; 0 unknown
-	BuildID  string // hex build id read from the target's memory; "" unknown
+	// SharedRoot: Root is the host's own root (the target has stackshot's
+	// mount namespace and root directory): a file looked for by name on
+	// the host (a debug file, a build-id link) is not looked for again
+	// inside Root.
+	SharedRoot bool
+	Dev        uint64 // device of the mapped file (unix.Mkdev(major, minor)); 0 unknown
+	Inode      uint64 // inode of the mapped file; 0 unknown
+	BuildID    string // hex build id read from the target's memory; "" unknown
+}
+
+// searchRoot is the root a file looked for by name is also looked for in,
+// after the host: "" when there is none but the host's.
+func (r ModuleRef) searchRoot() string {
+	if r.SharedRoot || r.Root == "/" {
+		return ""
+	}
+	return r.Root
 }
 
 // Sym is one logical frame at an address: innermost (inlined) first.
@@ -315,7 +329,7 @@ func (s *Symbolizer) Module(ref ModuleRef) (*Module, error) {
 		f.close()
 		return nil, err
 	}
-	m.root = ref.Root
+	m.root = ref.searchRoot()
 	if m.buildID != "" {
 		s.byBuildID[m.buildID] = m
 	}
@@ -355,7 +369,7 @@ func (s *Symbolizer) ModuleFromImage(image []byte, name string) (*Module, error)
 type Module struct {
 	sym      *Symbolizer
 	path     string
-	root     string
+	root     string // where its debug files are also looked for (ModuleRef.searchRoot)
 	buildID  string
 	mismatch bool
 	image    bool        // from memory (vdso): debug files by build id only
