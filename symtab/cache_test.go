@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sync"
+	"syscall"
 	"testing"
 
 	"stackshot/internal/diskcache"
@@ -234,5 +235,47 @@ func TestConcurrentCache(t *testing.T) {
 		for e := range errs {
 			t.Error(e)
 		}
+	}
+}
+
+// A binary without a symbol (stripped, exporting nothing) has an empty
+// symbol table, and its cache entry is a hit like any other: it was once
+// taken for a miss, and the table built and written again on every run.
+func TestCacheEmptySymbolTable(t *testing.T) {
+	skipWithout(t, "gcc")
+	bin := artifact(t, "tiny-stripped", []string{"gcc", "-O1", "-nostdlib", "-static", "-s", "-Wl,--build-id", "-o", "$OUT", "$SRC/tiny.c"})
+	dir := filepath.Join(t.TempDir(), "cache")
+	run := func() map[string]uint64 {
+		c, err := diskcache.Open(dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := New(Options{Cache: c})
+		m := openFileModule(t, s, bin)
+		if syms := m.Lookup(m.loads[0].vaddr, nil); len(syms) != 0 && syms[0].Function != "" {
+			t.Fatalf("a stripped binary names %#x %q", m.loads[0].vaddr, syms[0].Function)
+		}
+		s.Close()
+		c.Close()
+		entries := map[string]uint64{} // name: inode (a rewritten entry is a new file)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries[e.Name()] = fi.Sys().(*syscall.Stat_t).Ino
+		}
+		return entries
+	}
+	cold := run()
+	if len(cold) == 0 {
+		t.Fatal("nothing was cached")
+	}
+	if warm := run(); !reflect.DeepEqual(warm, cold) {
+		t.Errorf("the warm run wrote the cache again: %v, cold %v", warm, cold)
 	}
 }

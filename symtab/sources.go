@@ -121,19 +121,20 @@ func (m *Module) loadSources() *sources {
 	// DWARF's decompression (the other core's otherwise idle time on a
 	// cold run), into its own sources merged after.
 	key, cached := symbolsKey(m.file, src.debug)
-	var cachedSyms *symTable
+	var cachedSyms *symTable // (nil, on a hit too, for an empty table)
 	var cachedNames []string
+	hit := false
 	if cached {
 		if b, ok := m.sym.cacheGet(key); ok {
 			if t, names, err := decodeSymbols(b); err == nil {
-				cachedSyms, cachedNames = t, names
+				cachedSyms, cachedNames, hit = t, names, true
 			}
 		}
 	}
 	symSrc := &sources{debug: src.debug}
 	var symErr error // a panic while collecting, raised again below
 	var symDone chan struct{}
-	if cachedSyms == nil {
+	if !hit {
 		symDone = make(chan struct{})
 		go func() {
 			defer close(symDone)
@@ -163,7 +164,7 @@ func (m *Module) loadSources() *sources {
 			src.names = append(src.names, "gopclntab")
 		}
 	}
-	if cachedSyms != nil {
+	if hit {
 		src.syms = cachedSyms
 		src.names = append(src.names, cachedNames...)
 	} else {
