@@ -370,6 +370,28 @@ func (c *client) Open(root, p string, follow bool) (*os.File, error) {
 	return c.openFile(&upMsg{Kind: kOpen, Root: root, Path: p, Follow: follow}, p)
 }
 
+// OpenFirst implements symtab.FirstOpener: the parent opens the first of
+// cands it can, with its checks, in one round trip.
+func (c *client) OpenFirst(cands []symtab.Candidate) (int, *os.File, error) {
+	var err error
+	for from := 0; from < len(cands); from += maxCands {
+		some := cands[from:min(len(cands), from+maxCands)]
+		var r *downMsg
+		var fd int
+		if r, fd, err = c.call(&upMsg{Kind: kOpen, Cands: some}); err != nil {
+			continue
+		}
+		if fd < 0 || r.Index < 0 || r.Index >= len(some) {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			return -1, nil, errors.New("open: no candidate from the parent")
+		}
+		return from + r.Index, os.NewFile(uintptr(fd), some[r.Index].Path), nil
+	}
+	return -1, nil, err
+}
+
 // OpenPerfMap implements symtab.Opener.
 func (c *client) OpenPerfMap(pid int, root string) (*os.File, error) {
 	return c.openFile(&upMsg{Kind: kPerfMap, PID: pid, Root: root}, fmt.Sprintf("/tmp/perf-%d.map", pid))

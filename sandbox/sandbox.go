@@ -686,12 +686,12 @@ func (c *Child) serve(up *upMsg) error {
 	case kCacheGet, kCachePut:
 		return c.serveCache(up)
 	case kOpen, kPerfMap:
-		f, err := c.open(up)
+		f, i, err := c.openFirst(up)
 		if err != nil {
 			return c.down.send(c.sock, &downMsg{Kind: kReply, Err: err.Error()}, -1)
 		}
 		defer f.Close()
-		return c.down.send(c.sock, &downMsg{Kind: kReply}, int(f.Fd()))
+		return c.down.send(c.sock, &downMsg{Kind: kReply, Index: i}, int(f.Fd()))
 	}
 	return fmt.Errorf("unknown call %q", up.Kind)
 }
@@ -702,6 +702,26 @@ func (c *Child) serve(up *upMsg) error {
 // otherwise only files the target's user or anyone may read by their
 // mode. A compromised child thus learns nothing the target could not
 // read itself.
+// openFirst is open of up's Root and Path, or of the first of its Cands
+// that open allows and finds (and its index), else the last one's error.
+func (c *Child) openFirst(up *upMsg) (*os.File, int, error) {
+	if up.Kind != kOpen || len(up.Cands) == 0 {
+		f, err := c.open(up)
+		return f, 0, err
+	}
+	if len(up.Cands) > maxCands {
+		return nil, 0, fmt.Errorf("%d candidates to open (at most %d)", len(up.Cands), maxCands)
+	}
+	var err error
+	for i, cand := range up.Cands {
+		var f *os.File
+		if f, err = c.open(&upMsg{Kind: kOpen, Root: cand.Root, Path: cand.Path, Follow: true}); err == nil {
+			return f, i, nil
+		}
+	}
+	return nil, 0, err
+}
+
 func (c *Child) open(up *upMsg) (*os.File, error) {
 	var sys symtab.SystemOpener
 	if up.Kind == kPerfMap {

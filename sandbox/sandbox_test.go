@@ -256,6 +256,25 @@ func TestParentOpenPolicy(t *testing.T) {
 			t.Errorf("open %+v: %v, want ok=%v", tc.m, err, tc.ok)
 		}
 	}
+	// Candidates are each held to the same: the first the target could
+	// read is the one opened, in one call.
+	for _, tc := range []struct {
+		cands []symtab.Candidate
+		want  int // -1: none
+	}{
+		{[]symtab.Candidate{{Root: "", Path: secret}, {Root: root, Path: secret}, {Root: "", Path: dir + "/missing"}, {Root: root, Path: public}, {Root: "", Path: public}}, 3},
+		{[]symtab.Candidate{{Root: procmaps.RootPath(os.Getpid()), Path: public}, {Root: "", Path: public}}, 1},
+		{[]symtab.Candidate{{Root: "", Path: secret}, {Root: "", Path: dir + "/missing"}}, -1},
+		{make([]symtab.Candidate, maxCands+1), -1},
+	} {
+		f, i, err := c.openFirst(&upMsg{Kind: kOpen, Cands: tc.cands})
+		if f != nil {
+			f.Close()
+		}
+		if tc.want < 0 && err == nil || tc.want >= 0 && (err != nil || i != tc.want) {
+			t.Errorf("open the first of %v: %d %v, want %d", tc.cands, i, err, tc.want)
+		}
+	}
 }
 
 // A crash of the child, or its memory limit, costs the process its names:

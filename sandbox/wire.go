@@ -16,6 +16,7 @@ import (
 	"stackshot/internal/diskcache"
 	"stackshot/ptrace"
 	"stackshot/report"
+	"stackshot/symtab"
 )
 
 // The parent and the child talk over one unix stream socket, in frames of
@@ -34,6 +35,7 @@ const (
 	maxDown     = 2 << 30   // a capture (stacks up to 4 MiB per thread)
 	maxMemRead  = 1 << 20   // one memory read the child asks for
 	maxAddrs    = 1 << 12   // addresses named in one request
+	maxCands    = 64        // candidates of one open
 )
 
 // Kinds of frames.
@@ -101,6 +103,7 @@ type downMsg struct {
 	Err    string
 	Data   []byte
 	Path   string // kFetch's answer
+	Index  int    // kOpen's answer to Cands: the one opened
 	// Report is the resolved process kGo and kLocks work on (its threads:
 	// their frames and syscalls), in a gob stream of its own
 	// (encodeReport); report is it decoded, or the child's own (then.go).
@@ -164,6 +167,10 @@ type upMsg struct {
 	Errs       []string          `json:"errs,omitempty"`
 	PIDs       []int             `json:"pids,omitempty"`
 	NotCapture bool              `json:"not_capture,omitempty"`
+
+	// Cands: kOpen opens the first of these it can (following symlinks,
+	// each as Root and Path would be), instead of Root and Path.
+	Cands []symtab.Candidate `json:"cands,omitempty"`
 
 	// kCacheGet, kCachePut (cache.go): the entry's key, and what to write.
 	Key  *diskcache.Key `json:"key,omitempty"`

@@ -19,21 +19,15 @@ func (s *Symbolizer) fileByBuildID(id, root string) *openFile {
 	if root != "" && root != "/" {
 		roots = append(roots, root)
 	}
+	var cands []Candidate
 	for _, d := range s.debugDirs() {
 		for _, r := range roots {
 			for _, suffix := range []string{"", ".debug"} {
-				f, err := s.openELF(r, d+"/.build-id/"+id[:2]+"/"+id[2:]+suffix, true)
-				if err != nil {
-					continue
-				}
-				if f.buildID == id && f.ef != nil {
-					return f
-				}
-				f.close()
+				cands = append(cands, Candidate{r, d + "/.build-id/" + id[:2] + "/" + id[2:] + suffix})
 			}
 		}
 	}
-	return nil
+	return s.openFirstELF(cands, func(f *openFile, _ int) bool { return f.buildID == id && f.ef != nil })
 }
 
 // standIn replaces a missing or mismatched module file by the file of the

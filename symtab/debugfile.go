@@ -44,51 +44,44 @@ func (m *Module) findLocalDebugFile() *openFile {
 	if m.root != "" && m.root != "/" {
 		roots = append(roots, m.root)
 	}
+	// The candidates, tried in one call of a FirstOpener: by build id
+	// first, then by the debuglink's name.
 	dirs := m.sym.debugDirs()
-	if id := m.buildID; len(id) > 2 {
+	var cands []Candidate
+	id := m.buildID
+	if len(id) > 2 {
 		for _, d := range dirs {
 			for _, root := range roots {
 				// (Build-id links may be symlinks: followed inside the
 				// root, never out of it.)
-				f, err := m.sym.openELF(root, d+"/.build-id/"+id[:2]+"/"+id[2:]+".debug", true)
-				if err != nil {
-					continue
-				}
-				if f.buildID == id && hasDebugInfo(f.ef) {
-					return f
-				}
-				f.close()
+				cands = append(cands, Candidate{root, d + "/.build-id/" + id[:2] + "/" + id[2:] + ".debug"})
 			}
 		}
 	}
-	if m.image {
-		return nil // from memory (the vdso): no path to link from
-	}
+	byID := len(cands)
 	name, crc, ok := debugLink(m.file)
-	if !ok || !strings.HasPrefix(m.path, "/") {
-		return nil
-	}
-	dir := path.Dir(m.path)
-	cands := []string{dir + "/" + name, dir + "/.debug/" + name}
-	for _, d := range dirs {
-		cands = append(cands, strings.TrimSuffix(d, "/")+dir+"/"+name)
-	}
-	for _, c := range cands {
-		if c == m.path {
-			continue
+	// (An image from memory, the vdso, has no path to link from.)
+	if ok && !m.image && strings.HasPrefix(m.path, "/") {
+		dir := path.Dir(m.path)
+		names := []string{dir + "/" + name, dir + "/.debug/" + name}
+		for _, d := range dirs {
+			names = append(names, strings.TrimSuffix(d, "/")+dir+"/"+name)
 		}
-		for _, root := range roots {
-			f, err := m.sym.openELF(root, c, true)
-			if err != nil {
+		for _, c := range names {
+			if c == m.path {
 				continue
 			}
-			if (f.buildID == "" || m.buildID == "" || f.buildID == m.buildID) && fileCRC(f) == crc {
-				return f
+			for _, root := range roots {
+				cands = append(cands, Candidate{root, c})
 			}
-			f.close()
 		}
 	}
-	return nil
+	return m.sym.openFirstELF(cands, func(f *openFile, i int) bool {
+		if i < byID {
+			return f.buildID == id && hasDebugInfo(f.ef)
+		}
+		return (f.buildID == "" || id == "" || f.buildID == id) && fileCRC(f) == crc
+	})
 }
 
 func hasDebugInfo(ef *elf.File) bool {

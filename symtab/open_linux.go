@@ -145,6 +145,12 @@ func (s *Symbolizer) openELF(root, p string, follow bool) (*openFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.wrapELF(fh, root, p)
+}
+
+// wrapELF parses fh, opened as root and p, as an ELF file (fh is closed
+// on an error).
+func (s *Symbolizer) wrapELF(fh *os.File, root, p string) (*openFile, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(fh.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		fh.Close()

@@ -19,6 +19,12 @@ func (s *Symbolizer) openELF(root, p string, follow bool) (*openFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.wrapELF(fh, root, p)
+}
+
+// wrapELF parses fh, opened as root and p, as an ELF file (fh is closed
+// on an error).
+func (s *Symbolizer) wrapELF(fh *os.File, root, p string) (*openFile, error) {
 	st, err := fh.Stat()
 	if err != nil {
 		fh.Close()

@@ -35,3 +35,52 @@ func (s *Symbolizer) opener() Opener {
 	}
 	return SystemOpener{}
 }
+
+// Candidate is one of the files a lookup tries in turn (Open's root and
+// p): a separate debug file's possible places, most of which do not exist.
+type Candidate struct {
+	Root, Path string
+}
+
+// FirstOpener is an Opener that also opens, in one call, the first of
+// cands that Open would open (following symlinks): its index in cands
+// and the file, or the error of the last. The sandboxed symbolizer's
+// opener is one: a call is a round trip to its parent, where most
+// candidates are one failed open each.
+type FirstOpener interface {
+	OpenFirst(cands []Candidate) (int, *os.File, error)
+}
+
+// openFirstELF opens the first of cands that opens as an ELF file, at
+// or after index from, through the Opener (in one call of a FirstOpener);
+// accept says whether it is the one looked for, else it is closed and
+// the next is tried. It returns the file and its index, or nil.
+func (s *Symbolizer) openFirstELF(cands []Candidate, accept func(f *openFile, i int) bool) *openFile {
+	first, _ := s.opener().(FirstOpener)
+	for from := 0; from < len(cands); from++ {
+		var f *openFile
+		if first == nil {
+			var err error
+			if f, err = s.openELF(cands[from].Root, cands[from].Path, true); err != nil {
+				continue
+			}
+		} else {
+			i, fh, err := first.OpenFirst(cands[from:])
+			if err != nil || i < 0 || from+i >= len(cands) {
+				if err == nil && fh != nil {
+					fh.Close()
+				}
+				return nil
+			}
+			from += i
+			if f, err = s.wrapELF(fh, cands[from].Root, cands[from].Path); err != nil {
+				continue
+			}
+		}
+		if accept(f, from) {
+			return f
+		}
+		f.close()
+	}
+	return nil
+}
