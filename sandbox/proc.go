@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -55,24 +56,28 @@ func startProc(sock *os.File, cred *syscall.Credential, stderr io.Writer) (*proc
 			Credential: cred,
 		},
 	}
-	pid, err := syscall.ForkExec("/proc/self/fd/"+fmt.Sprint(exeFile.Fd()), []string{"stackshot", ChildCommand}, attr)
-	w.Close()
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	p := &proc{pid: pid, done: make(chan struct{})}
+	// The child's parent-death signal is sent when the thread that started
+	// it exits, not stackshot (prctl PR_SET_PDEATHSIG), and stackshot's
+	// tracer threads exit on purpose: the child is started from a
+	// goroutine that holds its thread until the child has exited, and
+	// reaps it.
+	p := &proc{done: make(chan struct{})}
+	started := make(chan error, 1)
 	copied := make(chan struct{})
 	go func() {
-		io.Copy(stderr, r)
-		r.Close()
-		close(copied)
-	}()
-	// The child's threads keep off the CPUs of the target's running
-	// threads with the parent's (ptrace.Companion), until it has exited:
-	// it is reaped only after that.
-	release := ptrace.Companion(pid)
-	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		pid, err := syscall.ForkExec("/proc/self/fd/"+fmt.Sprint(exeFile.Fd()), []string{"stackshot", ChildCommand}, attr)
+		if err != nil {
+			started <- err
+			return
+		}
+		p.pid = pid
+		// The child's threads keep off the CPUs of the target's running
+		// threads with the parent's (ptrace.Companion), until it has
+		// exited: it is reaped only after that.
+		release := ptrace.Companion(pid)
+		started <- nil
 		waitExited(pid)
 		release()
 		p.mu.Lock()
@@ -86,6 +91,17 @@ func startProc(sock *os.File, cred *syscall.Credential, stderr io.Writer) (*proc
 		p.mu.Unlock()
 		<-copied
 		close(p.done)
+	}()
+	err = <-started
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	go func() {
+		io.Copy(stderr, r)
+		r.Close()
+		close(copied)
 	}()
 	return p, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -453,5 +454,30 @@ func TestRawStringsRoundTrip(t *testing.T) {
 		if th.Name != n || th.Frames[0].Function != n || th.Frames[0].File != n {
 			t.Errorf("%q came back as %q / %q / %q", n, th.Name, th.Frames[0].Function, th.Frames[0].File)
 		}
+	}
+}
+
+// The child is killed with stackshot (its parent-death signal), and the
+// kernel sends that signal when the thread that started it exits, not the
+// process: stackshot's tracer threads exit on purpose after a capture. A
+// child started from a thread that then exits must live on.
+func TestChildOutlivesItsStartingThread(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, _ := TargetOf(tg.PID)
+	got := make(chan *Launching)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		got <- Launch(liveConfig(), tgt)
+	}()
+	l := <-got
+	c := l.Child("the target", func(s string) { t.Fatal(s) })
+	defer c.Close()
+	time.Sleep(100 * time.Millisecond) // (the starting thread's exit)
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeNoStop}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resolve(p); err != nil {
+		t.Fatalf("the child did not outlive the thread that started it: %v", err)
 	}
 }
