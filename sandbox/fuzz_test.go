@@ -19,6 +19,7 @@ func FuzzRecvUp(f *testing.F) {
 	f.Add([]byte(`{"k":"names","frames":[[{"pc":1}],null]}`))
 	f.Add([]byte(`{"k":"resolve","result":{"Threads":[{"TID":1},{"TID":2}]},"frame_tab":[{"PC":1,"Function":"f"}],"frame_of":[[0,0],[0]],"frame_sp":[[8,16],[24]]}`))
 	f.Add([]byte(`{"k":"resolve","result":{"Threads":[{"TID":1}]},"frame_tab":[],"frame_of":[[5]],"frame_sp":[[1]]}`))
+	f.Add([]byte(`{"k":"cacheput","key":{"Kind":"symbols","BuildID":"ab"},"len":3}a\x00c`))
 	f.Add([]byte{0xff, 0xfe, '{'})
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"stackshot/internal/diskcache"
 	"stackshot/internal/testutil"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -453,6 +455,43 @@ func TestRawStringsRoundTrip(t *testing.T) {
 		th := m.Result.Threads[i]
 		if th.Name != n || th.Frames[0].Function != n || th.Frames[0].File != n {
 			t.Errorf("%q came back as %q / %q / %q", n, th.Name, th.Frames[0].Function, th.Frames[0].File)
+		}
+	}
+}
+
+// A cache entry's bytes travel after the JSON as they are (any bytes,
+// not base64), and nothing else may: a put whose bytes are in the JSON,
+// or fewer or more than it says, and bytes after any other answer, are
+// refused.
+func TestCachePutBytesRoundTrip(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	data := []byte("\x00\xff{\"k\":\"open\"}\n" + strings.Repeat("x", 100<<10))
+	k := &diskcache.Key{Kind: "symbols", BuildID: "abcd"}
+	for _, d := range [][]byte{data, {}} {
+		m := &upMsg{Kind: kCachePut, Key: k, Data: d}
+		go sendUp(fds[1], m)
+		got, err := recvUp(fds[0])
+		if err != nil || got.Kind != kCachePut || !bytes.Equal(got.Data, d) || got.Key == nil || *got.Key != *k {
+			t.Fatalf("%d bytes: came back as %v %q (%d bytes)", len(d), err, got.Kind, len(got.Data))
+		}
+		if !bytes.Equal(m.Data, d) {
+			t.Error("sendUp kept the caller's bytes from it")
+		}
+	}
+	for _, frame := range []string{
+		`{"k":"cacheput","key":{"Kind":"symbols","BuildID":"abcd"},"data":"AAAA"}`,
+		`{"k":"cacheput","key":{"Kind":"symbols","BuildID":"abcd"},"len":5}abc`,
+		`{"k":"cacheput","key":{"Kind":"symbols","BuildID":"abcd"},"len":2}abc`,
+		`{"k":"open","path":"/x"}abc`,
+	} {
+		go sendFrame(fds[1], []byte(frame), -1)
+		if m, err := recvUp(fds[0]); err == nil {
+			t.Errorf("%s: accepted (%d bytes)", frame, len(m.Data))
 		}
 	}
 }
