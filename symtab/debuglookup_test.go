@@ -26,6 +26,22 @@ func (o *askedOpener) OpenPerfMap(pid int, root string) (*os.File, error) {
 	return SystemOpener{}.OpenPerfMap(pid, root)
 }
 
+// nameProgLocal loads ref's module with a Symbolizer of options o and
+// checks that pc, in mapping mp, is prog_local.
+func nameProgLocal(t *testing.T, o Options, ref ModuleRef, pc uint64, mp procMapping) {
+	t.Helper()
+	s := New(o)
+	defer s.Close()
+	m, err := s.Module(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vaddr, ok := m.FileOffsetToVaddr(pc - mp.start + mp.off)
+	if name := lookupName(m, vaddr); !ok || name != "prog_local" {
+		t.Errorf("shared root %v: %#x is %q, want prog_local", ref.SharedRoot, vaddr, name)
+	}
+}
+
 // A module of a target that shares the host's root looks for its debug
 // file on the host only; one that does not, on the host and then inside
 // its root. (In the sandbox each lookup is a round trip to the parent.)
@@ -37,18 +53,9 @@ func TestSharedRootLooksOnce(t *testing.T) {
 	}
 	for _, shared := range []bool{true, false} {
 		o := &askedOpener{}
-		s := New(Options{Opener: o})
 		ref := refFor(pid, mp, id)
 		ref.SharedRoot = shared
-		m, err := s.Module(ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vaddr, ok := m.FileOffsetToVaddr(pc - mp.start + mp.off)
-		if name := lookupName(m, vaddr); !ok || name != "prog_local" {
-			t.Errorf("shared=%v: %#x is %q, want prog_local", shared, vaddr, name)
-		}
-		s.Close()
+		nameProgLocal(t, Options{Opener: o}, ref, pc, mp)
 		var host, inRoot int
 		for _, a := range o.asked {
 			switch {
@@ -108,18 +115,9 @@ func TestDebugFileCandidatesInOneCall(t *testing.T) {
 	copyFile(t, cxxNoDebug(t), link)
 	for _, shared := range []bool{true, false} {
 		o := &firstOpener{}
-		s := New(Options{Opener: o, DebugDirs: []string{dir}})
 		ref := refFor(pid, mp, id)
 		ref.SharedRoot = shared
-		m, err := s.Module(ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vaddr, ok := m.FileOffsetToVaddr(pc - mp.start + mp.off)
-		if name := lookupName(m, vaddr); !ok || name != "prog_local" {
-			t.Errorf("shared=%v: %#x is %q, want prog_local", shared, vaddr, name)
-		}
-		s.Close()
+		nameProgLocal(t, Options{Opener: o, DebugDirs: []string{dir}}, ref, pc, mp)
 		// Candidates: /usr/lib/debug's link then dir's, each on the host
 		// and (not shared) inside the root; dir's is found on the host,
 		// passed over, and the rest asked for.
