@@ -459,6 +459,66 @@ func TestRawStringsRoundTrip(t *testing.T) {
 	}
 }
 
+// The threads' stack copies travel after the gob, from where the capture
+// holds them, and come back as they went, in the child's frame; the
+// message sent is left as it was, and a frame whose stacks do not add up
+// is refused.
+func TestStacksRoundTrip(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	stack := func(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
+	m := &downMsg{Kind: kResolve,
+		Proc:    &ptrace.Process{PID: 7, Threads: []ptrace.Thread{{TID: 7, Stack: stack(300<<10, 1)}, {TID: 8}, {TID: 9, Stack: stack(5, 2)}}},
+		Thread:  &ptrace.Thread{TID: 10, Stack: stack(3, 3)},
+		Threads: []ptrace.Thread{{TID: 11, Stack: stack(4<<20, 4)}},
+		Check:   []*ptrace.Thread{{TID: 12, Stack: stack(1, 5)}, {TID: 13}},
+	}
+	want := stackSlots(m)
+	w, r := newDownWriter(), newDownReader()
+	go w.send(fds[0], m, -1)
+	got, _, err := r.recv(fds[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := stackSlots(got)
+	if len(slots) != len(want) || got.Proc.PID != 7 || got.Thread.TID != 10 || got.Check[1].TID != 13 {
+		t.Fatalf("%d stacks (want %d), %+v", len(slots), len(want), got)
+	}
+	for i := range want {
+		if !bytes.Equal(*slots[i], *want[i]) {
+			t.Errorf("stack %d: %d bytes, want %d", i, len(*slots[i]), len(*want[i]))
+		}
+	}
+	if len(m.Proc.Threads[0].Stack) != 300<<10 || len(m.Check[0].Stack) != 1 {
+		t.Error("sending took the stacks off the message sent")
+	}
+	// The same frame as sent, its stacks cut short, or a byte too many.
+	payload := func() []byte {
+		go newDownWriter().send(fds[0], m, -1)
+		b, _, err := recvFrame(fds[1], maxDown)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for name, tc := range map[string]struct {
+		mutate func([]byte) []byte
+		ok     bool
+	}{
+		"as sent":         {func(b []byte) []byte { return b }, true},
+		"cut short":       {func(b []byte) []byte { return b[:len(b)-1] }, false},
+		"a byte too many": {func(b []byte) []byte { return append(b, 0) }, false},
+	} {
+		if _, err := newDownReader().decode(tc.mutate(payload())); (err == nil) != tc.ok {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
 // A cache entry's bytes travel after the JSON as they are (any bytes,
 // not base64), and nothing else may: a put whose bytes are in the JSON,
 // or fewer or more than it says, and bytes after any other answer, are
@@ -474,8 +534,12 @@ func TestCachePutBytesRoundTrip(t *testing.T) {
 	k := &diskcache.Key{Kind: "symbols", BuildID: "abcd"}
 	for _, d := range [][]byte{data, {}} {
 		m := &upMsg{Kind: kCachePut, Key: k, Data: d}
-		go sendUp(fds[1], m)
+		sent := make(chan error)
+		go func() { sent <- sendUp(fds[1], m) }()
 		got, err := recvUp(fds[0])
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
 		if err != nil || got.Kind != kCachePut || !bytes.Equal(got.Data, d) || got.Key == nil || *got.Key != *k {
 			t.Fatalf("%d bytes: came back as %v %q (%d bytes)", len(d), err, got.Kind, len(got.Data))
 		}
