@@ -53,6 +53,10 @@ const (
 	// grace is how long past the deadline a child may answer before it
 	// is killed: its own symbolizer stops at the deadline.
 	grace = 2 * time.Second
+	// sockBuffer is what either end of the socket may have in flight:
+	// a capture's stacks (2.5 MB for 512 threads) pass in a few wake-ups
+	// instead of one each 200 KB, the kernel's default.
+	sockBuffer = 4 << 20
 	// startWait bounds the child's start (exec, lockdown).
 	startWait = 10 * time.Second
 )
@@ -224,6 +228,11 @@ func spawn(cfg Config, t Target) (*Child, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	for _, fd := range fds {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sockBuffer) != nil {
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuffer)
+		}
 	}
 	childEnd := os.NewFile(uintptr(fds[1]), "sandbox")
 	defer childEnd.Close()
