@@ -4,6 +4,8 @@ package sandbox
 
 import (
 	"fmt"
+	"slices"
+	"unsafe"
 
 	"stackshot/ptrace"
 	"stackshot/resolve"
@@ -33,6 +35,12 @@ func (c *Child) CheckAll() func(p *ptrace.Process, ths []*ptrace.Thread) []bool 
 		}
 		if err != nil || up.Kind != kCheckAll || len(up.Completes) != len(ths) {
 			return nil
+		}
+		if c.checked == nil {
+			c.checked = map[int]checkedStack{}
+		}
+		for _, th := range ths {
+			c.checked[th.TID] = checkedStack{th.StackAddr, th.Stack}
 		}
 		return up.Completes
 	}
@@ -77,4 +85,68 @@ func checkAll(space *resolve.Space, ths []*ptrace.Thread) upMsg {
 		}
 	}
 	return up
+}
+
+// checkedStack is a thread's stack copy a kCheckAll sent, and its address.
+type checkedStack struct {
+	addr  uint64
+	stack []byte
+}
+
+// withoutChecked is p for kResolve without the stacks the child already
+// holds (c.checked): the same copy, by identity (a capture replaces a
+// thread's copy, never writes into it), sent in a kCheckAll since the last
+// kResolve. A 512-thread dump sent its 2.5 MB of stacks twice. It returns
+// p as it is when none are held, else a copy and the indexes left out.
+func (c *Child) withoutChecked(p *ptrace.Process) (*ptrace.Process, []int) {
+	held := c.checked
+	c.checked = nil // (the child forgets them with this kResolve)
+	var kept []int
+	for i := range p.Threads {
+		th := &p.Threads[i]
+		if h, ok := held[th.TID]; ok && len(th.Stack) > 0 && len(h.stack) == len(th.Stack) &&
+			unsafe.SliceData(h.stack) == unsafe.SliceData(th.Stack) && h.addr == th.StackAddr {
+			kept = append(kept, i)
+		}
+	}
+	if len(kept) == 0 {
+		return p, nil
+	}
+	q := *p
+	q.Threads = slices.Clone(p.Threads)
+	for _, i := range kept {
+		q.Threads[i].Stack = nil
+	}
+	return &q, kept
+}
+
+// restoreChecked gives m's kept threads (a kResolve's) the stacks the
+// child holds from its kCheckAll requests, which it then forgets; false:
+// one is not held as the parent says (the child fails).
+func restoreChecked(m *downMsg, held map[int]checkedStack) bool {
+	for _, i := range m.Kept {
+		if m.Proc == nil || i < 0 || i >= len(m.Proc.Threads) {
+			return false
+		}
+		th := &m.Proc.Threads[i]
+		h, ok := held[th.TID]
+		if !ok || h.addr != th.StackAddr || len(h.stack) == 0 || th.Stack != nil {
+			return false
+		}
+		th.Stack = h.stack
+	}
+	return true
+}
+
+// holdChecked keeps, in the child, the stacks a kCheckAll sent.
+func holdChecked(held map[int]checkedStack, ths []*ptrace.Thread) map[int]checkedStack {
+	if held == nil {
+		held = map[int]checkedStack{}
+	}
+	for _, th := range ths {
+		if th != nil {
+			held[th.TID] = checkedStack{th.StackAddr, th.Stack}
+		}
+	}
+	return held
 }

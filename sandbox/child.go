@@ -116,6 +116,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 	var space *resolve.Space
 	var rec walking
 	var then []report.Thread // a resolve's threads, for what its request asks next
+	var checked map[int]checkedStack
 	for {
 		m, fd, err := down.recv(childSock)
 		if err != nil {
@@ -139,9 +140,10 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 				continue // (no answer)
 			}
 		case kResolve:
-			if m.Proc == nil {
+			if m.Proc == nil || !restoreChecked(m, checked) {
 				return 1
 			}
+			checked = nil
 			up, then = resolveProcess(cfg, m, fd, sym, res, mem)
 		case kSpace:
 			if m.Proc == nil {
@@ -167,6 +169,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			}
 		case kCheckAll:
 			up = checkAll(space, m.Check)
+			checked = holdChecked(checked, m.Check)
 		case kNames:
 			hookBefore(cfg.Hook, kNames)
 			up.Kind = kNames

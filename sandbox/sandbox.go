@@ -179,6 +179,9 @@ type Child struct {
 	// for the report pendingFor (then.go).
 	pending    []string
 	pendingFor *report.Process
+	// checked are the stacks the child holds from the kCheckAll requests
+	// it answered since the last kResolve, by thread (batch.go).
+	checked map[int]checkedStack
 	// unflushed: requests were made since the child last flushed its
 	// cache (cache.go).
 	unflushed bool
@@ -384,6 +387,7 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 
 // resolve asks m, a kResolve request (with fd: -1 none), of the child.
 func (c *Child) resolve(p *ptrace.Process, m *downMsg, fd int) (*report.Process, error) {
+	m.Proc, m.Kept = c.withoutChecked(p)
 	up, err := c.roundTripFD(m, fd, c.killAt())
 	if err == nil && (up.Kind != kResolve || up.Result == nil) {
 		err = fmt.Errorf("no result (%s)", up.Err)

@@ -84,8 +84,15 @@ func chains(p *report.Process) map[string]string {
 
 // A dump of another user's process through the child gives the frames
 // the in-process symbolizer gives, also when the capture's no-stop check
-// runs in the child.
+// runs in the child, thread by thread or all at once (then the resolve
+// does not send again the stacks the check sent).
 func TestSameFramesAsInProcess(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		t.Run(fmt.Sprintf("checkall=%v", all), func(t *testing.T) { sameFramesAsInProcess(t, all) })
+	}
+}
+
+func sameFramesAsInProcess(t *testing.T, all bool) {
 	tg := startAsOther(t)
 	tgt, err := TargetOf(tg.PID)
 	if err != nil {
@@ -96,13 +103,29 @@ func TestSameFramesAsInProcess(t *testing.T) {
 	}
 	c := startChild(t, liveConfig(), tgt)
 	mem := ptrace.MemReader{PID: tg.PID}
-	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto}, c.Check())
+	opt, check := ptrace.Options{Mode: ptrace.ModeAuto}, c.Check()
+	if all {
+		opt.CheckAll, check = c.CheckAll(), nil
+	}
+	p, err := ptrace.Capture(tg.PID, opt, check)
 	if err != nil {
 		t.Fatal(err)
+	}
+	held := 0
+	for _, th := range p.Threads {
+		if h, ok := c.checked[th.TID]; ok && th.Method == ptrace.MethodNoStop && len(th.Stack) > 0 && &h.stack[0] == &th.Stack[0] {
+			held++
+		}
+	}
+	if all && held < 7 || !all && held != 0 {
+		t.Errorf("the child holds %d of the threads' stacks from the check", held)
 	}
 	got, err := c.Resolve(p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.checked != nil {
+		t.Error("the stacks the check sent are still counted on after the resolve")
 	}
 	// The build ids and vdso the child read are the ones read here.
 	if len(p.BuildIDs) < 2 || len(p.VDSO) == 0 {

@@ -132,6 +132,10 @@ type downMsg struct {
 
 	// Check are the threads kCheckAll asks about (batch.go).
 	Check []*ptrace.Thread
+	// Kept: kResolve's Proc.Threads at these indexes come without their
+	// stack, which is the one a kCheckAll since the last kResolve sent
+	// for the same thread (batch.go).
+	Kept []int
 }
 
 type upMsg struct {
