@@ -3,7 +3,9 @@
 package sandbox
 
 import (
+	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"unsafe"
 
@@ -149,4 +151,20 @@ func holdChecked(held map[int]checkedStack, ths []*ptrace.Thread) map[int]checke
 		}
 	}
 	return held
+}
+
+// sameCapture is the process a resolve (p, from the parent) works on in
+// the child: the one its checks' space was made of (checked, whose
+// build ids and vdso the child read) when p is that capture, with p's
+// threads, so that the walks the checks made are reused (a resolver
+// keeps them for that very process); else p.
+func sameCapture(checked, p *ptrace.Process) *ptrace.Process {
+	if checked == nil || checked.PID != p.PID || !slices.Equal(checked.Maps, p.Maps) ||
+		!maps.Equal(checked.BuildIDs, p.BuildIDs) || !bytes.Equal(checked.VDSO, p.VDSO) {
+		return p
+	}
+	keep := *checked
+	*checked = *p
+	checked.Maps, checked.BuildIDs, checked.VDSO = keep.Maps, keep.BuildIDs, keep.VDSO
+	return checked
 }

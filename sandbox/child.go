@@ -117,6 +117,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 	var rec walking
 	var then []report.Thread // a resolve's threads, for what its request asks next
 	var checked map[int]checkedStack
+	var spaceProc *ptrace.Process // the process space was made of
 	for {
 		m, fd, err := down.recv(childSock)
 		if err != nil {
@@ -144,12 +145,13 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 				return 1
 			}
 			checked = nil
+			m.Proc = sameCapture(spaceProc, m.Proc)
 			up, then = resolveProcess(cfg, m, fd, sym, res, mem)
 		case kSpace:
 			if m.Proc == nil {
 				return 1
 			}
-			space = res.Space(m.Proc, mem)
+			space, spaceProc = res.Space(m.Proc, mem), m.Proc
 			continue
 		case kImages:
 			if m.Proc == nil || mem == nil {
@@ -160,7 +162,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 				if memc != nil {
 					memc.reset() // (as kSpace does)
 				}
-				space = res.Space(m.Proc, mem)
+				space, spaceProc = res.Space(m.Proc, mem), m.Proc
 			}
 		case kCheck:
 			up.Kind = kCheck
