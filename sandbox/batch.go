@@ -28,12 +28,12 @@ func (c *Child) CheckAll() func(p *ptrace.Process, ths []*ptrace.Thread) []bool 
 		var up *upMsg
 		var err error
 		if c.follow(p); c.space != p && p.BuildIDs == nil && c.dead == nil {
-			up, err = c.imagesThenCheck(p, ths)
+			up, err = c.imagesThenCheck(p, checkView(ths))
 		} else {
 			if !c.useSpace(p) {
 				return nil
 			}
-			up, err = c.roundTrip(&downMsg{Kind: kCheckAll, Check: ths}, c.killAt())
+			up, err = c.roundTrip(&downMsg{Kind: kCheckAll, Check: checkView(ths)}, c.killAt())
 		}
 		if err != nil || up.Kind != kCheckAll || len(up.Completes) != len(ths) {
 			return nil
@@ -46,6 +46,21 @@ func (c *Child) CheckAll() func(p *ptrace.Process, ths []*ptrace.Thread) []bool 
 		}
 		return up.Completes
 	}
+}
+
+// checkView is ths as a check reads them: without their kernel stacks
+// (half of what a blocked thread's struct weighs in the frame; the
+// resolve sends them), the structs copied and the stacks shared.
+func checkView(ths []*ptrace.Thread) []*ptrace.Thread {
+	out := make([]*ptrace.Thread, len(ths))
+	for i, th := range ths {
+		if th != nil {
+			x := *th
+			x.KernelStack = nil
+			out[i] = &x
+		}
+	}
+	return out
 }
 
 // imagesThenCheck is a capture's first check: the child is asked for
