@@ -519,6 +519,21 @@ func TestStacksRoundTrip(t *testing.T) {
 	if len(m.Proc.Threads[0].Stack) != 300<<10 || len(m.Check[0].Stack) != 1 {
 		t.Error("sending took the stacks off the message sent")
 	}
+	// More stacks than one sendmsg takes buffers (maxIovecs).
+	many := &downMsg{Kind: kResolve, Proc: &ptrace.Process{PID: 7}}
+	for i := range 3*maxIovecs + 5 {
+		many.Proc.Threads = append(many.Proc.Threads, ptrace.Thread{TID: i, Stack: stack(i%50, byte(i))})
+	}
+	go w.send(fds[0], many, -1)
+	if got, _, err := r.recv(fds[1]); err != nil || len(got.Proc.Threads) != len(many.Proc.Threads) {
+		t.Fatalf("%d threads: %v", len(many.Proc.Threads), err)
+	} else {
+		for i, th := range got.Proc.Threads {
+			if !bytes.Equal(th.Stack, many.Proc.Threads[i].Stack) {
+				t.Fatalf("thread %d: stack %v, want %v", i, th.Stack, many.Proc.Threads[i].Stack)
+			}
+		}
+	}
 	// The same frame as sent, its stacks cut short, or a byte too many.
 	payload := func() []byte {
 		go newDownWriter().send(fds[0], m, -1)
