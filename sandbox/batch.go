@@ -93,15 +93,48 @@ func (c *Child) imagesThenCheck(p *ptrace.Process, ths []*ptrace.Thread) (*upMsg
 	return c.receive(c.killAt())
 }
 
-// checkAll answers kCheckAll in the child (no space yet: none complete).
-func checkAll(space *resolve.Space, ths []*ptrace.Thread) upMsg {
+// checks is what the child keeps of a capture's no-stop checks: the space
+// they unwind in, the process it was made of, and the stacks the kCheckAll
+// requests sent, for the resolve that follows (sameCapture,
+// restoreChecked).
+type checks struct {
+	space *resolve.Space
+	proc  *ptrace.Process
+	held  map[int]checkedStack
+}
+
+func (k *checks) setSpace(space *resolve.Space, p *ptrace.Process) { k.space, k.proc = space, p }
+
+// checkAll answers kCheckAll in the child (no space yet: none complete),
+// and holds the stacks it sent.
+func (k *checks) checkAll(ths []*ptrace.Thread) upMsg {
 	up := upMsg{Kind: kCheckAll, Completes: make([]bool, len(ths))}
 	for i, th := range ths {
-		if space != nil && th != nil {
-			up.Completes[i] = space.CheckNoStop(th)
+		if k.space != nil && th != nil {
+			up.Completes[i] = k.space.CheckNoStop(th)
+		}
+	}
+	if k.held == nil {
+		k.held = map[int]checkedStack{}
+	}
+	for _, th := range ths {
+		if th != nil {
+			k.held[th.TID] = checkedStack{th.StackAddr, th.Stack}
 		}
 	}
 	return up
+}
+
+// forResolve readies kResolve m: its kept threads get the stacks held
+// (which are then forgotten), and its process is the checks' when it is
+// the same capture. false: m has no process, or a kept stack is not held.
+func (k *checks) forResolve(m *downMsg) bool {
+	if m.Proc == nil || !restoreChecked(m, k.held) {
+		return false
+	}
+	k.held = nil
+	m.Proc = sameCapture(k.proc, m.Proc)
+	return true
 }
 
 // checkedStack is a thread's stack copy a kCheckAll sent, and its address.
@@ -153,19 +186,6 @@ func restoreChecked(m *downMsg, held map[int]checkedStack) bool {
 		th.Stack = h.stack
 	}
 	return true
-}
-
-// holdChecked keeps, in the child, the stacks a kCheckAll sent.
-func holdChecked(held map[int]checkedStack, ths []*ptrace.Thread) map[int]checkedStack {
-	if held == nil {
-		held = map[int]checkedStack{}
-	}
-	for _, th := range ths {
-		if th != nil {
-			held[th.TID] = checkedStack{th.StackAddr, th.Stack}
-		}
-	}
-	return held
 }
 
 // sameCapture is the process a resolve (p, from the parent) works on in

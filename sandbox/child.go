@@ -113,11 +113,9 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 	if memc != nil {
 		mem = memc
 	}
-	var space *resolve.Space
+	var k checks
 	var rec walking
 	var then []report.Thread // a resolve's threads, for what its request asks next
-	var checked map[int]checkedStack
-	var spaceProc *ptrace.Process // the process space was made of
 	for {
 		m, fd, err := down.recv(childSock)
 		if err != nil {
@@ -141,17 +139,15 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 				continue // (no answer)
 			}
 		case kResolve:
-			if m.Proc == nil || !restoreChecked(m, checked) {
+			if !k.forResolve(m) {
 				return 1
 			}
-			checked = nil
-			m.Proc = sameCapture(spaceProc, m.Proc)
 			up, then = resolveProcess(cfg, m, fd, sym, res, mem)
 		case kSpace:
 			if m.Proc == nil {
 				return 1
 			}
-			space, spaceProc = res.Space(m.Proc, mem), m.Proc
+			k.setSpace(res.Space(m.Proc, mem), m.Proc)
 			continue
 		case kImages:
 			if m.Proc == nil || mem == nil {
@@ -162,25 +158,24 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 				if memc != nil {
 					memc.reset() // (as kSpace does)
 				}
-				space, spaceProc = res.Space(m.Proc, mem), m.Proc
+				k.setSpace(res.Space(m.Proc, mem), m.Proc)
 			}
 		case kCheck:
 			up.Kind = kCheck
-			if space != nil && m.Thread != nil {
-				up.Complete = space.CheckNoStop(m.Thread)
+			if k.space != nil && m.Thread != nil {
+				up.Complete = k.space.CheckNoStop(m.Thread)
 			}
 		case kCheckAll:
-			up = checkAll(space, m.Check)
-			checked = holdChecked(checked, m.Check)
+			up = k.checkAll(m.Check)
 		case kNames:
 			hookBefore(cfg.Hook, kNames)
 			up.Kind = kNames
-			if space == nil || len(m.Addrs) > maxAddrs {
+			if k.space == nil || len(m.Addrs) > maxAddrs {
 				return 1
 			}
 			for _, a := range m.Addrs {
 				var fr []report.Frame
-				if err := contain.Call("naming an address", func() { fr = res.Symbolize(space, a, true) }); err != nil {
+				if err := contain.Call("naming an address", func() { fr = res.Symbolize(k.space, a, true) }); err != nil {
 					fr = []report.Frame{{PC: a, Kind: "user"}}
 				}
 				up.Frames = append(up.Frames, fr)
