@@ -85,15 +85,18 @@ func chains(p *report.Process) map[string]string {
 // A dump of another user's process through the child gives the frames
 // the in-process symbolizer gives, also when the capture's no-stop check
 // runs in the child, thread by thread or all at once (then the resolve
-// does not send again the stacks the check sent).
+// does not send again the stacks the check sent), and with a spinning
+// thread, which the check cannot pass: it is stopped, and its new stack
+// is sent with the resolve.
 func TestSameFramesAsInProcess(t *testing.T) {
 	for _, all := range []bool{false, true} {
 		t.Run(fmt.Sprintf("checkall=%v", all), func(t *testing.T) { sameFramesAsInProcess(t, all) })
 	}
+	t.Run("checkall=true/spin", func(t *testing.T) { sameFramesAsInProcess(t, true, "spin") })
 }
 
-func sameFramesAsInProcess(t *testing.T, all bool) {
-	tg := startAsOther(t)
+func sameFramesAsInProcess(t *testing.T, all bool, args ...string) {
+	tg := startAsOther(t, args...)
 	tgt, err := TargetOf(tg.PID)
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +159,14 @@ func sameFramesAsInProcess(t *testing.T, all bool) {
 	}
 	if !strings.Contains(gc["condwait"], "cond_a") || !strings.Contains(gc[p.Comm], "main_wait") {
 		t.Errorf("expected chains missing: %v", gc)
+	}
+	if len(args) > 0 && !strings.Contains(gc["spinner"], "spin_c") {
+		t.Errorf("spinner: %s", gc["spinner"])
+	}
+	for _, th := range p.Threads {
+		if th.Name == "spinner" && th.Method != ptrace.MethodPtrace {
+			t.Errorf("the spinner was captured %s, not stopped", th.Method)
+		}
 	}
 }
 
