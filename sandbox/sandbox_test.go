@@ -168,6 +168,19 @@ func sameFramesAsInProcess(t *testing.T, all bool, args ...string) {
 			t.Errorf("the spinner was captured %s, not stopped", th.Method)
 		}
 	}
+	if len(args) > 0 {
+		// The capture kept this process's threads off the spinner's CPU;
+		// a capture of a process with no running thread lets them back
+		// (TestChildKeepsOffBusyCPUs needs two CPUs to start from).
+		quiet := startAsOther(t)
+		if _, err := ptrace.Capture(quiet.PID, ptrace.Options{Mode: ptrace.ModeNoStop}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var set unix.CPUSet
+		if unix.SchedGetaffinity(0, &set) == nil && set.Count() < runtime.NumCPU() {
+			t.Errorf("%d CPUs allowed after a capture of a process with no running thread, of %d", set.Count(), runtime.NumCPU())
+		}
+	}
 }
 
 // The child runs as nobody (not the target's user), is not dumpable, has
