@@ -38,12 +38,7 @@ func (c *Child) CheckAll() func(p *ptrace.Process, ths []*ptrace.Thread) []bool 
 		if err != nil || up.Kind != kCheckAll || len(up.Completes) != len(ths) {
 			return nil
 		}
-		if c.checked == nil {
-			c.checked = map[int]checkedStack{}
-		}
-		for _, th := range ths {
-			c.checked[th.TID] = checkedStack{th.StackAddr, th.Stack}
-		}
+		c.checked = holdStacks(c.checked, ths)
 		return up.Completes
 	}
 }
@@ -114,14 +109,7 @@ func (k *checks) checkAll(ths []*ptrace.Thread) upMsg {
 			up.Completes[i] = k.space.CheckNoStop(th)
 		}
 	}
-	if k.held == nil {
-		k.held = map[int]checkedStack{}
-	}
-	for _, th := range ths {
-		if th != nil {
-			k.held[th.TID] = checkedStack{th.StackAddr, th.Stack}
-		}
-	}
+	k.held = holdStacks(k.held, ths)
 	return up
 }
 
@@ -141,6 +129,20 @@ func (k *checks) forResolve(m *downMsg) bool {
 type checkedStack struct {
 	addr  uint64
 	stack []byte
+}
+
+// holdStacks adds to held (by thread) the stacks a kCheckAll sends: the
+// parent and the child each keep them so, until the next kResolve.
+func holdStacks(held map[int]checkedStack, ths []*ptrace.Thread) map[int]checkedStack {
+	if held == nil {
+		held = map[int]checkedStack{}
+	}
+	for _, th := range ths {
+		if th != nil {
+			held[th.TID] = checkedStack{th.StackAddr, th.Stack}
+		}
+	}
+	return held
 }
 
 // withoutChecked is p for kResolve without the stacks the child already

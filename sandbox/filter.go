@@ -18,13 +18,14 @@ import (
 // linked into the tests only, as its package initialiser (tables of
 // every architecture's system calls) cost every run of stackshot 0.18 ms,
 // parent and child.
-// The Go runtime needs the
-// rest (threads, memory, signals, futexes, the socket to its parent), so
-// the filter allows by default and refuses what would let a compromised
-// parser reach anything beyond the descriptors its parent handed it:
-// opening files (io_uring could open them too), executing, networking,
-// other processes (their memory, tracing, descriptors), changing the file
-// system, namespaces and kernel facilities a parser never uses.
+//
+// The Go runtime needs the rest (threads, memory, signals, futexes, the
+// socket to its parent), so the filter allows by default and refuses what
+// would let a compromised parser reach anything beyond the descriptors its
+// parent handed it: opening files (io_uring could open them too),
+// executing, networking, other processes (their memory, tracing,
+// descriptors), changing the file system, namespaces and kernel facilities
+// a parser never uses.
 var deniedSyscalls = []string{
 	"open", "openat", "openat2", "creat", "open_by_handle_at", "name_to_handle_at",
 	"execve", "execveat",

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"stackshot/capfile"
 	"stackshot/diagnose"
 	"stackshot/goruntime"
@@ -369,12 +367,7 @@ func TestFetchPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var asked []string
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
+	fds := socketPair(t)
 	c := &Child{sock: fds[0], t: Target{UID: -1, GID: -1}, down: newDownWriter()}
 	c.cfg.Symtab.FetchDebug = func(_ context.Context, id string) (string, error) {
 		asked = append(asked, id)

@@ -476,16 +476,22 @@ func TestNeeded(t *testing.T) {
 	}
 }
 
-// Strings of any bytes cross from the child to the parent unchanged
-// (JSON alone would turn invalid UTF-8 into U+FFFD).
-func TestRawStringsRoundTrip(t *testing.T) {
-	names := []string{"plain", "\xff\xfe bad", "\x1b[2J", rawMarker + "AAAA", rawMarker, "é\u202e", ""}
+// socketPair is a connected unix stream pair, closed when the test ends.
+func socketPair(t testing.TB) [2]int {
+	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
+	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+	return [2]int(fds)
+}
+
+// Strings of any bytes cross from the child to the parent unchanged
+// (JSON alone would turn invalid UTF-8 into U+FFFD).
+func TestRawStringsRoundTrip(t *testing.T) {
+	names := []string{"plain", "\xff\xfe bad", "\x1b[2J", rawMarker + "AAAA", rawMarker, "é\u202e", ""}
+	fds := socketPair(t)
 	p := &report.Process{Comm: names[1], Exe: names[3]}
 	for _, n := range names {
 		p.Threads = append(p.Threads, report.Thread{Name: n, Frames: []report.Frame{{Function: n, File: n}}})
@@ -511,12 +517,7 @@ func TestRawStringsRoundTrip(t *testing.T) {
 // message sent is left as it was, and a frame whose stacks do not add up
 // is refused.
 func TestStacksRoundTrip(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
+	fds := socketPair(t)
 	stack := func(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
 	m := &downMsg{Kind: kResolve,
 		Proc:    &ptrace.Process{PID: 7, Threads: []ptrace.Thread{{TID: 7, Stack: stack(300<<10, 1)}, {TID: 8}, {TID: 9, Stack: stack(5, 2)}}},
@@ -586,12 +587,7 @@ func TestStacksRoundTrip(t *testing.T) {
 // or fewer or more than it says, and bytes after any other answer, are
 // refused.
 func TestCachePutBytesRoundTrip(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
+	fds := socketPair(t)
 	data := []byte("\x00\xff{\"k\":\"open\"}\n" + strings.Repeat("x", 100<<10))
 	k := &diskcache.Key{Kind: "symbols", BuildID: "abcd"}
 	for _, d := range [][]byte{data, {}} {
