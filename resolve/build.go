@@ -132,9 +132,17 @@ func (r *Resolver) lookupKernel(want map[string]bool) {
 	}
 }
 
-func (r *Resolver) thread(s *Space, th *ptrace.Thread) report.Thread {
-	t := report.Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
+// Head is what a thread's report says from its capture alone, before any
+// unwinding: who it is, its state and system call, how it was captured,
+// and the capture's error. Unwinding adds its frames, Stop and an Error of
+// its own.
+func Head(th *ptrace.Thread) report.Thread {
+	return report.Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
 		Capture: th.Method, PauseNS: th.PauseNS, Error: th.Err, Torn: th.Torn, Signal: th.Signal}
+}
+
+func (r *Resolver) thread(s *Space, th *ptrace.Thread) report.Thread {
+	t := Head(th)
 	fr, stop, ok := s.Unwind(th, r.frames[:0])
 	r.frames = fr
 	t.Frames = r.Frames(s, th, fr, ok, nil)

@@ -23,8 +23,9 @@ func (r *Resolver) safeThread(s *Space, th *ptrace.Thread) report.Thread {
 		return t
 	}
 	r.frames, r.syms = nil, nil // whatever the panic left half-built
-	return report.Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
-		Capture: th.Method, PauseNS: th.PauseNS, Torn: th.Torn, Signal: th.Signal, Error: err.Error()}
+	t = Head(th)
+	t.Error = err.Error()
+	return t
 }
 
 // SafeProcess prefetches debug files (debuginfod) and resolves one

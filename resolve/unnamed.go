@@ -15,10 +15,9 @@ func Unnamed(p *ptrace.Process, kernel bool, why string) *report.Process {
 		Warnings: p.Warnings, WallNS: p.WallNS}
 	for i := range p.Threads {
 		th := &p.Threads[i]
-		t := report.Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
-			Capture: th.Method, PauseNS: th.PauseNS, Torn: th.Torn, Signal: th.Signal, Error: why}
-		if th.Err != "" {
-			t.Error = th.Err
+		t := Head(th)
+		if t.Error == "" {
+			t.Error = why
 		}
 		if kernel {
 			for _, k := range th.KernelStack {
