@@ -3,16 +3,24 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"fmt"
 
+	"stackshot/ptrace"
 	"stackshot/report"
+	"stackshot/resolve"
 )
 
-// A resolved process's threads mostly share their frames (the same code,
-// each thread at its own stack address): the child's kResolve answer
-// carries each distinct frame once (its SP zero), and each thread's frames
-// as indexes in that table with their SPs. The answer of a 128-thread
-// dump was 650 KB of JSON, whose decoding in the parent cost more than
+// The child's kResolve answer carries only what unwinding found. The rest
+// of each thread's report (its id, name, state, system call, how it was
+// captured: resolve.Head) the parent has already, in the capture it sent,
+// and builds itself. Threads mostly share their frames (the same code,
+// each thread at its own stack address): each distinct frame travels once,
+// in a table (its SP zero), and each thread's frames as indexes in it with
+// their SPs, packed in bytes.
+//
+// The answer of a 512-thread dump was 273 KB of JSON, each thread's header
+// and numbers written out, and decoding it cost the parent 4 ms, more than
 // the child's whole unwinding.
 
 // maxSharedFrames bounds the frames rebuilt from the table: what a
@@ -21,21 +29,33 @@ import (
 // than it could be without it.
 const maxSharedFrames = maxUpResult / 256
 
-// shareFrames moves the frames of up.Result's threads into the table.
+// unwound is what unwinding adds to a thread's head.
+type unwound struct {
+	Error string `json:"e,omitempty"`
+	Stop  string `json:"s,omitempty"`
+}
+
+// shareFrames moves what unwinding found for up.Result's threads into
+// up.Unwound, up.FrameTab and up.FrameRefs, and drops the threads.
+//
+// FrameRefs holds, for each thread, its frame count, then per frame its
+// index in the table and its SP less the previous frame's (the first's
+// less zero), as varints.
 func shareFrames(up *upMsg) {
 	if up.Result == nil {
 		return
 	}
 	ths := up.Result.Threads
 	index := map[report.Frame]int{}
-	up.FrameOf = make([][]int, len(ths))
-	up.FrameSP = make([][]uint64, len(ths))
+	up.Unwound = make([]unwound, len(ths))
+	up.FrameRefs = []byte{}
 	for i := range ths {
+		up.Unwound[i] = unwound{Error: ths[i].Error, Stop: ths[i].Stop}
 		fr := ths[i].Frames
-		ths[i].Frames = nil
-		of, sp := make([]int, len(fr)), make([]uint64, len(fr))
-		for k, f := range fr {
-			sp[k] = f.SP
+		up.FrameRefs = binary.AppendUvarint(up.FrameRefs, uint64(len(fr)))
+		var prev uint64
+		for _, f := range fr {
+			sp := f.SP
 			f.SP = 0
 			j, ok := index[f]
 			if !ok {
@@ -43,48 +63,98 @@ func shareFrames(up *upMsg) {
 				index[f] = j
 				up.FrameTab = append(up.FrameTab, f)
 			}
-			of[k] = j
+			up.FrameRefs = binary.AppendUvarint(up.FrameRefs, uint64(j))
+			up.FrameRefs = binary.AppendVarint(up.FrameRefs, int64(sp-prev))
+			prev = sp
 		}
-		up.FrameOf[i], up.FrameSP[i] = of, sp
 	}
+	up.Result.Threads = nil
 }
 
-// joinFrames gives each thread of up.Result its frames back from the
-// table (shareFrames), checking every index. An answer without a table
-// keeps the frames it carries.
-func joinFrames(up *upMsg) error {
-	if up.Result == nil || up.FrameOf == nil && up.FrameSP == nil && up.FrameTab == nil {
+// joinFrames gives up.Result the threads of p, the capture the child
+// resolved: each thread's head built here (resolve.Head), with what the
+// child's unwinding found (shareFrames), every count and index checked.
+// An answer without them keeps the threads it carries.
+func joinFrames(up *upMsg, p *ptrace.Process) error {
+	if up.Result == nil || up.Unwound == nil && up.FrameRefs == nil && up.FrameTab == nil {
 		return nil
 	}
-	ths := up.Result.Threads
-	if len(up.FrameOf) != len(ths) || len(up.FrameSP) != len(ths) {
-		return fmt.Errorf("frames for %d and %d of %d threads", len(up.FrameOf), len(up.FrameSP), len(ths))
+	if len(up.Result.Threads) != 0 {
+		return fmt.Errorf("%d threads sent besides their frames", len(up.Result.Threads))
 	}
-	total := 0
+	if len(up.Unwound) != len(p.Threads) {
+		return fmt.Errorf("frames for %d of %d threads", len(up.Unwound), len(p.Threads))
+	}
+	counts, refs, err := readRefs(up.FrameRefs, len(p.Threads), len(up.FrameTab))
+	if err != nil {
+		return err
+	}
+	// One array holds every thread's frames, each thread's slice capped at
+	// its own.
+	all := make([]report.Frame, len(refs))
+	for k, r := range refs {
+		all[k] = up.FrameTab[r.index]
+		all[k].SP = r.sp
+	}
+	ths := make([]report.Thread, len(p.Threads))
+	at := 0
 	for i := range ths {
-		if len(up.FrameOf[i]) != len(up.FrameSP[i]) || len(ths[i].Frames) != 0 {
-			return fmt.Errorf("thread %d: %d frames, %d stack pointers", i, len(up.FrameOf[i]), len(up.FrameSP[i]))
-		}
-		total += len(up.FrameOf[i])
-		if total > maxSharedFrames {
-			return fmt.Errorf("over %d frames", maxSharedFrames)
+		ths[i] = resolve.Head(&p.Threads[i])
+		ths[i].Error, ths[i].Stop = up.Unwound[i].Error, up.Unwound[i].Stop
+		if n := counts[i]; n > 0 {
+			ths[i].Frames = all[at : at+n : at+n]
+			at += n
 		}
 	}
-	for i := range ths {
-		of := up.FrameOf[i]
-		if len(of) == 0 {
-			continue
-		}
-		fr := make([]report.Frame, len(of))
-		for k, j := range of {
-			if j < 0 || j >= len(up.FrameTab) {
-				return fmt.Errorf("thread %d: frame %d of %d", i, j, len(up.FrameTab))
-			}
-			fr[k] = up.FrameTab[j]
-			fr[k].SP = up.FrameSP[i][k]
-		}
-		ths[i].Frames = fr
-	}
-	up.FrameTab, up.FrameOf, up.FrameSP = nil, nil, nil
+	up.Result.Threads = ths
+	up.Unwound, up.FrameTab, up.FrameRefs = nil, nil, nil
 	return nil
+}
+
+type frameRef struct {
+	index int
+	sp    uint64
+}
+
+// readRefs decodes FrameRefs (shareFrames) for threads threads and a table
+// of tab frames: each thread's frame count, and all their frames in order.
+func readRefs(b []byte, threads, tab int) (counts []int, refs []frameRef, err error) {
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	counts = make([]int, threads)
+	for i := range counts {
+		n, ok := next()
+		// Each frame takes two bytes at least.
+		if !ok || n > uint64(len(b)/2) {
+			return nil, nil, fmt.Errorf("thread %d: frame count cut short or past the answer", i)
+		}
+		if uint64(len(refs))+n > maxSharedFrames {
+			return nil, nil, fmt.Errorf("over %d frames", maxSharedFrames)
+		}
+		counts[i] = int(n)
+		var sp uint64
+		for range n {
+			j, ok := next()
+			if !ok || j >= uint64(tab) {
+				return nil, nil, fmt.Errorf("thread %d: frame %d of %d", i, int64(j), tab)
+			}
+			d, m := binary.Varint(b)
+			if m <= 0 {
+				return nil, nil, fmt.Errorf("thread %d: stack pointer cut short", i)
+			}
+			b = b[m:]
+			sp += uint64(d)
+			refs = append(refs, frameRef{int(j), sp})
+		}
+	}
+	if len(b) != 0 {
+		return nil, nil, fmt.Errorf("%d bytes after the last thread's frames", len(b))
+	}
+	return counts, refs, nil
 }

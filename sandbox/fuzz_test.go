@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"stackshot/ptrace"
 )
 
 // FuzzRecvUp feeds the parent's reader of the child's frames with what a
@@ -17,10 +19,13 @@ func FuzzRecvUp(f *testing.F) {
 	f.Add([]byte(`{"k":"mem","addr":18446744073709551615,"len":-1}`))
 	f.Add([]byte(`{"k":"resolve","result":{"pid":1,"threads":[{"tid":1,"frames":[{"function":"\u001b[2J"}]}]}}`))
 	f.Add([]byte(`{"k":"names","frames":[[{"pc":1}],null]}`))
-	f.Add([]byte(`{"k":"resolve","result":{"Threads":[{"TID":1},{"TID":2}]},"frame_tab":[{"PC":1,"Function":"f"}],"frame_of":[[0,0],[0]],"frame_sp":[[8,16],[24]]}`))
-	f.Add([]byte(`{"k":"resolve","result":{"Threads":[{"TID":1}]},"frame_tab":[],"frame_of":[[5]],"frame_sp":[[1]]}`))
+	// Two threads' frames: two, then one (frame_refs: 2, 0 +8, 0 +8, 1, 0 +24).
+	f.Add([]byte(`{"k":"resolve","result":{"PID":1},"unwound":[{"s":"end of stack"},{"e":"x"}],"frame_tab":[{"PC":1,"Function":"f"}],"frame_refs":"AgAQABABADA="}`))
+	f.Add([]byte(`{"k":"resolve","result":{"Threads":[{"TID":1}]},"unwound":[{},{}],"frame_tab":[],"frame_refs":"AQUC"}`))
 	f.Add([]byte(`{"k":"cacheput","key":{"Kind":"symbols","BuildID":"ab"},"len":3}a\x00c`))
 	f.Add([]byte{0xff, 0xfe, '{'})
+	// The capture the answers are for.
+	capture := &ptrace.Process{PID: 1, Threads: []ptrace.Thread{{TID: 1}, {TID: 2}}}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -40,7 +45,7 @@ func FuzzRecvUp(f *testing.F) {
 			if err == nil && m == nil {
 				t.Fatal("no message and no error")
 			}
-			if err == nil && joinFrames(m) == nil && m.Result != nil {
+			if err == nil && joinFrames(m, capture) == nil && m.Result != nil {
 				n := 0
 				for _, th := range m.Result.Threads {
 					n += len(th.Frames)

@@ -393,7 +393,7 @@ func (c *Child) resolve(p *ptrace.Process, m *downMsg, fd int) (*report.Process,
 		err = fmt.Errorf("no result (%s)", up.Err)
 	}
 	if err == nil {
-		err = joinFrames(up)
+		err = joinFrames(up, p)
 	}
 	if err != nil {
 		err = fmt.Errorf("names of process %d lost: the sandboxed parser failed (%v)", p.PID, err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -147,6 +148,16 @@ func sameFramesAsInProcess(t *testing.T, all bool, args ...string) {
 	for name, w := range wc {
 		if gc[name] != w {
 			t.Errorf("thread %s:\n sandbox    %s\n in-process %s", name, gc[name], w)
+		}
+	}
+	// Every field of every thread, not only the chains: the parent builds
+	// each thread's head from its capture and takes the rest from the
+	// child's answer (frames.go), and nothing is lost on the way.
+	if !reflect.DeepEqual(got.Threads, want.Threads) {
+		for i := range want.Threads {
+			if i < len(got.Threads) && !reflect.DeepEqual(got.Threads[i], want.Threads[i]) {
+				t.Errorf("thread %d:\n sandbox    %+v\n in-process %+v", want.Threads[i].TID, got.Threads[i], want.Threads[i])
+			}
 		}
 	}
 	for _, th := range got.Threads {

@@ -192,11 +192,12 @@ type upMsg struct {
 	// completely, in the order asked.
 	Completes []bool `json:"completes,omitempty"`
 
-	// kResolve (frames.go): the threads' distinct frames, and each
-	// thread's frames as indexes in them with their stack pointers.
-	FrameTab []report.Frame `json:"frame_tab,omitempty"`
-	FrameOf  [][]int        `json:"frame_of,omitempty"`
-	FrameSP  [][]uint64     `json:"frame_sp,omitempty"`
+	// kResolve (frames.go): Result without its threads; what unwinding
+	// found for each, the threads' distinct frames, and each thread's
+	// frames as indexes in them with their stack pointers, packed.
+	Unwound   []unwound      `json:"unwound,omitempty"`
+	FrameTab  []report.Frame `json:"frame_tab,omitempty"`
+	FrameRefs []byte         `json:"frame_refs,omitempty"`
 }
 
 // encodeReport encodes p for downMsg.Report. Its types are described in
