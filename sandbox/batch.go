@@ -84,7 +84,7 @@ func (c *Child) imagesThenCheck(p *ptrace.Process, ths []*ptrace.Thread) (*upMsg
 		return nil, err
 	}
 	useImages(p, up)
-	c.space = p
+	c.setSpace(p)
 	return c.receive(c.killAt())
 }
 
@@ -113,11 +113,12 @@ func (k *checks) checkAll(ths []*ptrace.Thread) upMsg {
 	return up
 }
 
-// forResolve readies kResolve m: its kept threads get the stacks held
-// (which are then forgotten), and its process is the checks' when it is
-// the same capture. false: m has no process, or a kept stack is not held.
+// forResolve readies kResolve m: what its request left out is put back
+// (restoreRequest), its kept threads get the stacks held (which are then
+// forgotten), and its process is the checks' when it is the same capture.
+// false: m has no process, or does not fit what the child has.
 func (k *checks) forResolve(m *downMsg) bool {
-	if m.Proc == nil || !restoreChecked(m, k.held) {
+	if m.Proc == nil || !restoreRequest(m, k.proc) || !restoreChecked(m, k.held) {
 		return false
 	}
 	k.held = nil

@@ -182,6 +182,8 @@ type Child struct {
 	// checked are the stacks the child holds from the kCheckAll requests
 	// it answered since the last kResolve, by thread (batch.go).
 	checked map[int]checkedStack
+	// spaceHead is space as the child has it (resolvemsg.go).
+	spaceHead spaceHead
 	// unflushed: requests were made since the child last flushed its
 	// cache (cache.go).
 	unflushed bool
@@ -387,7 +389,7 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 
 // resolve asks m, a kResolve request (with fd: -1 none), of the child.
 func (c *Child) resolve(p *ptrace.Process, m *downMsg, fd int) (*report.Process, error) {
-	m.Proc, m.Kept = c.withoutChecked(p)
+	c.resolveRequest(m, p)
 	up, err := c.roundTripFD(m, fd, c.killAt())
 	if err == nil && (up.Kind != kResolve || up.Result == nil) {
 		err = fmt.Errorf("no result (%s)", up.Err)
@@ -432,7 +434,7 @@ func (c *Child) useSpace(p *ptrace.Process) bool {
 		if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
 			return false
 		}
-		c.space = p
+		c.setSpace(p)
 	}
 	return true
 }
@@ -495,7 +497,7 @@ func (c *Child) Symbolize(p *ptrace.Process, addrs []uint64) ([][]report.Frame, 
 		if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
 			return unnamed(addrs), err
 		}
-		c.space = p
+		c.setSpace(p)
 	}
 	var out [][]report.Frame
 	for len(addrs) > 0 {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"stackshot/internal/diskcache"
+	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/symtab"
@@ -136,6 +137,14 @@ type downMsg struct {
 	// stack, which is the one a kCheckAll since the last kResolve sent
 	// for the same thread (batch.go).
 	Kept []int
+	// SameSpace: kResolve's Proc comes without the maps, build ids, vdso
+	// and auxv of the process the checks unwind in, which are still its
+	// own; KStacks are its threads' distinct kernel stacks, and KStackOf
+	// each thread's index in them (-1: none), their own left out
+	// (resolvemsg.go).
+	SameSpace bool
+	KStacks   [][]procmaps.KernelFrame
+	KStackOf  []int
 }
 
 type upMsg struct {
