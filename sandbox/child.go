@@ -278,7 +278,9 @@ func serveWork(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *reso
 		}
 		hookBefore(cfg.Hook, kLocks)
 		up.Kind = kLocks
-		up.Waits, up.Deadlocks = locks(m, memc)
+		var waits []*report.WaitingFor
+		waits, up.Deadlocks = locks(m, memc)
+		up.WaitTab, up.WaitOf = shareWaits(waits)
 	case kSaved:
 		if fd < 0 {
 			return up, false

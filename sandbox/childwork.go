@@ -52,25 +52,16 @@ func shareStacks(gs []report.Goroutine) (stacks [][]report.Frame, of []int) {
 		first *report.Frame
 		n     int
 	}
-	seen := map[key]int{}
-	of = make([]int, len(gs))
+	all := make([][]report.Frame, len(gs))
 	for i := range gs {
-		fr := gs[i].Frames
-		gs[i].Frames = nil
-		if len(fr) == 0 {
-			of[i] = -1
-			continue
-		}
-		k := key{&fr[0], len(fr)}
-		j, ok := seen[k]
-		if !ok {
-			j = len(stacks)
-			seen[k] = j
-			stacks = append(stacks, fr)
-		}
-		of[i] = j
+		all[i], gs[i].Frames = gs[i].Frames, nil
 	}
-	return stacks, of
+	return tabulate(all, func(fr []report.Frame) (key, bool) {
+		if len(fr) == 0 {
+			return key{}, false
+		}
+		return key{&fr[0], len(fr)}, true
+	})
 }
 
 // locks finds what m.report's blocked threads wait for and who holds it
@@ -93,6 +84,26 @@ func locks(m *downMsg, memc *memClient) ([]*report.WaitingFor, []report.Deadlock
 		waits[i] = p.Threads[i].WaitingFor
 	}
 	return waits, p.Deadlocks
+}
+
+// shareWaits is waits as a table of the distinct ones and each thread's
+// index in it (nil: -1).
+func shareWaits(waits []*report.WaitingFor) ([]*report.WaitingFor, []int) {
+	type key struct {
+		report.WaitingFor
+		owner int
+	}
+	return tabulate(waits, func(w *report.WaitingFor) (key, bool) {
+		if w == nil {
+			return key{}, false
+		}
+		k := key{WaitingFor: *w, owner: -1}
+		if w.OwnerTID != nil {
+			k.owner = *w.OwnerTID
+		}
+		k.OwnerTID = nil
+		return k, true
+	})
 }
 
 // saved reads a saved capture, a capture file or an ELF core (handed over

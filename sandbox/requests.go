@@ -59,18 +59,7 @@ func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) {
 // joinStacks gives each goroutine its frames back from the table the
 // child sent (shareStacks), shared as goruntime shares them.
 func joinStacks(gs []report.Goroutine, stacks [][]report.Frame, of []int) error {
-	if len(of) != len(gs) {
-		return fmt.Errorf("%d stacks for %d goroutines", len(of), len(gs))
-	}
-	for i, j := range of {
-		if j < -1 || j >= len(stacks) {
-			return fmt.Errorf("goroutine %d: stack %d of %d", i, j, len(stacks))
-		}
-		if j >= 0 {
-			gs[i].Frames = stacks[j]
-		}
-	}
-	return nil
+	return untabulate(stacks, of, len(gs), "goroutine", func(i int, fr []report.Frame) { gs[i].Frames = fr })
 }
 
 // Locks finds, in the child, which lock each blocked thread of rp (the
@@ -103,8 +92,22 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) {
 				up, err = c.roundTrip(&downMsg{Kind: kLocks, Report: b, Tasks: sortedTasks(tasks)}, c.killAt())
 			}
 		}
-		if err == nil && (up.Kind != kLocks || len(up.Waits) != len(blocked)) {
-			err = fmt.Errorf("%d answers for %d threads", len(up.Waits), len(blocked))
+		waits := make([]*report.WaitingFor, len(blocked))
+		if err == nil && up.Kind != kLocks {
+			err = fmt.Errorf("answer %q", up.Kind)
+		}
+		if err == nil {
+			// Each thread its own copy.
+			err = untabulate(up.WaitTab, up.WaitOf, len(blocked), "thread", func(i int, w *report.WaitingFor) {
+				if w != nil {
+					x := *w
+					if w.OwnerTID != nil {
+						o := *w.OwnerTID
+						x.OwnerTID = &o
+					}
+					waits[i] = &x
+				}
+			})
 		}
 		if err != nil {
 			rp.Warnings = append(rp.Warnings, fmt.Sprintf("lock owners not found: the sandboxed parser failed (%v)", err))
@@ -114,7 +117,7 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) {
 		for i := range rp.Threads {
 			names[rp.Threads[i].TID] = rp.Threads[i].Name
 		}
-		for k, w := range up.Waits {
+		for k, w := range waits {
 			if w != nil && w.OwnerTID != nil {
 				if o := *w.OwnerTID; tasks[o] {
 					w.OwnerName = names[o]

@@ -4,10 +4,9 @@ package sandbox
 
 import (
 	"bytes"
+	"encoding/binary"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -68,41 +67,22 @@ func (c *Child) resolveRequest(m *downMsg, p *ptrace.Process) {
 // shareKernelStacks moves the kernel stacks of ths into a table of the
 // distinct ones, and returns it with each thread's index in it (-1: none).
 func shareKernelStacks(ths []ptrace.Thread) ([][]procmaps.KernelFrame, []int) {
-	var tab [][]procmaps.KernelFrame
-	of := make([]int, len(ths))
-	index := map[string]int{}
-	var key strings.Builder
+	stacks := make([][]procmaps.KernelFrame, len(ths))
 	for i := range ths {
-		ks := ths[i].KernelStack
-		ths[i].KernelStack = nil
-		of[i] = -1
-		if len(ks) == 0 {
-			continue
-		}
-		if j := len(tab) - 1; j >= 0 && slices.Equal(tab[j], ks) {
-			of[i] = j // (the common case: the thread before waits alike)
-			continue
-		}
-		key.Reset()
-		for _, f := range ks {
-			key.WriteString(f.Function)
-			key.WriteByte(0)
-			key.WriteString(strconv.FormatUint(f.Addr, 16))
-			key.WriteByte(' ')
-			key.WriteString(strconv.FormatUint(f.Offset, 16))
-			key.WriteByte(' ')
-			key.WriteString(strconv.FormatUint(f.Size, 16))
-			key.WriteByte(0)
-		}
-		j, ok := index[key.String()]
-		if !ok {
-			j = len(tab)
-			index[key.String()] = j
-			tab = append(tab, ks)
-		}
-		of[i] = j
+		stacks[i], ths[i].KernelStack = ths[i].KernelStack, nil
 	}
-	return tab, of
+	var key []byte
+	return tabulate(stacks, func(ks []procmaps.KernelFrame) (string, bool) {
+		key = key[:0]
+		for _, f := range ks {
+			key = append(key, f.Function...)
+			key = append(key, 0)
+			key = binary.LittleEndian.AppendUint64(key, f.Addr)
+			key = binary.LittleEndian.AppendUint64(key, f.Offset)
+			key = binary.LittleEndian.AppendUint64(key, f.Size)
+		}
+		return string(key), len(ks) > 0
+	})
 }
 
 // restoreRequest undoes resolveRequest in the child, but for the stacks
@@ -120,18 +100,8 @@ func restoreRequest(m *downMsg, space *ptrace.Process) bool {
 	if m.KStackOf == nil {
 		return true
 	}
-	if len(m.KStackOf) != len(p.Threads) {
-		return false
-	}
-	for i, j := range m.KStackOf {
-		switch {
-		case j == -1:
-		case j < 0 || j >= len(m.KStacks):
-			return false
-		default:
-			// Each thread its own copy: the resolver fills in addresses.
-			p.Threads[i].KernelStack = slices.Clone(m.KStacks[j])
-		}
-	}
-	return true
+	// Each thread its own copy: the resolver fills in addresses.
+	return untabulate(m.KStacks, m.KStackOf, len(p.Threads), "thread", func(i int, ks []procmaps.KernelFrame) {
+		p.Threads[i].KernelStack = slices.Clone(ks)
+	}) == nil
 }

@@ -170,8 +170,9 @@ type upMsg struct {
 	Stacks  [][]report.Frame `json:"stacks,omitempty"`
 	StackOf []int            `json:"stack_of,omitempty"`
 	// kLocks: each thread's WaitingFor (in the order of the request's
-	// threads) and the cycles among them.
-	Waits     []*report.WaitingFor `json:"waits,omitempty"`
+	// threads: WaitOf, indexes in WaitTab) and the cycles among them.
+	WaitTab   []*report.WaitingFor `json:"wait_tab,omitempty"` // (table.go: most wait alike)
+	WaitOf    []int                `json:"wait_of,omitempty"`
 	Deadlocks []report.Deadlock    `json:"deadlocks,omitempty"`
 	// kSaved: the capture's processes, the thread ids --tid asked for
 	// that each lacks, why one could not be shown, and whether the file is
