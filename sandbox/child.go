@@ -311,6 +311,9 @@ func lockdown(cfg *setup) error {
 		// The collector works harder well before the address space ends.
 		debug.SetMemoryLimit(int64(cfg.MemoryLimit / 2))
 	}
+	if cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	if cfg.CPUSeconds > 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: cfg.CPUSeconds, Max: cfg.CPUSeconds}); err != nil {
 			return fmt.Errorf("setrlimit(RLIMIT_CPU): %w", err)

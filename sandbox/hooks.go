@@ -4,6 +4,8 @@ package sandbox
 
 import (
 	"os"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,7 +24,8 @@ import (
 // "locks" (lock owners), "core" (an ELF core) or "record" (a tick's
 // threads to unwind);
 // and Child.Probe asks it what a refused system call gets ("open", "exec",
-// "socket", "ptrace", "vm_readv"), or to spin on the CPU ("spin").
+// "socket", "ptrace", "vm_readv"), to spin on the CPU ("spin"), or its
+// GOGC ("gogc").
 var TestHook string
 
 // TestEnv, set by stackshot built with the stackshot_testhooks tag only, is
@@ -83,6 +86,10 @@ func runHook(hook string) string {
 	case "spin":
 		for {
 		}
+	case "gogc":
+		gc := debug.SetGCPercent(-1)
+		debug.SetGCPercent(gc)
+		return strconv.Itoa(gc)
 	default:
 		return cacheProbe(hook)
 	}

@@ -72,6 +72,7 @@ type Config struct {
 	// grace period the child is killed. Zero: none.
 	Deadline    time.Time
 	MemoryLimit uint64 // RLIMIT_AS of the child (0: DefaultMemoryLimit)
+	GCPercent   int    // the child's GOGC (0: the runtime's default)
 	CPUSeconds  uint64 // RLIMIT_CPU of the child (0: DefaultCPUSeconds)
 	// Cache is stackshot's cache (its main namespace, nil: none): the
 	// child gets a namespace of it of its own (cache.go).
@@ -264,7 +265,7 @@ func (c *Child) handshake() error {
 		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
 		Deadline: cfg.Deadline, MaxFrames: cfg.Resolve.MaxFrames, Kernel: cfg.Resolve.Kernel, Live: cfg.Resolve.Live,
 		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot,
-		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, Hook: TestHook,
+		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, GCPercent: cfg.GCPercent, Hook: TestHook,
 		Cache: cfg.Cache != nil}
 	// The setup is JSON, decoded at once: the child decodes the first
 	// gob frame, which describes downMsg's types and has its decoder

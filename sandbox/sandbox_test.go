@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,21 @@ func startChild(t *testing.T, cfg Config, tgt Target) *Child {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// The child collects garbage as its parent asks (a dump: less often),
+// else as Go does by default.
+func TestChildGCPercent(t *testing.T) {
+	needRoot(t)
+	for _, c := range []struct{ set, want int }{{0, 100}, {400, 400}} {
+		cfg := liveConfig()
+		cfg.GCPercent = c.set
+		child := startChild(t, cfg, Target{UID: -1, GID: -1})
+		got, err := child.Probe("gogc")
+		if err != nil || got != strconv.Itoa(c.want) {
+			t.Errorf("GCPercent %d: the child's GOGC %q (%v), want %d", c.set, got, err, c.want)
+		}
+	}
 }
 
 func chains(p *report.Process) map[string]string {

@@ -92,6 +92,7 @@ type setup struct {
 	FetchExecutable bool   // and module files
 	MemoryLimit     uint64 // RLIMIT_AS
 	CPUSeconds      uint64 // RLIMIT_CPU
+	GCPercent       int    // GOGC (0: the runtime's default)
 	Hook            string // a test hook (see TestHook)
 	Cache           bool   // the parent keeps a cache namespace for the child (cache.go)
 }
