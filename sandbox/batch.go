@@ -69,6 +69,9 @@ func (c *Child) imagesThenCheck(p *ptrace.Process, ths []*ptrace.Thread) (*upMsg
 	if err := c.drain(); err != nil {
 		return nil, err
 	}
+	if err := c.giveModules(p, ths); err != nil {
+		return nil, err
+	}
 	if err := c.send(&downMsg{Kind: kImages, Proc: &head, SpaceToo: true}); err != nil {
 		return nil, err
 	}

@@ -98,17 +98,17 @@ func Main() int {
 	if cfg.Live {
 		memc = &memClient{c: c, fd: -1}
 	}
-	return serve(cfg, down, sym, res, memc)
+	return serve(cfg, c, sym, res, memc)
 }
 
 // takesFD says which requests come with a descriptor the child keeps.
 func takesFD(kind string) bool {
-	return kind == kMemFD || kind == kGo || kind == kSaved || kind == kResolve
+	return kind == kMemFD || kind == kGo || kind == kSaved || kind == kResolve || kind == kGive
 }
 
 // serve answers the parent's requests until it is done: resolve a
 // capture, name addresses, check a no-stop capture, read build ids.
-func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Resolver, memc *memClient) int {
+func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver, memc *memClient) int {
 	var mem io.ReaderAt
 	if memc != nil {
 		mem = memc
@@ -117,7 +117,7 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 	var rec walking
 	var then []report.Thread // a resolve's threads, for what its request asks next
 	for {
-		m, fd, err := down.recv(childSock)
+		m, fd, err := cl.down.recv(childSock)
 		if err != nil {
 			return 0 // the parent is done (or gone)
 		}
@@ -167,6 +167,11 @@ func serve(cfg *setup, down *downReader, sym *symtab.Symbolizer, res *resolve.Re
 			}
 		case kCheckAll:
 			up = k.checkAll(m.Check)
+		case kGive:
+			if fd >= 0 {
+				cl.keepGiven(m.Path, fd)
+			}
+			continue // (no answer)
 		case kNames:
 			hookBefore(cfg.Hook, kNames)
 			up.Kind = kNames
@@ -328,9 +333,10 @@ func lockdown(cfg *setup) error {
 // client is the child's side of the calls it makes to its parent: one at
 // a time (the socket carries one conversation).
 type client struct {
-	mu   sync.Mutex
-	sock int
-	down *downReader // shared with the main loop, which waits meanwhile
+	mu    sync.Mutex
+	sock  int
+	down  *downReader    // shared with the main loop, which waits meanwhile
+	given map[string]int // files the parent gave before they were asked for, by path (give.go)
 }
 
 func (c *client) call(m *upMsg) (*downMsg, int, error) {
@@ -372,6 +378,11 @@ func (c *client) openFile(m *upMsg, name string) (*os.File, error) {
 // Open implements symtab.Opener: the parent opens the file, with its
 // checks, and hands over the descriptor.
 func (c *client) Open(root, p string, follow bool) (*os.File, error) {
+	if root == "" && follow {
+		if f, ok := c.takeGiven(p); ok {
+			return f, nil
+		}
+	}
 	return c.openFile(&upMsg{Kind: kOpen, Root: root, Path: p, Follow: follow}, p)
 }
 

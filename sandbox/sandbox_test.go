@@ -140,6 +140,11 @@ func sameFramesAsInProcess(t *testing.T, all bool, args ...string) {
 	if all && held < 7 || !all && held != 0 {
 		t.Errorf("the child holds %d of the threads' stacks from the check", held)
 	}
+	// The check's module files (libc, the executable) came with it
+	// (giveModules): the child asked for none.
+	if n := c.calls[kOpen]; all && n != 0 || !all && n == 0 {
+		t.Errorf("the child asked for %d files during the check (checkall=%v)", n, all)
+	}
 	got, err := c.Resolve(p)
 	if err != nil {
 		t.Fatal(err)
