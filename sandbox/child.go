@@ -101,6 +101,21 @@ func Main() int {
 	return serve(cfg, c, sym, res, memc)
 }
 
+// names answers kNames: each address's frames in space (unnamed when
+// naming it panicked).
+func names(space *resolve.Space, addrs []uint64, sym *symtab.Symbolizer, res *resolve.Resolver) upMsg {
+	up := upMsg{Kind: kNames}
+	for _, a := range addrs {
+		var fr []report.Frame
+		if err := contain.Call("naming an address", func() { fr = res.Symbolize(space, a, true) }); err != nil {
+			fr = []report.Frame{{PC: a, Kind: "user"}}
+		}
+		up.Frames = append(up.Frames, fr)
+	}
+	up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
+	return up
+}
+
 // takesFD says which requests come with a descriptor the child keeps.
 func takesFD(kind string) bool {
 	return kind == kMemFD || kind == kGo || kind == kSaved || kind == kResolve || kind == kGive
@@ -174,18 +189,10 @@ func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver
 			continue // (no answer)
 		case kNames:
 			hookBefore(cfg.Hook, kNames)
-			up.Kind = kNames
 			if k.space == nil || len(m.Addrs) > maxAddrs {
 				return 1
 			}
-			for _, a := range m.Addrs {
-				var fr []report.Frame
-				if err := contain.Call("naming an address", func() { fr = res.Symbolize(k.space, a, true) }); err != nil {
-					fr = []report.Frame{{PC: a, Kind: "user"}}
-				}
-				up.Frames = append(up.Frames, fr)
-			}
-			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
+			up = names(k.space, m.Addrs, sym, res)
 		case kRecord:
 			hookBefore(cfg.Hook, kRecord)
 			var ok bool
