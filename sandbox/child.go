@@ -49,17 +49,6 @@ func Main() int {
 	if err != nil || json.Unmarshal(b, cfg) != nil {
 		return 1
 	}
-	// The next frame describes downMsg's types: its decoder is compiled
-	// for them beside the lockdown.
-	down := newDownReader()
-	primed := make(chan bool, 1)
-	go func() {
-		m, fd, err := down.recv(childSock)
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-		primed <- err == nil && m.Kind == kPrime
-	}()
 	if err := lockdown(cfg); err != nil {
 		sendUp(childSock, &upMsg{Kind: kSetup, Err: err.Error()})
 		return 1
@@ -69,10 +58,7 @@ func Main() int {
 	if err := sendFrame(childSock, []byte(`{"k":"`+kSetup+`"}`), -1); err != nil {
 		return 1
 	}
-	if !<-primed {
-		return 1
-	}
-	c := &client{sock: childSock, down: down}
+	c := &client{sock: childSock, down: newDownReader()}
 	so := symtab.Options{DebugDirs: cfg.DebugDirs, NoDemangle: cfg.NoDemangle, NamesOnly: cfg.NamesOnly,
 		MaxDebugBytes: cfg.MaxDebugBytes, MaxSectionBytes: cfg.MaxSectionBytes, PerfMap: cfg.PerfMap,
 		Opener: c}

@@ -36,10 +36,8 @@ func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) {
 		c.follow(p)
 		head := *p
 		head.Threads = nil
-		var b []byte
-		if b, err = encodeReport(&report.Process{Threads: rp.Threads}); err == nil {
-			up, err = c.roundTripFD(&downMsg{Kind: kGo, Proc: &head, Report: b}, int(exe.Fd()), c.killAt())
-		}
+		b := encodeReport(&report.Process{Threads: rp.Threads})
+		up, err = c.roundTripFD(&downMsg{Kind: kGo, Proc: &head, Report: b}, int(exe.Fd()), c.killAt())
 	}
 	if err == nil && (up.Kind != kGo || up.Result == nil) {
 		err = fmt.Errorf("no goroutines (%s)", up.Err)
@@ -87,10 +85,8 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) {
 	up, asked, err := c.awaited(rp, kLocks)
 	if asked || len(blocked) > 0 {
 		if !asked {
-			var b []byte
-			if b, err = encodeReport(&report.Process{Threads: blocked}); err == nil {
-				up, err = c.roundTrip(&downMsg{Kind: kLocks, Report: b, Tasks: sortedTasks(tasks)}, c.killAt())
-			}
+			b := encodeReport(&report.Process{Threads: blocked})
+			up, err = c.roundTrip(&downMsg{Kind: kLocks, Report: b, Tasks: sortedTasks(tasks)}, c.killAt())
 		}
 		waits := make([]*report.WaitingFor, len(blocked))
 		if err == nil && up.Kind != kLocks {

@@ -267,16 +267,11 @@ func (c *Child) handshake() error {
 		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot,
 		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, GCPercent: cfg.GCPercent, Hook: TestHook,
 		Cache: cfg.Cache != nil}
-	// The setup is JSON, decoded at once: the child decodes the first
-	// gob frame, which describes downMsg's types and has its decoder
-	// compiled for them all (a few tenths of a millisecond), while it
-	// locks itself down.
+	// The setup is JSON, decoded at once, before the child locks itself
+	// down.
 	b, err := json.Marshal(st)
 	if err == nil {
 		err = sendFrame(c.sock, b, -1)
-	}
-	if err == nil {
-		err = c.send(&downMsg{Kind: kPrime})
 	}
 	var up *upMsg
 	if err == nil {

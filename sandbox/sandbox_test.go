@@ -544,10 +544,10 @@ func TestRawStringsRoundTrip(t *testing.T) {
 	}
 }
 
-// The threads' stack copies travel after the gob, from where the capture
-// holds them, and come back as they went, in the child's frame; the
-// message sent is left as it was, and a frame whose stacks do not add up
-// is refused.
+// The threads' stack copies travel after the encoded request, from where
+// the capture holds them, and come back as they went, in the child's
+// frame; the message sent is left as it was, and a frame whose stacks do
+// not add up is refused.
 func TestStacksRoundTrip(t *testing.T) {
 	fds := socketPair(t)
 	stack := func(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }

@@ -5,7 +5,6 @@ package sandbox
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,8 +22,9 @@ import (
 
 // The parent and the child talk over one unix stream socket, in frames of
 // a 4-byte little-endian length and a payload. Frames down (parent to
-// child) are gob-encoded downMsg (the child trusts its parent), but for the
-// first, the child's setup, in JSON of its own (handshake). Frames up
+// child) are downMsg in the codec of codec.go (the child trusts its
+// parent), but for the first, the child's setup, in JSON of its own
+// (handshake). Frames up
 // (child to parent) are JSON-encoded upMsg, bounded before they are read:
 // the parent trusts nothing the child says. A descriptor travels with the
 // frame that answers an open (SCM_RIGHTS).
@@ -43,7 +43,6 @@ const (
 // Kinds of frames.
 const (
 	kSetup   = "setup"   // down: the child's configuration (JSON); up: lockdown done
-	kPrime   = "prime"   // down: nothing to do; its frame describes downMsg's types (handshake)
 	kResolve = "resolve" // down: resolve Proc; up: its result
 	kSpace   = "space"   // down: the process whose threads come to check
 	kImages  = "images"  // down: read Proc's build ids and vdso; up: them
@@ -108,8 +107,8 @@ type downMsg struct {
 	Path   string // kFetch's answer
 	Index  int    // kOpen's answer to Cands: the one opened
 	// Report is the resolved process kGo and kLocks work on (its threads:
-	// their frames and syscalls), in a gob stream of its own
-	// (encodeReport); report is it decoded, or the child's own (then.go).
+	// their frames and syscalls), encoded (encodeReport); report is it
+	// decoded, or the child's own (then.go).
 	Report []byte
 	report *report.Process
 	// Tasks are the target's threads now (kLocks: an owner is one of them).
@@ -211,20 +210,14 @@ type upMsg struct {
 	FrameRefs []byte         `json:"frame_refs,omitempty"`
 }
 
-// encodeReport encodes p for downMsg.Report. Its types are described in
-// each such frame, not in downMsg's stream: the report travels down only
-// when lock owners or goroutines are asked for on their own (a dump has
-// the child do both after resolving: then.go), and every child's first
-// frame then describes, and the child compiles, only what the others use.
-func encodeReport(p *report.Process) ([]byte, error) {
-	var b bytes.Buffer
-	err := gob.NewEncoder(&b).Encode(p)
-	return b.Bytes(), err
-}
+// encodeReport encodes p for downMsg.Report: the report travels down only
+// when lock owners or goroutines are asked for on their own (a dump has the
+// child do both after resolving: then.go).
+func encodeReport(p *report.Process) []byte { return encodeValue(nil, p) }
 
 func decodeReport(b []byte) (*report.Process, error) {
 	var p report.Process
-	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&p); err != nil {
+	if err := decodeInto(b, &p); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -364,36 +357,25 @@ func parseRights(oob []byte) ([]int, error) {
 	return fds, nil
 }
 
-// downWriter encodes the parent's frames with one gob stream: each type
-// is described once, in the first frame that uses it (a fresh encoder per
-// frame would cost about a millisecond each).
+// downWriter encodes the parent's frames.
 type downWriter struct {
-	buf bytes.Buffer
-	enc *gob.Encoder
+	buf []byte
 }
 
-func newDownWriter() *downWriter {
-	w := &downWriter{}
-	w.enc = gob.NewEncoder(&w.buf)
-	return w
-}
+func newDownWriter() *downWriter { return &downWriter{} }
 
-// A frame down is the gob of its downMsg, then the stack copies of the
-// threads it carries: gob would copy them into its buffer (fresh memory, a
-// page fault each 4 KiB: 14 ms for a 512-thread capture's 2.5 MB) and the
-// child out of it again, one allocation a thread. They are sent from where
-// the capture holds them, and the child's threads use them where its frame
-// holds them:
+// A frame down is the encoding of its downMsg, then the stack copies of
+// the threads it carries: encoded in it, they would be copied into its
+// buffer (fresh memory, a page fault each 4 KiB: 14 ms for a 512-thread
+// capture's 2.5 MB) and the child would copy them out again, one
+// allocation a thread. They are sent from where the capture holds them,
+// and the child's threads use them where its frame holds them:
 //
-//	gob length (4) | gob | stacks (4) | each one's length (4) | the stacks
+//	its length (4) | downMsg | stacks (4) | each one's length (4) | the stacks
 func (w *downWriter) send(sock int, m *downMsg, fd int) error {
 	m, stacks := withoutStacks(m)
-	w.buf.Reset()
-	w.buf.Write(make([]byte, 4))
-	if err := w.enc.Encode(m); err != nil {
-		return err
-	}
-	head := w.buf.Bytes()
+	head := encodeValue(append(w.buf[:0], 0, 0, 0, 0), m)
+	w.buf = head[:0]
 	binary.LittleEndian.PutUint32(head, uint32(len(head)-4))
 	head = binary.LittleEndian.AppendUint32(head, uint32(len(stacks)))
 	for _, st := range stacks {
@@ -461,23 +443,9 @@ func withoutStacks(m *downMsg) (*downMsg, [][]byte) {
 }
 
 // downReader decodes them in the child, frame by frame.
-type downReader struct {
-	feed frameFeed
-	dec  *gob.Decoder
-}
+type downReader struct{}
 
-// frameFeed hands the decoder one frame at a time (an io.ByteReader, so
-// the decoder reads no further ahead).
-type frameFeed struct{ r *bytes.Reader }
-
-func (f *frameFeed) Read(p []byte) (int, error) { return f.r.Read(p) }
-func (f *frameFeed) ReadByte() (byte, error)    { return f.r.ReadByte() }
-
-func newDownReader() *downReader {
-	r := &downReader{feed: frameFeed{bytes.NewReader(nil)}}
-	r.dec = gob.NewDecoder(&r.feed)
-	return r
-}
+func newDownReader() *downReader { return &downReader{} }
 
 func (r *downReader) recv(sock int) (*downMsg, int, error) {
 	b, fd, err := recvFrame(sock, maxDown)
@@ -505,14 +473,13 @@ func (r *downReader) decode(b []byte) (*downMsg, error) {
 	if uint64(n) > uint64(len(b)-4) {
 		return nil, bad
 	}
-	r.feed.r = bytes.NewReader(b[4 : 4+n])
 	var m downMsg
-	if err := r.dec.Decode(&m); err != nil {
+	if err := decodeInto(b[4:4+n], &m); err != nil {
 		return nil, err
 	}
 	rest := b[4+n:]
 	slots := stackSlots(&m)
-	if r.feed.r.Len() != 0 || len(rest) < 4 || uint64(binary.LittleEndian.Uint32(rest)) != uint64(len(slots)) ||
+	if len(rest) < 4 || uint64(binary.LittleEndian.Uint32(rest)) != uint64(len(slots)) ||
 		uint64(len(rest)-4) < 4*uint64(len(slots)) {
 		return nil, bad
 	}
