@@ -24,10 +24,10 @@ import (
 // a 4-byte little-endian length and a payload. Frames down (parent to
 // child) are downMsg in the codec of codec.go (the child trusts its
 // parent), but for the first, the child's setup, in JSON of its own
-// (handshake). Frames up
-// (child to parent) are JSON-encoded upMsg, bounded before they are read:
-// the parent trusts nothing the child says. A descriptor travels with the
-// frame that answers an open (SCM_RIGHTS).
+// (handshake). Frames up (child to parent) are JSON-encoded upMsg, bounded
+// before they are read: the parent trusts nothing the child says. A
+// descriptor travels with the frame that answers an open (SCM_RIGHTS), and
+// with a file the parent gives unasked (kGive).
 
 // Bounds on frames.
 const (
