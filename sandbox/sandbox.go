@@ -273,6 +273,9 @@ func (c *Child) handshake() error {
 	if err == nil {
 		err = sendFrame(c.sock, b, -1)
 	}
+	if err == nil {
+		warmDecoding()
+	}
 	var up *upMsg
 	if err == nil {
 		up, err = c.receive(time.Now().Add(startWait))
