@@ -161,34 +161,48 @@ const (
 	classRustMutex
 )
 
-// wrappers are the functions between a lock call and the futex system
-// call (names normalized by normName).
-var wrappers = map[string]bool{
-	"lll_lock_wait": true, "futex_abstimed_wait_common": true, "futex_abstimed_wait_common64": true,
-	"futex_abstimed_wait64": true, "futex_abstimed_wait_cancelable64": true, "futex_lock_pi64": true,
-	"futex_wait": true, "futex_wait_simple": true, "syscall": true, "futex_clocklock64": true,
+// isWrapper tells the functions between a lock call and the futex system
+// call (names normalized by normName). These tables are switches, not
+// maps: a map is built by the package's initialiser at every start of
+// stackshot.
+func isWrapper(n string) bool {
+	switch n {
+	case "lll_lock_wait", "futex_abstimed_wait_common", "futex_abstimed_wait_common64",
+		"futex_abstimed_wait64", "futex_abstimed_wait_cancelable64", "futex_lock_pi64",
+		"futex_wait", "futex_wait_simple", "syscall", "futex_clocklock64":
+		return true
+	}
+	return false
 }
 
-var classes = map[string]lockClass{
-	"pthread_mutex_lock": classMutex, "pthread_mutex_lock_full": classMutex,
-	"pthread_mutex_timedlock": classMutex, "pthread_mutex_timedlock64": classMutex,
-	"pthread_mutex_clocklock": classMutex, "pthread_mutex_clocklock64": classMutex,
-	"pthread_mutex_clocklock_common": classMutex, "pthread_mutex_cond_lock": classMutex,
-	"pthread_mutex_cond_lock_full": classMutex,
-	"pthread_rwlock_wrlock":        classRWLock, "pthread_rwlock_rdlock": classRWLock,
-	"pthread_rwlock_timedwrlock64": classRWLock, "pthread_rwlock_timedrdlock64": classRWLock,
-	"pthread_rwlock_timedwrlock": classRWLock, "pthread_rwlock_timedrdlock": classRWLock,
-	"pthread_rwlock_clockwrlock64": classRWLock, "pthread_rwlock_clockrdlock64": classRWLock,
-	"pthread_rwlock_clockwrlock": classRWLock, "pthread_rwlock_clockrdlock": classRWLock,
-	"pthread_rwlock_wrlock_full64": classRWLock, "pthread_rwlock_rdlock_full64": classRWLock,
-	"pthread_rwlock_wrlock_full": classRWLock, "pthread_rwlock_rdlock_full": classRWLock,
-	"pthread_cond_wait": classCondvar, "pthread_cond_timedwait": classCondvar,
-	"pthread_cond_timedwait64": classCondvar, "pthread_cond_clockwait": classCondvar,
-	"pthread_cond_clockwait64": classCondvar, "pthread_cond_wait_common": classCondvar,
-	"sem_wait": classSemaphore, "sem_timedwait": classSemaphore, "sem_clockwait": classSemaphore,
-	"sem_timedwait64": classSemaphore, "sem_clockwait64": classSemaphore, "new_sem_wait": classSemaphore,
-	"new_sem_wait_slow64": classSemaphore, "new_sem_wait_slow": classSemaphore,
-	"do_futex_wait": classSemaphore,
+// classOf is the kind of lock a lock function (normalized) waits for.
+func classOf(n string) lockClass {
+	switch n {
+	case "pthread_mutex_lock", "pthread_mutex_lock_full",
+		"pthread_mutex_timedlock", "pthread_mutex_timedlock64",
+		"pthread_mutex_clocklock", "pthread_mutex_clocklock64",
+		"pthread_mutex_clocklock_common", "pthread_mutex_cond_lock",
+		"pthread_mutex_cond_lock_full":
+		return classMutex
+	case "pthread_rwlock_wrlock", "pthread_rwlock_rdlock",
+		"pthread_rwlock_timedwrlock64", "pthread_rwlock_timedrdlock64",
+		"pthread_rwlock_timedwrlock", "pthread_rwlock_timedrdlock",
+		"pthread_rwlock_clockwrlock64", "pthread_rwlock_clockrdlock64",
+		"pthread_rwlock_clockwrlock", "pthread_rwlock_clockrdlock",
+		"pthread_rwlock_wrlock_full64", "pthread_rwlock_rdlock_full64",
+		"pthread_rwlock_wrlock_full", "pthread_rwlock_rdlock_full":
+		return classRWLock
+	case "pthread_cond_wait", "pthread_cond_timedwait",
+		"pthread_cond_timedwait64", "pthread_cond_clockwait",
+		"pthread_cond_clockwait64", "pthread_cond_wait_common":
+		return classCondvar
+	case "sem_wait", "sem_timedwait", "sem_clockwait",
+		"sem_timedwait64", "sem_clockwait64", "new_sem_wait",
+		"new_sem_wait_slow64", "new_sem_wait_slow",
+		"do_futex_wait":
+		return classSemaphore
+	}
+	return classNone
 }
 
 // normName strips what varies between builds of the same function: the
@@ -245,7 +259,7 @@ func classify(frames []report.Frame) (lockClass, int) {
 			return c, i
 		}
 		n := normName(f.Function)
-		if wrappers[n] {
+		if isWrapper(n) {
 			continue
 		}
 		if strings.HasPrefix(n, "condvar_") {
@@ -254,13 +268,13 @@ func classify(frames []report.Frame) (lockClass, int) {
 			// the address computation below assumes.
 			return classNone, -1
 		}
-		if f.Inlined && classes[n] == classNone {
+		if f.Inlined && classOf(n) == classNone {
 			// Inlined helpers (futex_wait, lll_mutex_lock_optimized)
 			// belong to the physical frame whose function follows.
 			seen--
 			continue
 		}
-		return classes[n], i
+		return classOf(n), i
 	}
 	return classNone, -1
 }

@@ -63,7 +63,7 @@ func Release(v string) string {
 
 // KnownLayout returns the table's layout for a Go version's release.
 func KnownLayout(version string) (*Layout, bool) {
-	l, ok := knownLayouts[Release(version)]
+	l, ok := knownLayouts()[Release(version)]
 	if !ok {
 		return nil, false
 	}
@@ -73,7 +73,7 @@ func KnownLayout(version string) (*Layout, bool) {
 // Releases lists the releases the table knows.
 func Releases() []string {
 	var out []string
-	for r := range knownLayouts {
+	for r := range knownLayouts() {
 		out = append(out, r)
 	}
 	return out

@@ -2,8 +2,8 @@
 
 package arch
 
-// syscallNames maps x86-64 system call numbers to names.
-var syscallNames = map[int64]string{
+// syscallNames holds x86-64 system call names by number ("": none).
+var syscallNames = [...]string{
 	0:   "read",
 	1:   "write",
 	2:   "open",

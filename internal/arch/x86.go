@@ -45,8 +45,8 @@ const (
 
 // SyscallName returns the x86-64 name of a system call number.
 func SyscallName(nr int64) string {
-	if n, ok := syscallNames[nr]; ok {
-		return n
+	if nr >= 0 && nr < int64(len(syscallNames)) && syscallNames[nr] != "" {
+		return syscallNames[nr]
 	}
 	return fmt.Sprintf("syscall_%d", nr)
 }
