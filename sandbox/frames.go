@@ -83,9 +83,11 @@ func shareFrames(up *upMsg) {
 // joinFrames gives up.Result the threads of p, the capture the child
 // resolved: each thread's head built here (resolve.Head), with what the
 // child's unwinding found (shareFrames), every count and index checked.
-// An answer without them keeps the threads it carries.
+// Threads the child writes out itself are refused: a thread's id, name,
+// state and system call are the parent's own capture, never the child's
+// word.
 func joinFrames(up *upMsg, p *ptrace.Process) error {
-	if up.Result == nil || up.Unwound == nil && up.FrameRefs == nil && up.FrameTab == nil {
+	if up.Result == nil {
 		return nil
 	}
 	if len(up.Result.Threads) != 0 {

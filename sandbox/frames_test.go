@@ -19,8 +19,8 @@ import (
 // parent (joinFrames) gives each thread of its own capture its head and
 // those frames back, as the child had them; it refuses an answer that does
 // not fit its capture: bad indexes, counts that differ, bytes cut short or
-// left over, threads sent whole besides, more frames than an answer could
-// carry written out.
+// left over, threads sent whole (besides a table, or instead of one), more
+// frames than an answer could carry written out.
 func TestShareFrames(t *testing.T) {
 	libc := report.Frame{PC: 0x7f00, Kind: "user", Function: "read", Module: "/lib/libc.so.6", HasModule: true, BuildID: "ab", Method: "cfi"}
 	main := report.Frame{PC: 0x5500, Kind: "user", Function: "main", File: "m.c", Line: 3, Method: "cfi"}
@@ -102,9 +102,11 @@ func TestShareFrames(t *testing.T) {
 	if want := [][]uint64{{8, 16}, {24}}; !reflect.DeepEqual(sps, want) || two.Result.Threads[1].Error != "x" {
 		t.Errorf("hand-packed answer: SPs %v, want %v; %+v", sps, want, two.Result.Threads)
 	}
-	// An answer without a table keeps its threads.
+	// An answer with its threads written out, heads and all, is refused:
+	// a thread's id, name, state and system call come from the capture.
 	plain := upMsg{Kind: kResolve, Result: proc()}
-	if err := joinFrames(&plain, capture); err != nil || !reflect.DeepEqual(plain.Result, proc()) {
-		t.Errorf("an answer without a table: %v", err)
+	plain.Result.Threads[0].Name = "not what was captured"
+	if err := joinFrames(&plain, capture); err == nil || !strings.Contains(err.Error(), "3 threads sent") {
+		t.Errorf("an answer with its threads written out: %v, want refused", err)
 	}
 }

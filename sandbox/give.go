@@ -43,8 +43,10 @@ func (c *Child) giveModules(p *ptrace.Process, ths []*ptrace.Thread) error {
 		}
 	}
 	for _, th := range ths {
-		if m, ok := maps.Find(th.PC()); ok && th.PC() != 0 {
-			pick(m)
+		if pc := th.PC(); pc != 0 {
+			if m, ok := maps.Find(pc); ok {
+				pick(m)
+			}
 		}
 	}
 	for i := range maps {

@@ -100,7 +100,8 @@ func restoreRequest(m *downMsg, space *ptrace.Process) bool {
 	if m.KStackOf == nil {
 		return true
 	}
-	// Each thread its own copy: the resolver fills in addresses.
+	// Each thread its own copy, as the capture had them: no thread's
+	// frames are tied to another's.
 	return untabulate(m.KStacks, m.KStackOf, len(p.Threads), "thread", func(i int, ks []procmaps.KernelFrame) {
 		p.Threads[i].KernelStack = slices.Clone(ks)
 	}) == nil
