@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -16,15 +15,16 @@ import (
 // compromised child could send: a key it accepts is one the symbolizer
 // could make, and its entry's name is a plain file name, whatever the key.
 func FuzzCacheKey(f *testing.F) {
-	f.Add([]byte(`{"k":"cacheget","len":1048576,"key":{"Kind":"symbols","BuildID":"0123abcd","Size":10,"Dev":1,"Ino":2,"Ctime":3,"Part":"v1 debug=none alt=none"}}`))
-	f.Add([]byte(`{"k":"cacheput","key":{"Kind":"../ns-u0-g0/x","BuildID":"../../etc/passwd"},"data":"cHJvYmU="}`))
-	f.Add([]byte(`{"k":"cacheget","key":{"Kind":"section","BuildID":"ab","Part":"\uffff/w=="}}`))
+	for _, seed := range upSeeds() {
+		if seed.m.Key != nil {
+			f.Add(encodeValue(nil, &seed.m))
+		}
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m upMsg
-		if json.Unmarshal(b, &m) != nil {
+		if decodeInto(b, &m, 0) != nil {
 			return
 		}
-		mapStrings(&m, decodeRaw)
 		if checkKey(m.Key) != nil {
 			return
 		}

@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,26 +35,19 @@ func Main() int {
 		fmt.Fprintf(os.Stderr, "stackshot: %s is not a command (it is stackshot's own sandboxed parser, started by stackshot itself; run 'stackshot help')\n", ChildCommand)
 		return 2
 	}
-	// The first encoding of an answer compiles the encoders of all its
-	// types (0.3–0.5 ms): done now, beside the setup's decoding, the
-	// lockdown and the parent's next request, while the parent waits and
-	// its CPU is free.
-	go json.Marshal(&upMsg{})
 	b, fd, err := recvFrame(childSock, maxSetup)
 	if fd >= 0 {
 		unix.Close(fd)
 	}
 	cfg := &setup{}
-	if err != nil || json.Unmarshal(b, cfg) != nil {
+	if err != nil || decodeInto(b, cfg, 0) != nil {
 		return 1
 	}
 	if err := lockdown(cfg); err != nil {
 		sendUp(childSock, &upMsg{Kind: kSetup, Err: err.Error()})
 		return 1
 	}
-	// The setup's answer is written out as is: its encoding by json.Marshal
-	// would wait for the encoders being compiled above.
-	if err := sendFrame(childSock, []byte(`{"k":"`+kSetup+`"}`), -1); err != nil {
+	if err := sendUp(childSock, &upMsg{Kind: kSetup}); err != nil {
 		return 1
 	}
 	c := &client{sock: childSock, down: newDownReader()}

@@ -30,11 +30,17 @@ import (
 //	             MarshalBinary when it has one (time.Time)
 //
 // Unlike gob's, an empty slice stays empty and a pointer to a zero value
-// stays a pointer: the child sees what the parent had. The child trusts its
-// parent, but decodes a frame within the frame: a length past what is left
-// of it is an error, never an allocation.
+// stays a pointer: each end sees what the other had, strings byte for
+// byte (JSON would turn invalid UTF-8 into U+FFFD).
+//
+// The child's frames up are encoded the same way, and a compromised child
+// writes what it likes: a frame is decoded within the frame (a length past
+// what is left of it is an error, never an allocation), and what decoding
+// allocates is bounded before it is allocated (decoder.left), a few times
+// the frame's size at most: a short frame cannot claim millions of
+// elements of a large type.
 
-var errCodec = errors.New("malformed frame from the parent")
+var errCodec = errors.New("malformed frame")
 
 // maxCodecDepth bounds the nesting of a decoded value.
 const maxCodecDepth = 32
@@ -139,7 +145,34 @@ func appendValue(b []byte, v reflect.Value) []byte {
 
 // decoder reads what appendValue wrote.
 type decoder struct {
-	b []byte
+	b    []byte
+	left int64 // bytes decoding may still allocate
+}
+
+// allocRatio bounds what decoding a frame allocates, as a multiple of its
+// size (plus allocSlack): the densest answer a child sends decodes to about
+// 16 times its size (an empty string, one byte, is a 16-byte header).
+const (
+	allocRatio = 32
+	allocSlack = 1 << 20
+)
+
+// charge takes n bytes from what decoding may still allocate.
+func (d *decoder) charge(n uint64) error {
+	if n > uint64(d.left) {
+		return errCodec
+	}
+	d.left -= int64(n)
+	return nil
+}
+
+// chargeN charges n values of t (a byte at least each).
+func (d *decoder) chargeN(n int, t reflect.Type) error {
+	size := max(uint64(t.Size()), 1)
+	if n > 0 && size > uint64(d.left)/uint64(n) {
+		return errCodec
+	}
+	return d.charge(uint64(n) * size)
 }
 
 func (d *decoder) uvarint() (uint64, error) {
@@ -222,6 +255,9 @@ func (d *decoder) decodeValue(v reflect.Value, depth int) error {
 		d.b = d.b[8:]
 	case reflect.String:
 		s, err := d.bytes()
+		if err == nil {
+			err = d.charge(uint64(len(s)))
+		}
 		if err != nil {
 			return err
 		}
@@ -239,6 +275,9 @@ func (d *decoder) decodeValue(v reflect.Value, depth int) error {
 	case reflect.Pointer:
 		nonNil, err := d.flag()
 		if err != nil || !nonNil {
+			return err
+		}
+		if err := d.chargeN(1, v.Type().Elem()); err != nil {
 			return err
 		}
 		p := reflect.New(v.Type().Elem())
@@ -274,6 +313,9 @@ func (d *decoder) decodeSlice(v reflect.Value, depth int) error {
 	if err != nil || n < 0 {
 		return err
 	}
+	if err := d.chargeN(n, v.Type().Elem()); err != nil {
+		return err
+	}
 	s := reflect.MakeSlice(v.Type(), n, n)
 	if v.Type().Elem().Kind() == reflect.Uint8 {
 		copy(s.Bytes(), d.b[:n])
@@ -295,6 +337,13 @@ func (d *decoder) decodeMap(v reflect.Value, depth int) error {
 		return err
 	}
 	t := v.Type()
+	// (a map's buckets: about twice its keys and values)
+	if err := d.chargeN(2*n, t.Key()); err != nil {
+		return err
+	}
+	if err := d.chargeN(2*n, t.Elem()); err != nil {
+		return err
+	}
 	m := reflect.MakeMapWithSize(t, n)
 	k, e := reflect.New(t.Key()).Elem(), reflect.New(t.Elem()).Elem()
 	for i := 0; i < n; i++ {
@@ -317,9 +366,15 @@ func encodeValue[T any](b []byte, v *T) []byte {
 	return appendValue(b, reflect.ValueOf(v).Elem())
 }
 
-// decodeInto decodes b, all of it, into *v.
-func decodeInto[T any](b []byte, v *T) error {
-	d := decoder{b}
+// decodeInto decodes b, all of it, into *v, allocating at most
+// allocRatio times b's size (plus allocSlack), and at most limit (0: no
+// limit but that).
+func decodeInto[T any](b []byte, v *T, limit int64) error {
+	left := allocRatio*int64(len(b)) + allocSlack
+	if limit > 0 {
+		left = min(left, limit)
+	}
+	d := decoder{b: b, left: left}
 	if err := d.decodeValue(reflect.ValueOf(v).Elem(), 0); err != nil {
 		return err
 	}

@@ -3,9 +3,11 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"stackshot/procmaps"
 	"stackshot/report"
@@ -78,7 +80,7 @@ func TestCodecRoundTrip(t *testing.T) {
 	m.Kept, m.Proc.Threads[0].Sched = []int{}, new(procmaps.SchedStat)
 	b := encodeValue(nil, &m)
 	var got downMsg
-	if err := decodeInto(b, &got); err != nil {
+	if err := decodeInto(b, &got, 0); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, m) {
@@ -95,32 +97,63 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 	for n := 0; n < len(b); n++ {
 		var x downMsg
-		if decodeInto(b[:n], &x) == nil {
+		if decodeInto(b[:n], &x, 0) == nil {
 			t.Fatalf("a frame cut at %d of %d bytes was decoded", n, len(b))
 		}
 	}
 	var x downMsg
-	if decodeInto(append(b, 0), &x) == nil {
+	if decodeInto(append(b, 0), &x, 0) == nil {
 		t.Error("a frame with a byte more was decoded")
 	}
 }
 
-// FuzzDownFrame feeds the child's reader of its parent's frames with
-// anything: it returns a message or an error, never a panic, and
-// allocates no more than the frame's size allows.
-func FuzzDownFrame(f *testing.F) {
-	var m downMsg
-	fill(reflect.ValueOf(&m).Elem(), 4)
-	w := newDownWriter()
-	w.buf = encodeValue(append(w.buf[:0], 0, 0, 0, 0), &m)
-	f.Add(append(w.buf, 0, 0, 0, 0))
-	f.Add([]byte{5, 0, 0, 0, 2, 9, 'r', 'e', 's', 'o', 'l', 'v', 'e'})
-	f.Add([]byte{3, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if len(b) >= 4 {
-			n := uint32(len(b) - 4)
-			b[0], b[1], b[2], b[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
-		}
-		newDownReader().decode(b)
-	})
+// Every field of what comes up, through the socket, comes back as it was,
+// strings of any bytes included.
+func TestUpRoundTrip(t *testing.T) {
+	var m upMsg
+	fill(reflect.ValueOf(&m).Elem(), 0)
+	fds := socketPair(t)
+	go sendUp(fds[1], &m)
+	got, err := recvUp(fds[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(*got, m) {
+		t.Errorf("decoded\n%+v\nwant\n%+v", *got, m)
+	}
+}
+
+// padded encodes to a byte and takes 4 KB decoded.
+type padded struct {
+	X bool
+	_ [4096]byte
+}
+
+// A short frame cannot make the parent allocate more than a few times its
+// size: a count of large values in a few bytes each is refused, and so is
+// an answer past the limit the caller sets (the child's own memory).
+func TestDecodeAllocationBound(t *testing.T) {
+	n := 1 << 16 // 256 MiB decoded, from 64 KiB
+	bomb := append(binary.AppendUvarint(nil, uint64(n)+1), make([]byte, n)...)
+	var p []padded
+	if err := decodeInto(bomb, &p, 0); err == nil {
+		t.Fatalf("decoded %d values of %d bytes from %d bytes", len(p), unsafe.Sizeof(padded{}), len(bomb))
+	}
+	small := append(binary.AppendUvarint(nil, 64+1), make([]byte, 64)...)
+	if err := decodeInto(small, &p, 0); err != nil || len(p) != 64 {
+		t.Fatalf("64 values: %v, %d", err, len(p))
+	}
+	// A real answer decodes, within its own bound but not past a limit.
+	frames := make([]report.Frame, 20000)
+	for i := range frames {
+		frames[i] = report.Frame{PC: uint64(i), Function: "main", Module: "/usr/bin/x", Kind: "user", Method: "cfi"}
+	}
+	real := encodeValue(nil, &upMsg{Kind: kResolve, FrameTab: frames})
+	var m upMsg
+	if err := decodeInto(real, &m, 0); err != nil || len(m.FrameTab) != len(frames) {
+		t.Fatalf("a real answer: %v", err)
+	}
+	if err := decodeInto(real, &m, int64(len(real))); err == nil {
+		t.Error("decoded past the limit")
+	}
 }

@@ -31,8 +31,8 @@ const maxSharedFrames = maxUpResult / 256
 
 // unwound is what unwinding adds to a thread's head.
 type unwound struct {
-	Error string `json:"e,omitempty"`
-	Stop  string `json:"s,omitempty"`
+	Error string
+	Stop  string
 }
 
 // shareFrames moves what unwinding found for up.Result's threads into

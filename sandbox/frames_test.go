@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -82,11 +81,9 @@ func TestShareFrames(t *testing.T) {
 	}
 	// The packing, as written by hand: two frames at SPs 8 and 16, then
 	// one at 24 (counts, then index and SP less the last, zigzagged).
-	var two upMsg
-	js := `{"k":"resolve","result":{"PID":1},"unwound":[{"s":"end of stack"},{"e":"x"}],"frame_tab":[{"PC":1,"Function":"f"}],"frame_refs":"AgAQABABADA="}`
-	if err := json.Unmarshal([]byte(js), &two); err != nil {
-		t.Fatal(err)
-	}
+	two := upMsg{Kind: kResolve, Result: &report.Process{PID: 1},
+		Unwound: []unwound{{Stop: "end of stack"}, {Error: "x"}}, FrameTab: []report.Frame{{PC: 1, Function: "f"}},
+		FrameRefs: []byte{2, 0, 16, 0, 16, 1, 0, 48}}
 	twoThreads := &ptrace.Process{PID: 1, Threads: []ptrace.Thread{{TID: 1}, {TID: 2}}}
 	if err := joinFrames(&two, twoThreads); err != nil {
 		t.Fatal(err)

@@ -4,25 +4,28 @@ package sandbox
 
 import (
 	"encoding/binary"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"stackshot/internal/diskcache"
 	"stackshot/ptrace"
+	"stackshot/report"
 )
 
 // FuzzRecvUp feeds the parent's reader of the child's frames with what a
 // compromised child could send: it returns a message or an error, within
 // its bounds, never a panic.
 func FuzzRecvUp(f *testing.F) {
-	f.Add([]byte(`{"k":"open","root":"/proc/1/root","path":"/etc/shadow","follow":true}`))
-	f.Add([]byte(`{"k":"mem","addr":18446744073709551615,"len":-1}`))
-	f.Add([]byte(`{"k":"resolve","result":{"pid":1,"threads":[{"tid":1,"frames":[{"function":"\u001b[2J"}]}]}}`))
-	f.Add([]byte(`{"k":"names","frames":[[{"pc":1}],null]}`))
-	// Two threads' frames: two, then one (frame_refs: 2, 0 +8, 0 +8, 1, 0 +24).
-	f.Add([]byte(`{"k":"resolve","result":{"PID":1},"unwound":[{"s":"end of stack"},{"e":"x"}],"frame_tab":[{"PC":1,"Function":"f"}],"frame_refs":"AgAQABABADA="}`))
-	f.Add([]byte(`{"k":"resolve","result":{"Threads":[{"TID":1}]},"unwound":[{},{}],"frame_tab":[],"frame_refs":"AQUC"}`))
-	f.Add([]byte(`{"k":"cacheput","key":{"Kind":"symbols","BuildID":"ab"},"len":3}a\x00c`))
+	for _, seed := range upSeeds() {
+		f.Add(encodeValue(nil, &seed.m))
+	}
 	f.Add([]byte{0xff, 0xfe, '{'})
 	// The capture the answers are for.
 	capture := &ptrace.Process{PID: 1, Threads: []ptrace.Thread{{TID: 1}, {TID: 2}}}
@@ -41,7 +44,7 @@ func FuzzRecvUp(f *testing.F) {
 			var hdr [4]byte
 			binary.LittleEndian.PutUint32(hdr[:], n)
 			go func() { unix.Write(fds[1], append(hdr[:], payload...)) }()
-			m, err := recvUp(fds[0])
+			m, err := recvUp(fds[0], 0)
 			if err == nil && m == nil {
 				t.Fatal("no message and no error")
 			}
@@ -62,4 +65,60 @@ func FuzzRecvUp(f *testing.F) {
 			}
 		}
 	})
+}
+
+// upSeed is a frame a compromised child could send, for FuzzRecvUp (and
+// FuzzCacheKey, the keys among them).
+type upSeed struct {
+	name string
+	m    upMsg
+}
+
+func upSeeds() []upSeed {
+	return []upSeed{
+		{"open_shadow", upMsg{Kind: kOpen, Root: "/proc/1/root", Path: "/etc/shadow", Follow: true}},
+		{"mem_huge", upMsg{Kind: kMem, Addr: 1<<64 - 1, Len: 1 << 30}},
+		{"result_escape", upMsg{Kind: kResolve, Result: &report.Process{PID: 1,
+			Threads: []report.Thread{{TID: 1, Frames: []report.Frame{{Function: "\x1b[2J"}}}}}}},
+		{"names_nil", upMsg{Kind: kNames, Frames: [][]report.Frame{{{PC: 1}}, nil}}},
+		// Two threads' frames: two, then one (refs: 2, 0 +8, 0 +8, 1, 0 +24).
+		{"refs_two", upMsg{Kind: kResolve, Result: &report.Process{PID: 1},
+			Unwound: []unwound{{Stop: "end of stack"}, {Error: "x"}}, FrameTab: []report.Frame{{PC: 1, Function: "f"}},
+			FrameRefs: []byte{2, 0, 16, 0, 16, 1, 0, 48}}},
+		{"refs_whole", upMsg{Kind: kResolve, Result: &report.Process{Threads: []report.Thread{{TID: 1}}},
+			Unwound: []unwound{{}, {}}, FrameTab: []report.Frame{}, FrameRefs: []byte{1, 5, 2}}},
+		{"cacheput", upMsg{Kind: kCachePut, Key: &diskcache.Key{Kind: "symbols", BuildID: "ab"}, Data: []byte("a\x00c")}},
+		{"key_valid", upMsg{Kind: kCacheGet, Len: 1 << 20, Key: &diskcache.Key{Kind: "symbols", BuildID: "0123abcd",
+			Size: 10, Dev: 1, Ino: 2, Ctime: 3, Part: "v1 debug=none alt=none"}}},
+		{"key_escape", upMsg{Kind: kCachePut, Key: &diskcache.Key{Kind: "../ns-u0-g0/x", BuildID: "../../etc/passwd"}, Data: []byte("probe")}},
+		{"key_bad", upMsg{Kind: kCachePut, Key: &diskcache.Key{Kind: "symbols", BuildID: "00", Size: -5, Part: "a\x00b"}}},
+	}
+}
+
+var updateSeeds = flag.Bool("update-seeds", false, "rewrite the committed fuzz seeds in testdata/fuzz")
+
+// TestUpdateUpSeeds rewrites testdata/fuzz/{FuzzRecvUp,FuzzCacheKey} from
+// upSeeds when run with -update-seeds.
+func TestUpdateUpSeeds(t *testing.T) {
+	if !*updateSeeds {
+		t.Skip("rewrites the seed corpus only with -update-seeds")
+	}
+	for _, fuzz := range []string{"FuzzRecvUp", "FuzzCacheKey"} {
+		dir := filepath.Join("testdata", "fuzz", fuzz)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, seed := range upSeeds() {
+			if fuzz == "FuzzCacheKey" && seed.m.Key == nil {
+				continue
+			}
+			b := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(encodeValue(nil, &seed.m))))
+			if err := os.WriteFile(filepath.Join(dir, strings.ReplaceAll(seed.name, "/", "_")), []byte(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }

@@ -21,7 +21,6 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -267,15 +266,7 @@ func (c *Child) handshake() error {
 		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot,
 		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, GCPercent: cfg.GCPercent, Hook: TestHook,
 		Cache: cfg.Cache != nil}
-	// The setup is JSON, decoded at once, before the child locks itself
-	// down.
-	b, err := json.Marshal(st)
-	if err == nil {
-		err = sendFrame(c.sock, b, -1)
-	}
-	if err == nil {
-		warmDecoding()
-	}
+	err := sendFrame(c.sock, encodeValue(nil, st), -1)
 	var up *upMsg
 	if err == nil {
 		up, err = c.receive(time.Now().Add(startWait))
@@ -630,7 +621,7 @@ func (c *Child) receive(killAt time.Time) (*upMsg, error) {
 		defer func() { t.Stop(); mu.Lock(); mu.Unlock() }()
 	}
 	for {
-		up, err := recvUp(c.sock)
+		up, err := recvUp(c.sock, int64(c.cfg.MemoryLimit/2))
 		if err != nil {
 			if timedOut {
 				err = errors.New("killed at the deadline (--timeout, or twice its CPU limit without one)")

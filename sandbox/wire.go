@@ -3,9 +3,7 @@
 package sandbox
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,11 +19,10 @@ import (
 )
 
 // The parent and the child talk over one unix stream socket, in frames of
-// a 4-byte little-endian length and a payload. Frames down (parent to
-// child) are downMsg in the codec of codec.go (the child trusts its
-// parent), but for the first, the child's setup, in JSON of its own
-// (handshake). Frames up (child to parent) are JSON-encoded upMsg, bounded
-// before they are read: the parent trusts nothing the child says. A
+// a 4-byte little-endian length and a payload, in the codec of codec.go:
+// down (parent to child), the child's setup first (handshake), then
+// downMsg; up (child to parent), upMsg, bounded before they are read and
+// decoded within their bounds: the parent trusts nothing the child says. A
 // descriptor travels with the frame that answers an open (SCM_RIGHTS), and
 // with a file the parent gives unasked (kGive).
 
@@ -42,7 +39,7 @@ const (
 
 // Kinds of frames.
 const (
-	kSetup   = "setup"   // down: the child's configuration (JSON); up: lockdown done
+	kSetup   = "setup"   // down: the child's configuration; up: lockdown done
 	kResolve = "resolve" // down: resolve Proc; up: its result
 	kSpace   = "space"   // down: the process whose threads come to check
 	kImages  = "images"  // down: read Proc's build ids and vdso; up: them
@@ -148,66 +145,66 @@ type downMsg struct {
 }
 
 type upMsg struct {
-	Kind     string            `json:"k"`
-	Root     string            `json:"root,omitempty"`
-	Path     string            `json:"path,omitempty"`
-	Follow   bool              `json:"follow,omitempty"`
-	PID      int               `json:"pid,omitempty"`
-	Addr     uint64            `json:"addr,omitempty"`
-	Len      int               `json:"len,omitempty"`
-	BuildID  string            `json:"build_id,omitempty"`
-	Result   *report.Process   `json:"result,omitempty"`
-	Expired  bool              `json:"expired,omitempty"`
-	Budget   bool              `json:"budget,omitempty"`
-	Complete bool              `json:"complete,omitempty"`
-	Err      string            `json:"err,omitempty"`
-	Text     string            `json:"text,omitempty"`
-	Frames   [][]report.Frame  `json:"frames,omitempty"`
-	BuildIDs map[uint64]string `json:"build_ids,omitempty"`
-	VDSO     []byte            `json:"vdso,omitempty"`
+	Kind     string
+	Root     string
+	Path     string
+	Follow   bool
+	PID      int
+	Addr     uint64
+	Len      int
+	BuildID  string
+	Result   *report.Process
+	Expired  bool
+	Budget   bool
+	Complete bool
+	Err      string
+	Text     string
+	Frames   [][]report.Frame
+	BuildIDs map[uint64]string
+	VDSO     []byte
 	// kGo: the goroutines' distinct stacks, and each goroutine's index in
 	// them (-1: none), its Frames left out (most share a few stacks).
-	Stacks  [][]report.Frame `json:"stacks,omitempty"`
-	StackOf []int            `json:"stack_of,omitempty"`
+	Stacks  [][]report.Frame
+	StackOf []int
 	// kLocks: each thread's WaitingFor (in the order of the request's
 	// threads: WaitOf, indexes in WaitTab) and the cycles among them.
-	WaitTab   []*report.WaitingFor `json:"wait_tab,omitempty"` // (table.go: most wait alike)
-	WaitOf    []int                `json:"wait_of,omitempty"`
-	Deadlocks []report.Deadlock    `json:"deadlocks,omitempty"`
+	WaitTab   []*report.WaitingFor // (table.go: most wait alike)
+	WaitOf    []int
+	Deadlocks []report.Deadlock
 	// kSaved: the capture's processes, the thread ids --tid asked for
 	// that each lacks, why one could not be shown, and whether the file is
 	// not a capture at all.
-	Procs      []*report.Process `json:"procs,omitempty"`
-	Missing    [][]int           `json:"missing,omitempty"`
-	Errs       []string          `json:"errs,omitempty"`
-	PIDs       []int             `json:"pids,omitempty"`
-	NotCapture bool              `json:"not_capture,omitempty"`
+	Procs      []*report.Process
+	Missing    [][]int
+	Errs       []string
+	PIDs       []int
+	NotCapture bool
 
 	// Cands: kOpen opens the first of these it can (following symlinks,
 	// each as Root and Path would be), instead of Root and Path.
-	Cands []symtab.Candidate `json:"cands,omitempty"`
+	Cands []symtab.Candidate
 
 	// kCacheGet, kCachePut (cache.go): the entry's key, and what to write.
-	Key  *diskcache.Key `json:"key,omitempty"`
-	Data []byte         `json:"data,omitempty"`
+	Key  *diskcache.Key
+	Data []byte
 
 	// kRecord: each thread's walk, packed: its frame count (noRegs: no
 	// registers) and stop reason, then per frame its PC, SP and flags
 	// (method, packExact, packSignal); and the addresses named for the
 	// first time since the maps changed (nameKey), their names in Frames.
-	Walks    []uint64 `json:"walks,omitempty"`
-	NamedPCs []uint64 `json:"named_pcs,omitempty"`
+	Walks    []uint64
+	NamedPCs []uint64
 
 	// kCheckAll (batch.go): whether each thread asked about unwinds
 	// completely, in the order asked.
-	Completes []bool `json:"completes,omitempty"`
+	Completes []bool
 
 	// kResolve (frames.go): Result without its threads; what unwinding
 	// found for each, the threads' distinct frames, and each thread's
 	// frames as indexes in them with their stack pointers, packed.
-	Unwound   []unwound      `json:"unwound,omitempty"`
-	FrameTab  []report.Frame `json:"frame_tab,omitempty"`
-	FrameRefs []byte         `json:"frame_refs,omitempty"`
+	Unwound   []unwound
+	FrameTab  []report.Frame
+	FrameRefs []byte
 }
 
 // encodeReport encodes p for downMsg.Report: the report travels down only
@@ -217,7 +214,7 @@ func encodeReport(p *report.Process) []byte { return encodeValue(nil, p) }
 
 func decodeReport(b []byte) (*report.Process, error) {
 	var p report.Process
-	if err := decodeInto(b, &p); err != nil {
+	if err := decodeInto(b, &p, 0); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -474,7 +471,7 @@ func (r *downReader) decode(b []byte) (*downMsg, error) {
 		return nil, bad
 	}
 	var m downMsg
-	if err := decodeInto(b[4:4+n], &m); err != nil {
+	if err := decodeInto(b[4:4+n], &m, 0); err != nil {
 		return nil, err
 	}
 	rest := b[4+n:]
@@ -500,46 +497,14 @@ func (r *downReader) decode(b []byte) (*downMsg, error) {
 	return &m, nil
 }
 
-// sendUp encodes m (its strings made JSON-safe: encodeRaw, in place). A
-// cache entry's bytes (kCachePut's Data) follow the JSON as they are,
-// Len of them: in JSON they would travel in base64, encoded here and
-// decoded by the parent at some 100 MB/s.
+// sendUp encodes and sends m.
 func sendUp(sock int, m *upMsg) error {
-	mapStrings(m, encodeRaw)
-	var tail []byte
-	if m.Kind == kCachePut {
-		tail, m.Data, m.Len = m.Data, nil, len(m.Data)
-		defer func() { m.Data = tail }()
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if len(tail) > 0 {
-		b = append(b, tail...)
-	}
-	return sendFrame(sock, b, -1)
+	return sendFrame(sock, encodeValue(nil, m), -1)
 }
 
-// warmDecoding decodes an answer with a little of every kind in it: the
-// first decoding of a type builds encoding/json's tables for it, which
-// cost a 1-thread dump 0.5 ms when the setup's answer was decoded, and
-// more with the first build ids and threads. Done while the child starts,
-// it costs the dump nothing.
-func warmDecoding() {
-	var m upMsg
-	json.Unmarshal([]byte(warmAnswer), &m)
-	mapStrings(&m, decodeRaw)
-}
-
-const warmAnswer = `{"k":"x","build_ids":{"1":"ab"},"vdso":"AA==","completes":[true],` +
-	`"result":{"PID":1,"Time":"2026-01-01T00:00:00Z","Threads":[{"TID":1,"Syscall":{"Nr":1},"Frames":[{"PC":1}],"WaitingFor":{"Kind":"x"}}],` +
-	`"Deadlocks":[{"TIDs":[1]}],"Groups":[{}],"Runtime":{},"Goroutines":[{"Frames":[{"PC":1}]}]},` +
-	`"unwound":[{"s":"x"}],"frame_tab":[{"PC":1,"Function":"f"}],"frame_refs":"AA==","wait_tab":[{"Kind":"x"}],"wait_of":[0],` +
-	`"stacks":[[{"PC":1}]],"stack_of":[0],"key":{"Kind":"x"},"cands":[{"Path":"/x"}],"frames":[[{"PC":1}]]}`
-
-// recvUp reads the child's next frame: a call (small) or a result.
-func recvUp(sock int) (*upMsg, error) {
+// recvUp reads the child's next frame: a call (small) or a result, which
+// decodes to at most limit bytes (0: only the codec's bound).
+func recvUp(sock int, limit int64) (*upMsg, error) {
 	b, fd, err := recvFrame(sock, maxUpResult)
 	if fd >= 0 {
 		unix.Close(fd) // the child has nothing to hand over
@@ -548,21 +513,11 @@ func recvUp(sock int) (*upMsg, error) {
 		return nil, err
 	}
 	var m upMsg
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&m); err != nil {
+	if err := decodeInto(b, &m, limit); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
-	}
-	// Only a cache entry's bytes follow the JSON (sendUp), Len of them.
-	tail := b[dec.InputOffset():]
-	switch {
-	case m.Kind == kCachePut && m.Data == nil && m.Len == len(tail):
-		m.Data = tail
-	case m.Kind == kCachePut || len(bytes.TrimLeft(tail, " \t\r\n")) > 0:
-		return nil, errors.New("malformed answer from the sandbox: bytes after its JSON")
 	}
 	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && m.Kind != kRecord && m.Kind != kCheckAll && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
-	mapStrings(&m, decodeRaw)
 	return &m, nil
 }
