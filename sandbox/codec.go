@@ -12,8 +12,8 @@ import (
 	"sync"
 )
 
-// The parent's frames down are encoded by a codec of their own. Both ends
-// are the same binary, so a frame need not describe its types, as gob's
+// The frames between parent and child are encoded by a codec of the
+// package's own. Both ends are the same binary, so a frame need not describe its types, as gob's
 // do: gob's package initialiser cost every run of stackshot 0.13 ms, and
 // its first encoding and decoding, compiling its engines for every type
 // of downMsg, 0.25 ms in the parent and 0.14 ms in the child. A value is
@@ -36,8 +36,8 @@ import (
 // The child's frames up are encoded the same way, and a compromised child
 // writes what it likes: a frame is decoded within the frame (a length past
 // what is left of it is an error, never an allocation), and what decoding
-// allocates is bounded before it is allocated (decoder.left), a few times
-// the frame's size at most: a short frame cannot claim millions of
+// allocates is bounded before it is allocated (decoder.left), allocRatio
+// times the frame's size at most: a short frame cannot claim millions of
 // elements of a large type.
 
 var errCodec = errors.New("malformed frame")
