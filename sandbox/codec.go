@@ -13,8 +13,8 @@ import (
 )
 
 // The frames between parent and child are encoded by a codec of the
-// package's own. Both ends are the same binary, so a frame need not describe its types, as gob's
-// do: gob's package initialiser cost every run of stackshot 0.13 ms, and
+// package's own. Both ends are the same binary, so a frame need not
+// describe its types, as gob's do: gob's package initialiser cost every run of stackshot 0.13 ms, and
 // its first encoding and decoding, compiling its engines for every type
 // of downMsg, 0.25 ms in the parent and 0.14 ms in the child. A value is
 // encoded depth first:
@@ -150,8 +150,9 @@ type decoder struct {
 }
 
 // allocRatio bounds what decoding a frame allocates, as a multiple of its
-// size (plus allocSlack): the densest answer a child sends decodes to about
-// 16 times its size (an empty string, one byte, is a 16-byte header).
+// size (plus allocSlack). By construction the densest values the answers
+// hold decode to 16 times their encoding: an empty string, one byte, is a
+// 16-byte header; an int or a pointer, one byte, 8 bytes.
 const (
 	allocRatio = 32
 	allocSlack = 1 << 20
