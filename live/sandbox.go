@@ -103,8 +103,9 @@ func (s *Session) Close() {
 }
 
 // captureLive is resolve.CaptureLive, with the no-stop check (which
-// unwinds the thread; all of a round's threads in one request) and the build ids read from memory (ELF notes) in the
-// target's child when it has one.
+// unwinds the thread; threads in batches, sent as they are observed) and
+// the build ids read from memory (ELF notes) in the target's child when it
+// has one.
 //
 // A child not started yet is started in the background, its start
 // overlapping the capture's /proc reads until the check needs it; when it
@@ -115,7 +116,7 @@ func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, err
 		return s.res.CaptureLive(pid, opt)
 	}
 	var inProcess *resolve.Space
-	opt.CheckAll = func(p *ptrace.Process, ths []*ptrace.Thread) []bool {
+	opt.CheckAll = func(p *ptrace.Process, ths []*ptrace.Thread) func() []bool {
 		if child := s.sandboxFor(pid); child != nil {
 			return child.CheckAll()(p, ths)
 		}
@@ -128,7 +129,7 @@ func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, err
 		for i, th := range ths {
 			ok[i] = inProcess.CheckNoStop(th)
 		}
-		return ok
+		return func() []bool { return ok }
 	}
 	p, err := ptrace.Capture(pid, opt, nil)
 	if err != nil {

@@ -34,6 +34,10 @@ var ErrPermission = errors.New("permission denied")
 // makes an auto-mode capture stop the thread instead.
 type CheckFunc func(p *Process, th *Thread) bool
 
+// BatchCheck is Options.CheckAll: it asks about a batch of threads, and
+// the function it returns gives the answers (see Options).
+type BatchCheck func(p *Process, ths []*Thread) (answers func() []bool)
+
 // Capture takes a snapshot of every thread of pid.
 func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	start := time.Now()

@@ -4,6 +4,7 @@ package ptrace
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -261,6 +262,60 @@ func TestCaptureCheckManyThreads(t *testing.T) {
 	for tid, s := range testutil.ThreadStates(tg.PID) {
 		if s == "t" || s == "T" {
 			t.Errorf("thread %d left stopped", tid)
+		}
+	}
+}
+
+// With many threads, Options.CheckAll is asked in batches while the
+// threads are still being observed: the first small, every clean no-stop
+// copy in exactly one batch, the answers read in the order asked and only
+// after all batches were asked, and still deciding, thread by thread,
+// which are stopped (a missing answer: stopped).
+func TestCaptureCheckAllInBatches(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread")
+	tg := testutil.Start(t, bin, "200")
+	var sizes, read []int // the batches' sizes; the batches whose answers were read, in order
+	asked := map[int]int{}
+	readEarly := false // an answer read before the last batch was asked
+	unanswered := 0    // the thread batch 1 gets no answer for
+	checkAll := func(p *Process, ths []*Thread) func() []bool {
+		n := len(sizes)
+		sizes = append(sizes, len(ths))
+		ans := make([]bool, len(ths))
+		for i, th := range ths {
+			asked[th.TID]++
+			ans[i] = th.TID%3 != 0
+		}
+		if n == 1 {
+			unanswered = ths[len(ths)-1].TID
+			ans = ans[:len(ans)-1]
+		}
+		return func() []bool {
+			read = append(read, n)
+			return ans
+		}
+	}
+	opt := Options{Mode: ModeAuto, CheckAll: func(p *Process, ths []*Thread) func() []bool {
+		readEarly = readEarly || len(read) > 0
+		return checkAll(p, ths)
+	}}
+	p, err := Capture(tg.PID, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Threads) != 201 {
+		t.Fatalf("%d threads", len(p.Threads))
+	}
+	if len(sizes) < 3 || sizes[0] != firstAskBatch || slices.Max(sizes) > askBatch {
+		t.Errorf("batches of %v: want more than two, the first of %d, none over %d", sizes, firstAskBatch, askBatch)
+	}
+	if len(read) != len(sizes) || !slices.IsSorted(read) || readEarly {
+		t.Errorf("answers of %d batches read as %v (one before the last was asked: %v)", len(sizes), read, readEarly)
+	}
+	for _, th := range p.Threads {
+		wantStop := th.TID%3 == 0 || th.TID == unanswered
+		if asked[th.TID] != 1 || (th.Method == MethodPtrace) != wantStop || th.Method != MethodPtrace && th.Method != MethodNoStop {
+			t.Errorf("tid %d: %s, asked about %d times (want a stop: %v)", th.TID, th.Method, asked[th.TID], wantStop)
 		}
 	}
 }

@@ -28,21 +28,22 @@ func (c *capturer) needsStop(th *Thread) bool {
 }
 
 // checkAll asks Options.CheckAll, once, about every thread of obs that
-// needsStop will ask about: its answers by thread (nil: no CheckAll).
+// needsStop will ask about and that was not asked about while observed
+// (batchChecker): its answers by thread (nil: none asked).
 func (c *capturer) checkAll(obs []observation) map[*Thread]bool {
-	if c.opt.CheckAll == nil || c.opt.Mode != ModeAuto || c.noTrace {
+	if !c.checksInBatches() {
 		return nil
 	}
 	var ths []*Thread
 	for i := range obs {
-		if o := &obs[i]; o.wantsCheck() {
+		if o := &obs[i]; o.wantsCheck() && !o.checked {
 			ths = append(ths, &o.th)
 		}
 	}
 	if len(ths) == 0 {
 		return nil
 	}
-	ans := c.opt.CheckAll(c.p, ths)
+	ans := c.opt.CheckAll(c.p, ths)()
 	out := make(map[*Thread]bool, len(ths))
 	for i, th := range ths {
 		out[th] = i < len(ans) && ans[i]
@@ -75,15 +76,32 @@ func (c *capturer) stopAfterAll(o *observation) bool {
 
 // checkEarly tells whether the check is asked about each thread as soon as
 // it is observed, beside the observers, rather than after all of them: a
-// per-thread CheckFunc in the auto mode (CheckAll is one round trip for
-// all threads, and is asked after).
+// per-thread CheckFunc in the auto mode (CheckAll is asked in batches:
+// batchChecker).
 func (c *capturer) checkEarly() bool {
 	return c.opt.Mode == ModeAuto && !c.noTrace && c.opt.CheckAll == nil && c.check != nil
+}
+
+// checksInBatches tells whether the check is Options.CheckAll's, asked
+// about batches of threads.
+func (c *capturer) checksInBatches() bool {
+	return c.opt.CheckAll != nil && c.opt.Mode == ModeAuto && !c.noTrace
 }
 
 // checkBatch is how many observations may wait for the checker before an
 // observer yields to it.
 const checkBatch = 16
+
+// Batches of Options.CheckAll asked while threads are observed
+// (batchChecker): the first small, for the checker to start on (a checker
+// in another process loads the modules with it), then larger; at most
+// maxBatchesAsked unanswered at a time (a checker's answers wait in a
+// socket until read: they must not fill it).
+const (
+	firstAskBatch   = 8
+	askBatch        = 64
+	maxBatchesAsked = 16
+)
 
 // checker asks the check, one thread at a time in the order they arrive
 // on todo, about observations of out, until todo is closed; done is then
@@ -112,6 +130,62 @@ func (c *capturer) checker(out []observation, todo <-chan int, done chan<- struc
 	}
 }
 
+// batchChecker is checker for Options.CheckAll: it asks about the
+// observations of out arriving on todo in batches, without waiting for
+// the answers, so that a checker in another process unwinds beside the
+// observers; the answers are read, in the order asked, once todo is
+// closed (or when too many are owed). Each batch is asked under mapsMu's
+// read lock (the checker may be handed the maps).
+func (c *capturer) batchChecker(out []observation, todo <-chan int, done chan<- struct{}, panicked *any) {
+	defer close(done)
+	defer func() {
+		if v := recover(); v != nil {
+			*panicked = v
+		}
+	}()
+	type asked struct {
+		idx     []int
+		answers func() []bool
+	}
+	var owed []asked
+	answer := func() {
+		a := owed[0]
+		owed = owed[1:]
+		ans := a.answers()
+		for j, i := range a.idx {
+			out[i].clean = j < len(ans) && ans[j]
+			out[i].checked = true
+		}
+	}
+	var batch []int
+	size := firstAskBatch
+	ask := func() {
+		ths := make([]*Thread, len(batch))
+		for j, i := range batch {
+			ths[j] = &out[i].th
+		}
+		c.mapsMu.RLock()
+		answers := c.opt.CheckAll(c.p, ths)
+		c.mapsMu.RUnlock()
+		owed = append(owed, asked{batch, answers})
+		batch, size = nil, askBatch
+		if len(owed) > maxBatchesAsked {
+			answer()
+		}
+	}
+	for i := range todo {
+		if batch = append(batch, i); len(batch) >= size {
+			ask()
+		}
+	}
+	if len(batch) > 0 {
+		ask()
+	}
+	for len(owed) > 0 {
+		answer()
+	}
+}
+
 // observeAll observes threads through /proc, in parallel when there are
 // many, keeping the task order.
 func (c *capturer) observeAll(tids []int) []observation {
@@ -132,9 +206,13 @@ func (c *capturer) observeAll(tids []int) []observation {
 	var todo chan int
 	var checked chan struct{}
 	var panicked any
-	if c.checkEarly() {
+	switch {
+	case c.checkEarly():
 		todo, checked = make(chan int, len(tids)), make(chan struct{})
 		go c.checker(out, todo, checked, &panicked)
+	case c.checksInBatches():
+		todo, checked = make(chan int, len(tids)), make(chan struct{})
+		go c.batchChecker(out, todo, checked, &panicked)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup

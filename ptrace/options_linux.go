@@ -32,12 +32,16 @@ type Options struct {
 	// open them each time).
 	Cache *procmaps.TaskCache
 	// CheckAll, when set, is asked in auto mode instead of the check given
-	// to Capture: once per round of threads, about all those observed
-	// without a stop, answering for each whether its no-stop capture is
-	// complete (missing answers: not complete). A checker in another
-	// process (the sandboxed parser) answers in one round trip, not one
-	// per thread.
-	CheckAll func(p *Process, ths []*Thread) []bool
+	// to Capture, about batches of the threads observed without a stop:
+	// whether each one's no-stop capture is complete. It may send the
+	// batch on and answer later: the function it returns gives the
+	// answers, in the order of ths (missing ones: not complete). A checker
+	// in another process (the sandboxed parser) answers a batch in one
+	// round trip, and works on the first batches while the capture still
+	// observes the other threads. Capture asks from one goroutine at a
+	// time, and reads every answer, in the order it asked, before it
+	// returns.
+	CheckAll BatchCheck
 	// BeforeTrace, when set, is called before the capture's first ptrace
 	// call (a capture of blocked threads makes none): a command catches
 	// SIGINT there for a clean detach, which costs it a locked OS thread

@@ -25,8 +25,8 @@ type parser interface {
 	prepare(last *ptrace.Process)
 	// checks say whether threads captured without a stop unwind
 	// completely: one at a time (ptrace.CheckFunc), or all of a round's
-	// in one call (ptrace.Options.CheckAll); one of them is nil.
-	checks() (ptrace.CheckFunc, func(*ptrace.Process, []*ptrace.Thread) []bool)
+	// in batches (ptrace.Options.CheckAll); one of them is nil.
+	checks() (ptrace.CheckFunc, ptrace.BatchCheck)
 	// walk unwinds ths, threads of capture p, and calls each with each
 	// one's walk in turn (fr valid during the call only); why, when set,
 	// says why the walk could not be made (fr is then the PC alone).
@@ -63,7 +63,7 @@ func (ip *inProcess) images(p *ptrace.Process) {
 
 func (ip *inProcess) prepare(last *ptrace.Process) { ip.space.Update(last) }
 
-func (ip *inProcess) checks() (ptrace.CheckFunc, func(*ptrace.Process, []*ptrace.Thread) []bool) {
+func (ip *inProcess) checks() (ptrace.CheckFunc, ptrace.BatchCheck) {
 	return ip.check, nil
 }
 
@@ -122,7 +122,7 @@ func (b *boxed) images(p *ptrace.Process) {
 func (b *boxed) prepare(*ptrace.Process) {}
 
 // checks: a tick's threads are checked in the child in one round trip.
-func (b *boxed) checks() (ptrace.CheckFunc, func(*ptrace.Process, []*ptrace.Thread) []bool) {
+func (b *boxed) checks() (ptrace.CheckFunc, ptrace.BatchCheck) {
 	return nil, b.child.CheckAll()
 }
 

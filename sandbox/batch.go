@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"bytes"
-	"fmt"
 	"maps"
 	"slices"
 	"unsafe"
@@ -13,33 +12,48 @@ import (
 	"stackshot/resolve"
 )
 
-// kCheckAll asks, in one round trip, whether each of the threads a
-// capture observed without a stop unwinds completely: what kCheck asks
-// per thread (a 128-thread dump spent most of its time in those round
-// trips).
+// kCheckAll asks whether each of a batch of threads a capture observed
+// without a stop unwinds completely: what kCheck asks per thread (a
+// 128-thread dump spent most of its time in those round trips). The
+// capture sends its batches as it observes (ptrace.Options.CheckAll), and
+// reads the answers after: the child unwinds the first threads while the
+// parent reads the others through /proc.
 const kCheckAll = "checkall" // down: Threads; up: Completes, in their order
 
-// CheckAll is Check for ptrace.Options.CheckAll: one request for all the
-// threads of a capture's round. A failed child answers none (each thread
-// is then stopped, as when in doubt), and so does an answer of the wrong
-// length.
-func (c *Child) CheckAll() func(p *ptrace.Process, ths []*ptrace.Thread) []bool {
-	return func(p *ptrace.Process, ths []*ptrace.Thread) []bool {
-		var up *upMsg
-		var err error
-		if c.follow(p); c.space != p && p.BuildIDs == nil && c.dead == nil {
-			up, err = c.imagesThenCheck(p, checkView(ths))
-		} else {
-			if !c.useSpace(p) {
+// CheckAll is Check for ptrace.Options.CheckAll: it sends a batch of a
+// capture's threads to the child, and returns what reads the child's
+// answer. A failed child answers none (each thread is then stopped, as
+// when in doubt), and so does an answer of the wrong length.
+//
+// A capture's first batch asks the child, before it, for p's build ids
+// and vdso (Images), and to make p, as it read them, the space its checks
+// unwind in (no kSpace sending p down again); the answers are read in the
+// order asked, the images' first (owed).
+func (c *Child) CheckAll() ptrace.BatchCheck {
+	return func(p *ptrace.Process, ths []*ptrace.Thread) func() []bool {
+		none := func() []bool { return nil }
+		switch c.follow(p); {
+		case c.imagesOwed == p:
+			// (a later batch of the capture the images are asked for)
+		case c.space != p && p.BuildIDs == nil && c.dead == nil:
+			if c.askImages(p) != nil {
+				return none
+			}
+		case !c.useSpace(p):
+			return none
+		}
+		if c.giveModules(p, ths) != nil || c.send(&downMsg{Kind: kCheckAll, Check: checkView(ths)}) != nil {
+			return none
+		}
+		c.pending = append(c.pending, kCheckAll)
+		c.checked = holdStacks(c.checked, ths)
+		return func() []bool {
+			up, err := c.owed(kCheckAll)
+			if err != nil || len(up.Completes) != len(ths) {
 				return nil
 			}
-			up, err = c.roundTrip(&downMsg{Kind: kCheckAll, Check: checkView(ths)}, c.killAt())
+			return up.Completes
 		}
-		if err != nil || up.Kind != kCheckAll || len(up.Completes) != len(ths) {
-			return nil
-		}
-		c.checked = holdStacks(c.checked, ths)
-		return up.Completes
 	}
 }
 
@@ -58,37 +72,25 @@ func checkView(ths []*ptrace.Thread) []*ptrace.Thread {
 	return out
 }
 
-// imagesThenCheck is a capture's first check: the child is asked for
-// p's build ids and vdso (Images) and to make p, as it read them, the
-// space its checks unwind in (no kSpace sending p down again), and the
-// check is sent behind it without waiting: one round trip for both.
-func (c *Child) imagesThenCheck(p *ptrace.Process, ths []*ptrace.Thread) (*upMsg, error) {
+// askImages asks the child, without waiting, for p's build ids and vdso,
+// p being then the space of its checks: the answer is owed, and is read
+// (useImages, setSpace) before the next one. The maps sent are kept:
+// the capture may read p's again before then (its lock is held only
+// while a batch is asked).
+func (c *Child) askImages(p *ptrace.Process) error {
 	p.BuildIDs = map[uint64]string{}
 	head := *p
 	head.Threads, head.BuildIDs = nil, nil
 	if err := c.drain(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.giveModules(p, ths); err != nil {
-		return nil, err
-	}
+	c.gave = nil
 	if err := c.send(&downMsg{Kind: kImages, Proc: &head, SpaceToo: true}); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.send(&downMsg{Kind: kCheckAll, Check: ths}); err != nil {
-		return nil, err
-	}
-	up, err := c.receive(c.killAt())
-	if err == nil && up.Kind != kImages {
-		c.fail(fmt.Errorf("answer %q for %q", up.Kind, kImages), false)
-		err = c.dead
-	}
-	if err != nil {
-		return nil, err
-	}
-	useImages(p, up)
-	c.setSpace(p)
-	return c.receive(c.killAt())
+	c.pending = append(c.pending, kImages)
+	c.imagesOwed, c.imagesMaps = p, head.Maps
+	return nil
 }
 
 // checks is what the child keeps of a capture's no-stop checks: the space

@@ -110,7 +110,7 @@ func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver
 	var rec walking
 	var then []report.Thread // a resolve's threads, for what its request asks next
 	for {
-		m, fd, err := cl.down.recv(childSock)
+		m, fd, err := cl.next()
 		if err != nil {
 			return 0 // the parent is done (or gone)
 		}
@@ -322,6 +322,32 @@ type client struct {
 	sock  int
 	down  *downReader    // shared with the main loop, which waits meanwhile
 	given map[string]int // files the parent gave before they were asked for, by path (give.go)
+	// early are the requests that came while a call waited for its reply,
+	// in order: a capture sends its checks without waiting for answers
+	// (batch.go), and reads them, and serves calls, only after.
+	early []earlyRequest
+}
+
+type earlyRequest struct {
+	m  *downMsg
+	fd int
+}
+
+// maxEarly bounds the requests kept while a call waits: more than a
+// capture's unanswered checks (ptrace's maxBatchesAsked) and the files
+// given with them.
+const maxEarly = 64
+
+// next is the parent's next request: an early one, else the next frame.
+func (c *client) next() (*downMsg, int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.early) > 0 {
+		r := c.early[0]
+		c.early = c.early[1:]
+		return r.m, r.fd, nil
+	}
+	return c.down.recv(c.sock)
 }
 
 func (c *client) call(m *upMsg) (*downMsg, int, error) {
@@ -330,15 +356,23 @@ func (c *client) call(m *upMsg) (*downMsg, int, error) {
 	if err := sendUp(c.sock, m); err != nil {
 		return nil, -1, err
 	}
-	r, fd, err := c.down.recv(c.sock)
-	if err != nil {
-		return nil, -1, err
-	}
-	if r.Kind != kReply {
-		if fd >= 0 {
-			unix.Close(fd)
+	var r *downMsg
+	var fd int
+	for {
+		var err error
+		if r, fd, err = c.down.recv(c.sock); err != nil {
+			return nil, -1, err
 		}
-		return nil, -1, fmt.Errorf("unexpected %q from the parent", r.Kind)
+		if r.Kind == kReply {
+			break
+		}
+		if len(c.early) >= maxEarly {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			return nil, -1, fmt.Errorf("unexpected %q from the parent", r.Kind)
+		}
+		c.early = append(c.early, earlyRequest{r, fd})
 	}
 	if r.Err != "" {
 		if fd >= 0 {

@@ -34,10 +34,11 @@ type spaceHead struct {
 }
 
 // setSpace records that p is now the process the child's checks unwind
-// in, as p is now.
-func (c *Child) setSpace(p *ptrace.Process) {
+// in, as p is now but for its maps, which the child has as ms (p's when
+// sent just now; a capture may read them again after sending them).
+func (c *Child) setSpace(p *ptrace.Process, ms []procmaps.Mapping) {
 	c.space = p
-	c.spaceHead = spaceHead{slices.Clone(p.Maps), maps.Clone(p.BuildIDs), slices.Clone(p.VDSO), slices.Clone(p.Auxv)}
+	c.spaceHead = spaceHead{slices.Clone(ms), maps.Clone(p.BuildIDs), slices.Clone(p.VDSO), slices.Clone(p.Auxv)}
 }
 
 // sameSpace reports whether p is the process of the child's checks, its

@@ -79,7 +79,7 @@ func TestSameSpace(t *testing.T) {
 	if c.sameSpace(p) {
 		t.Error("no space yet, and the same")
 	}
-	c.setSpace(p)
+	c.setSpace(p, p.Maps)
 	if !c.sameSpace(p) {
 		t.Error("just set, and not the same")
 	}

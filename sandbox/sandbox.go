@@ -180,8 +180,14 @@ type Child struct {
 	pending    []string
 	pendingFor *report.Process
 	// checked are the stacks the child holds from the kCheckAll requests
-	// it answered since the last kResolve, by thread (batch.go).
+	// it was sent since the last kResolve, by thread (batch.go).
 	checked map[int]checkedStack
+	// imagesOwed is the process whose images the child was asked for, the
+	// answer not read yet (batch.go); gave the paths of the files given
+	// with its checks (give.go).
+	imagesOwed *ptrace.Process
+	imagesMaps []procmaps.Mapping // (the maps imagesOwed was sent with)
+	gave       map[string]bool
 	// spaceHead is space as the child has it (resolvemsg.go).
 	spaceHead spaceHead
 	// unflushed: requests were made since the child last flushed its
@@ -424,7 +430,7 @@ func (c *Child) useSpace(p *ptrace.Process) bool {
 		if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
 			return false
 		}
-		c.setSpace(p)
+		c.setSpace(p, p.Maps)
 	}
 	return true
 }
@@ -450,16 +456,17 @@ func (c *Child) Images(p *ptrace.Process) error {
 	if err != nil {
 		return err
 	}
-	useImages(p, up)
+	useImages(p, p.Maps, up)
 	return nil
 }
 
 // useImages keeps of the child's kImages answer up what checks out: hex
-// build ids of mappings p has, a vdso the size of its mapping.
-func useImages(p *ptrace.Process, up *upMsg) {
+// build ids of mappings ms (p's maps as the child was sent them) has, a
+// vdso the size of its mapping.
+func useImages(p *ptrace.Process, ms []procmaps.Mapping, up *upMsg) {
 	starts := map[uint64]bool{}
 	var vdsoSize uint64
-	for _, m := range p.Maps {
+	for _, m := range ms {
 		starts[m.Start] = true
 		if m.Kind == procmaps.KindVDSO {
 			vdsoSize = m.End - m.Start
@@ -487,7 +494,7 @@ func (c *Child) Symbolize(p *ptrace.Process, addrs []uint64) ([][]report.Frame, 
 		if err := c.send(&downMsg{Kind: kSpace, Proc: &head}); err != nil {
 			return unnamed(addrs), err
 		}
-		c.setSpace(p)
+		c.setSpace(p, p.Maps)
 	}
 	var out [][]report.Frame
 	for len(addrs) > 0 {

@@ -48,9 +48,14 @@ func needRoot(t *testing.T) {
 // startAsOther starts blocked.c as otherUser, the service account a root
 // stackshot dumps.
 func startAsOther(t *testing.T, args ...string) *testutil.Target {
+	return startTargetAsOther(t, "blocked.c", args...)
+}
+
+// startTargetAsOther is startAsOther for the C target src of testdata.
+func startTargetAsOther(t *testing.T, src string, args ...string) *testutil.Target {
 	needRoot(t)
 	setpriv := testutil.Need(t, "setpriv")
-	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "blocked.c")}, "-O2", "-g", "-pthread")
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", src)}, "-O2", "-g", "-pthread")
 	tg := testutil.Start(t, setpriv, append([]string{"--reuid", fmt.Sprint(otherUser), "--regid", fmt.Sprint(otherUser), "--clear-groups", "--", bin}, args...)...)
 	if st, err := procmaps.ReadStatus(tg.PID); err != nil || st.UIDs[1] != otherUser {
 		t.Fatalf("target runs as %+v (%v), want uid %d", st.UIDs, err, otherUser)
@@ -663,5 +668,54 @@ func TestChildOutlivesItsStartingThread(t *testing.T) {
 	}
 	if _, err := c.Resolve(p); err != nil {
 		t.Fatalf("the child did not outlive the thread that started it: %v", err)
+	}
+}
+
+// Requests that come while the child waits for the reply to one of its
+// calls (a capture sends its checks without waiting) are kept, with their
+// descriptors, and served next, in order; past maxEarly the call fails.
+func TestEarlyRequestsKept(t *testing.T) {
+	fds := socketPair(t)
+	cl := &client{sock: fds[1], down: newDownReader()}
+	parent := newDownWriter()
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	go func() {
+		if m, err := recvUp(fds[0], 0); err != nil || m.Kind != kOpen {
+			t.Errorf("the call came as %v, %v", m, err)
+		}
+		parent.send(fds[0], &downMsg{Kind: kCheckAll, Check: []*ptrace.Thread{{TID: 1, Stack: []byte{1, 2}}}}, -1)
+		parent.send(fds[0], &downMsg{Kind: kGive, Path: "/x"}, int(f.Fd()))
+		parent.send(fds[0], &downMsg{Kind: kCheckAll, Check: []*ptrace.Thread{{TID: 2}}}, -1)
+		parent.send(fds[0], &downMsg{Kind: kReply, Index: 3}, -1)
+	}()
+	r, fd, err := cl.call(&upMsg{Kind: kOpen, Path: "/y"})
+	if err != nil || r.Kind != kReply || r.Index != 3 || fd >= 0 {
+		t.Fatalf("call: %+v, fd %d, %v", r, fd, err)
+	}
+	for i, want := range []string{kCheckAll, kGive, kCheckAll} {
+		m, fd, err := cl.next()
+		if err != nil || m.Kind != want || (fd >= 0) != (want == kGive) {
+			t.Fatalf("request %d: %+v, fd %d, %v (want %s)", i, m, fd, err, want)
+		}
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		if i == 0 && (len(m.Check) != 1 || m.Check[0].TID != 1 || !bytes.Equal(m.Check[0].Stack, []byte{1, 2})) {
+			t.Errorf("first check: %+v", m.Check)
+		}
+	}
+	// More early requests than kept: the call fails.
+	go func() {
+		recvUp(fds[0], 0)
+		for range maxEarly + 1 {
+			parent.send(fds[0], &downMsg{Kind: kCheckAll}, -1)
+		}
+	}()
+	if _, _, err := cl.call(&upMsg{Kind: kOpen, Path: "/y"}); err == nil {
+		t.Errorf("a call answered by %d requests: no error", maxEarly+1)
 	}
 }

@@ -90,12 +90,8 @@ func (c *Child) awaited(rp *report.Process, kind string) (up *upMsg, ok bool, er
 	if rp == nil || rp != c.pendingFor || !slices.Contains(c.pending, kind) {
 		return nil, false, nil
 	}
-	for {
-		up, err := c.nextOwed()
-		if err != nil || up.Kind == kind {
-			return up, true, err
-		}
-	}
+	up, err = c.owed(kind)
+	return up, true, err
 }
 
 // drain reads the answers ResolveThen's request still owes before another
@@ -111,7 +107,8 @@ func (c *Child) drain() error {
 }
 
 // nextOwed reads the next answer owed, of the first pending kind (another
-// kind: the conversation is out of step, the child is failed).
+// kind: the conversation is out of step, the child is failed). An owed
+// kImages answer is used as it is read (askImages).
 func (c *Child) nextOwed() (*upMsg, error) {
 	k := c.pending[0]
 	c.pending = c.pending[1:]
@@ -121,13 +118,31 @@ func (c *Child) nextOwed() (*upMsg, error) {
 		err = c.dead
 	}
 	if err != nil {
-		c.pending, c.pendingFor = nil, nil
+		c.pending, c.pendingFor, c.imagesOwed = nil, nil, nil
 		return nil, err
 	}
-	if k == kFlush {
+	switch k {
+	case kFlush:
 		c.unflushed = false
+	case kImages:
+		if p := c.imagesOwed; p != nil {
+			c.imagesOwed = nil
+			useImages(p, c.imagesMaps, up)
+			c.setSpace(p, c.imagesMaps)
+		}
 	}
 	return up, nil
+}
+
+// owed reads the answers owed up to the first of kind, and returns it.
+func (c *Child) owed(kind string) (*upMsg, error) {
+	for len(c.pending) > 0 {
+		up, err := c.nextOwed()
+		if err != nil || up.Kind == kind {
+			return up, err
+		}
+	}
+	return nil, fmt.Errorf("no %q answer owed", kind)
 }
 
 // resolveThen does, in the child, what kResolve's request asks after its

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"stackshot/internal/diskcache"
@@ -167,6 +168,45 @@ func TestResolveThenFlush(t *testing.T) {
 	for name, w := range want {
 		if got[name] != w {
 			t.Errorf("thread %s:\n got  %s\n want %s", name, got[name], w)
+		}
+	}
+}
+
+// A capture of many threads sends its checks to the child in batches as
+// it observes them (ptrace.Options.CheckAll): the images are still asked
+// once, with the first batch, every blocked thread is read without a
+// stop, and the resolve gives the in-process resolver's frames.
+func TestCheckAllInBatches(t *testing.T) {
+	tg := startTargetAsOther(t, "many.c", "150")
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, liveConfig(), tgt)
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto, CheckAll: c.CheckAll()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.asked[kImages] != 1 || c.asked[kSpace] != 0 || c.asked[kCheckAll] < 3 || c.dead != nil || len(c.pending) != 0 {
+		t.Fatalf("requests %v (want one images, no space, checks in batches), %d answers owed, child failed: %v", c.asked, len(c.pending), c.dead)
+	}
+	for _, th := range p.Threads {
+		if th.Method != ptrace.MethodNoStop {
+			t.Errorf("thread %d (%s): %s, want read without a stop", th.TID, th.Name, th.Method)
+		}
+	}
+	got, err := c.Resolve(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := resolve.NewResolver(symtab.New(symtab.Options{}), resolve.Options{Live: true}).Process(p, ptrace.MemReader{PID: tg.PID})
+	gc, wc := chains(got), chains(want)
+	if len(wc) != 151 || len(gc) != len(wc) {
+		t.Fatalf("threads: sandbox %d, in-process %d", len(gc), len(wc))
+	}
+	for name, w := range wc {
+		if gc[name] != w || !strings.Contains(w, "work_b") && name != "many" {
+			t.Errorf("thread %s:\n sandbox    %s\n in-process %s", name, gc[name], w)
 		}
 	}
 }
