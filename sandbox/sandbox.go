@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -616,12 +617,12 @@ func (c *Child) receive(killAt time.Time) (*upMsg, error) {
 	if c.dead != nil {
 		return nil, c.dead
 	}
-	var timedOut bool
+	var timedOut atomic.Bool
 	if !killAt.IsZero() {
 		var mu sync.Mutex
 		t := time.AfterFunc(time.Until(killAt), func() {
 			mu.Lock()
-			timedOut = true
+			timedOut.Store(true)
 			mu.Unlock()
 			c.proc.kill()
 		})
@@ -630,10 +631,10 @@ func (c *Child) receive(killAt time.Time) (*upMsg, error) {
 	for {
 		up, err := recvUp(c.sock, int64(c.cfg.MemoryLimit/2))
 		if err != nil {
-			if timedOut {
+			if timedOut.Load() {
 				err = errors.New("killed at the deadline (--timeout, or twice its CPU limit without one)")
 			}
-			c.fail(err, timedOut)
+			c.fail(err, timedOut.Load())
 			return nil, c.dead
 		}
 		switch up.Kind {

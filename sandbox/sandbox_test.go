@@ -586,7 +586,7 @@ func TestStacksRoundTrip(t *testing.T) {
 	for i := range 3*maxIovecs + 5 {
 		many.Proc.Threads = append(many.Proc.Threads, ptrace.Thread{TID: i, Stack: stack(i%50, byte(i))})
 	}
-	go w.send(fds[0], many, -1)
+	go newDownWriter().send(fds[0], many, -1) // (w: not known to be done with m)
 	if got, _, err := r.recv(fds[1]); err != nil || len(got.Proc.Threads) != len(many.Proc.Threads) {
 		t.Fatalf("%d threads: %v", len(many.Proc.Threads), err)
 	} else {
@@ -683,12 +683,13 @@ func TestEarlyRequestsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	given := int(f.Fd())
 	go func() {
 		if m, err := recvUp(fds[0], 0); err != nil || m.Kind != kOpen {
 			t.Errorf("the call came as %v, %v", m, err)
 		}
 		parent.send(fds[0], &downMsg{Kind: kCheckAll, Check: []*ptrace.Thread{{TID: 1, Stack: []byte{1, 2}}}}, -1)
-		parent.send(fds[0], &downMsg{Kind: kGive, Path: "/x"}, int(f.Fd()))
+		parent.send(fds[0], &downMsg{Kind: kGive, Path: "/x"}, given)
 		parent.send(fds[0], &downMsg{Kind: kCheckAll, Check: []*ptrace.Thread{{TID: 2}}}, -1)
 		parent.send(fds[0], &downMsg{Kind: kReply, Index: 3}, -1)
 	}()
@@ -711,8 +712,9 @@ func TestEarlyRequestsKept(t *testing.T) {
 	// More early requests than kept: the call fails.
 	go func() {
 		recvUp(fds[0], 0)
+		w := newDownWriter() // (the first goroutine's is not known to be done with)
 		for range maxEarly + 1 {
-			parent.send(fds[0], &downMsg{Kind: kCheckAll}, -1)
+			w.send(fds[0], &downMsg{Kind: kCheckAll}, -1)
 		}
 	}()
 	if _, _, err := cl.call(&upMsg{Kind: kOpen, Path: "/y"}); err == nil {
