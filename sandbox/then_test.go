@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"stackshot/internal/diskcache"
+	"stackshot/internal/testutil"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/resolve"
@@ -84,15 +85,7 @@ func TestResolveThenUnreadAnswers(t *testing.T) {
 // those of the in-process resolver.
 func TestCheckAllReadsImagesOnce(t *testing.T) {
 	tg := startAsOther(t)
-	tgt, err := TargetOf(tg.PID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := startChild(t, liveConfig(), tgt)
-	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto, CheckAll: c.CheckAll()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, p := captureChecked(t, tg)
 	if c.asked[kImages] != 1 || c.asked[kSpace] != 0 || c.asked[kCheckAll] < 1 || c.dead != nil {
 		t.Fatalf("requests %v (want one images, no space, checks), child failed: %v", c.asked, c.dead)
 	}
@@ -178,15 +171,7 @@ func TestResolveThenFlush(t *testing.T) {
 // stop, and the resolve gives the in-process resolver's frames.
 func TestCheckAllInBatches(t *testing.T) {
 	tg := startTargetAsOther(t, "many.c", "150")
-	tgt, err := TargetOf(tg.PID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := startChild(t, liveConfig(), tgt)
-	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto, CheckAll: c.CheckAll()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, p := captureChecked(t, tg)
 	if c.asked[kImages] != 1 || c.asked[kSpace] != 0 || c.asked[kCheckAll] < 3 || c.dead != nil || len(c.pending) != 0 {
 		t.Fatalf("requests %v (want one images, no space, checks in batches), %d answers owed, child failed: %v", c.asked, len(c.pending), c.dead)
 	}
@@ -209,4 +194,20 @@ func TestCheckAllInBatches(t *testing.T) {
 			t.Errorf("thread %s:\n sandbox    %s\n in-process %s", name, gc[name], w)
 		}
 	}
+}
+
+// captureChecked captures tg in the auto mode, its checks made by a
+// child started for it.
+func captureChecked(t *testing.T, tg *testutil.Target) (*Child, *ptrace.Process) {
+	t.Helper()
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, liveConfig(), tgt)
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto, CheckAll: c.CheckAll()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, p
 }
