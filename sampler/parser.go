@@ -121,7 +121,8 @@ func (b *boxed) images(p *ptrace.Process) {
 
 func (b *boxed) prepare(*ptrace.Process) {}
 
-// checks: a tick's threads are checked in the child in one round trip.
+// checks: a tick's threads are checked in the child, in batches sent as
+// they are observed (ptrace.Options.CheckAll).
 func (b *boxed) checks() (ptrace.CheckFunc, ptrace.BatchCheck) {
 	return nil, b.child.CheckAll()
 }

@@ -176,7 +176,8 @@ type Child struct {
 	// it has had written there.
 	nsCache  *diskcache.Cache
 	putBytes int64
-	// pending are the answers ResolveThen's request still owes, in order,
+	// pending are the answers the child still owes, in order: a capture's
+	// images and checks (batch.go), or what ResolveThen's request asked
 	// for the report pendingFor (then.go).
 	pending    []string
 	pendingFor *report.Process

@@ -94,8 +94,9 @@ func (c *Child) awaited(rp *report.Process, kind string) (up *upMsg, ok bool, er
 	return up, true, err
 }
 
-// drain reads the answers ResolveThen's request still owes before another
-// request is made.
+// drain reads the answers still owed (ResolveThen's, or a capture's
+// checks not read) before another request is made; they are dropped,
+// but for the images, which are used (nextOwed).
 func (c *Child) drain() error {
 	c.pendingFor = nil
 	for len(c.pending) > 0 {
