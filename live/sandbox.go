@@ -108,18 +108,16 @@ func (s *Session) Close() {
 // has one.
 //
 // A child not started yet is started in the background, its start
-// overlapping the capture's /proc reads until the check needs it; when it
-// fails to start, the check and the build ids are done in-process, as
+// overlapping the capture's /proc reads; the first batch is sent without
+// waiting for it to be ready (it is read once it is). When it never
+// becomes ready, the checks and the build ids are done in-process, as
 // when no child is needed.
 func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, error) {
 	if s.launchSandbox(pid) == nil && s.boxes[pid] == nil {
 		return s.res.CaptureLive(pid, opt)
 	}
 	var inProcess *resolve.Space
-	opt.CheckAll = func(p *ptrace.Process, ths []*ptrace.Thread) func() []bool {
-		if child := s.sandboxFor(pid); child != nil {
-			return child.CheckAll()(p, ths)
-		}
+	checkHere := func(p *ptrace.Process, ths []*ptrace.Thread) []bool {
 		if inProcess == nil {
 			mem := ptrace.MemReader{PID: p.MemPID()}
 			resolve.CollectImages(p, mem)
@@ -129,20 +127,48 @@ func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, err
 		for i, th := range ths {
 			ok[i] = inProcess.CheckNoStop(th)
 		}
-		return func() []bool { return ok }
+		return ok
+	}
+	opt.CheckAll = func(p *ptrace.Process, ths []*ptrace.Thread) func() []bool {
+		child := s.earlyBox(pid)
+		if child == nil {
+			ok := checkHere(p, ths)
+			return func() []bool { return ok }
+		}
+		answers := child.CheckAll()(p, ths)
+		return func() []bool {
+			ok := answers()
+			if ok == nil && child.Started() != nil {
+				ok = checkHere(p, ths) // (it never started: nothing was parsed there)
+			}
+			return ok
+		}
 	}
 	p, err := ptrace.Capture(pid, opt, nil)
 	if err != nil {
 		return nil, err
 	}
 	if child := s.sandboxFor(pid); child == nil {
-		if p.BuildIDs == nil {
+		if inProcess == nil {
 			resolve.CollectImages(p, ptrace.MemReader{PID: p.MemPID()})
 		}
 	} else if err := child.Images(p); err != nil {
 		s.Warn("%v", err)
 	}
 	return p, nil
+}
+
+// earlyBox is the child that is to parse live process pid's bytes, for a
+// capture's checks: one being started is returned before it is ready
+// (sandbox.Launching.Early). nil: none (or it could not be started).
+func (s *Session) earlyBox(pid int) *sandbox.Child {
+	if child, ok := s.boxes[pid]; ok {
+		return child
+	}
+	if l := s.launching[pid]; l != nil {
+		return l.Early()
+	}
+	return nil
 }
 
 // resolveCaptured unwinds and symbolizes a live capture: in its child

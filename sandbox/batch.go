@@ -81,8 +81,10 @@ func (c *Child) askImages(p *ptrace.Process) error {
 	p.BuildIDs = map[uint64]string{}
 	head := *p
 	head.Threads, head.BuildIDs = nil, nil
-	if err := c.drain(); err != nil {
-		return err
+	if !c.starting() {
+		if err := c.drain(); err != nil {
+			return err
+		}
 	}
 	c.gave = nil
 	if err := c.send(&downMsg{Kind: kImages, Proc: &head, SpaceToo: true}); err != nil {
@@ -92,6 +94,10 @@ func (c *Child) askImages(p *ptrace.Process) error {
 	c.imagesOwed, c.imagesMaps = p, head.Maps
 	return nil
 }
+
+// starting reports whether the only answer owed is the setup's: a
+// capture's first batch is then sent while the child starts (sendSetup).
+func (c *Child) starting() bool { return len(c.pending) == 1 && c.pending[0] == kSetup }
 
 // checks is what the child keeps of a capture's no-stop checks: the space
 // they unwind in, the process it was made of, and the stacks the kCheckAll

@@ -159,6 +159,7 @@ func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver
 				up.Complete = k.space.CheckNoStop(m.Thread)
 			}
 		case kCheckAll:
+			hookBefore(cfg.Hook, kCheckAll)
 			up = k.checkAll(m.Check)
 		case kGive:
 			if fd >= 0 {
@@ -288,6 +289,9 @@ func serveWork(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *reso
 // open files, execute programs, use sockets or touch other processes'
 // memory (seccomp, every thread).
 func lockdown(cfg *setup) error {
+	if cfg.Hook == "lockdown" {
+		return errors.New("test hook: the lockdown fails")
+	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
 	}

@@ -36,18 +36,33 @@ func Launch(cfg Config, t Target) *Launching {
 	l := &Launching{done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
-		l.child, l.err = Start(cfg, t)
+		if l.child, l.err = spawn(cfg, t); l.err == nil {
+			l.child.sendSetup()
+		}
 	}()
 	return l
 }
 
-// Child waits for the child Launch started and returns it, or says
-// through say, as TryStart does, why the parsing of what stays
+// Early waits until the child Launch started has its setup, and returns
+// it before it is ready: requests made of it wait in the socket while it
+// starts, and its first answer read is its setup's (Child.Started). nil:
+// it could not be started (Child says why).
+func (l *Launching) Early() *Child {
+	<-l.done
+	return l.child
+}
+
+// Child waits for the child Launch started to be ready and returns it, or
+// says through say, as TryStart does, why the parsing of what stays
 // in-process, and returns nil.
 func (l *Launching) Child(what string, say func(string)) *Child {
 	<-l.done
-	if l.err != nil {
-		say(fmt.Sprintf("%s is parsed inside stackshot itself (%v; --no-sandbox says this is intended)", what, l.err))
+	err := l.err
+	if err == nil {
+		err = l.child.Started()
+	}
+	if err != nil {
+		say(fmt.Sprintf("%s is parsed inside stackshot itself (%v; --no-sandbox says this is intended)", what, err))
 		return nil
 	}
 	return l.child

@@ -21,8 +21,9 @@ import (
 //	"oom"    the child allocates past its memory limit when asked to resolve
 //
 // and "KIND:HOOK" does HOOK only when asked for KIND: "go" (goroutines),
-// "locks" (lock owners), "core" (an ELF core) or "record" (a tick's
-// threads to unwind);
+// "locks" (lock owners), "core" (an ELF core), "record" (a tick's
+// threads to unwind) or "checkall" (a capture's no-stop checks);
+// "lockdown" makes the child's lockdown fail (it never becomes ready);
 // and Child.Probe asks it what a refused system call gets ("open", "exec",
 // "socket", "ptrace", "vm_readv"), to spin on the CPU ("spin"), or its
 // GOGC ("gogc").

@@ -195,6 +195,10 @@ type Child struct {
 	// unflushed: requests were made since the child last flushed its
 	// cache (cache.go).
 	unflushed bool
+	// startBy bounds the wait for the setup's answer; startErr is why the
+	// child never became ready (Started).
+	startBy  time.Time
+	startErr error
 }
 
 // Start starts a child for target t. An error means no child runs (no
@@ -205,13 +209,14 @@ func Start(cfg Config, t Target) (*Child, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.handshake(); err != nil {
+	c.sendSetup()
+	if err := c.Started(); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// spawn starts the child's process, for handshake to set up.
+// spawn starts the child's process, for sendSetup to set up.
 func spawn(cfg Config, t Target) (*Child, error) {
 	Prepare()
 	if exeErr != nil {
@@ -260,13 +265,12 @@ func spawn(cfg Config, t Target) (*Child, error) {
 	return c, nil
 }
 
-// handshake sends a child spawn started its setup and waits for its
-// answer. An error means the child is closed.
-func (c *Child) handshake() error {
-	if c.t.PID != 0 {
-		// (the parent's alone: opened while the child starts)
-		c.openNamespace(CacheNamespace(c.t.PID))
-	}
+// sendSetup sends a child spawn started its setup, without waiting for
+// its answer: that is owed (Started reads it). Requests may follow at
+// once: they wait in the socket, unread, while the child starts and locks
+// itself down, as it reads nothing else before (a capture's first checks
+// are sent while the child's runtime starts, not after it).
+func (c *Child) sendSetup() {
 	cfg := c.cfg
 	st := &setup{DebugDirs: cfg.Symtab.DebugDirs, NoDemangle: cfg.Symtab.NoDemangle, NamesOnly: cfg.Symtab.NamesOnly,
 		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
@@ -274,10 +278,45 @@ func (c *Child) handshake() error {
 		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot,
 		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, GCPercent: cfg.GCPercent, Hook: TestHook,
 		Cache: cfg.Cache != nil}
-	err := sendFrame(c.sock, encodeValue(nil, st), -1)
+	c.startBy = time.Now().Add(startWait)
+	c.pending = append(c.pending, kSetup)
+	if err := sendFrame(c.sock, encodeValue(nil, st), -1); err != nil {
+		c.fail(err, false)
+	}
+	if c.t.PID != 0 {
+		// (the parent's alone: opened while the child starts)
+		c.openNamespace(CacheNamespace(c.t.PID))
+	}
+}
+
+// Started reads, unless it was read already, the child's answer to its
+// setup: nil once it has locked itself down and is ready; an error when it
+// never was (no seccomp, its exec failed...), the child closed: the
+// caller then parses in-process, and says so. A child that was ready and
+// failed after is not that: it has parsed the target's bytes, and what it
+// failed on is never parsed in-process.
+func (c *Child) Started() error {
+	if len(c.pending) > 0 && c.pending[0] == kSetup {
+		c.readStart()
+	}
+	return c.startErr
+}
+
+// readStart reads the answer to the setup, the first owed.
+func (c *Child) readStart() {
+	c.pending = c.pending[1:]
 	var up *upMsg
-	if err == nil {
-		up, err = c.receive(time.Now().Add(startWait))
+	err := c.dead
+	switch {
+	case c.sock < 0:
+	case err == nil:
+		up, err = c.receive(c.startBy)
+	default:
+		// A request failed to go: the child has ended (and was reaped),
+		// so what it sent, its answer first, is read without waiting.
+		if up, err = recvUp(c.sock, int64(c.cfg.MemoryLimit/2)); err != nil {
+			err = c.dead
+		}
 	}
 	if err == nil && up.Kind != kSetup {
 		err = fmt.Errorf("unexpected %q", up.Kind)
@@ -286,13 +325,13 @@ func (c *Child) handshake() error {
 		err = errors.New(up.Err)
 	}
 	if err != nil {
+		c.startErr = fmt.Errorf("the sandboxed parser did not start (%v)", err)
 		if c.dead == nil {
-			c.dead = err // (nothing to ask it at Close)
+			c.dead = c.startErr // (nothing to ask it at Close)
 		}
+		c.pending, c.pendingFor, c.imagesOwed = nil, nil, nil
 		c.Close()
-		return fmt.Errorf("the sandboxed parser did not start (%v)", err)
 	}
-	return nil
 }
 
 // childEnv is the child's whole environment: nothing of the operator's

@@ -109,9 +109,16 @@ func (c *Child) drain() error {
 
 // nextOwed reads the next answer owed, of the first pending kind (another
 // kind: the conversation is out of step, the child is failed). An owed
-// kImages answer is used as it is read (askImages).
+// kImages answer is used as it is read (askImages); the setup's is read
+// by readStart.
 func (c *Child) nextOwed() (*upMsg, error) {
 	k := c.pending[0]
+	if k == kSetup {
+		if c.readStart(); c.startErr != nil {
+			return nil, c.startErr
+		}
+		return &upMsg{Kind: kSetup}, nil
+	}
 	c.pending = c.pending[1:]
 	up, err := c.receive(c.killAt())
 	if err == nil && up.Kind != k {

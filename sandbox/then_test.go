@@ -5,6 +5,7 @@ package sandbox
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -210,4 +211,76 @@ func captureChecked(t *testing.T, tg *testutil.Target) (*Child, *ptrace.Process)
 		t.Fatal(err)
 	}
 	return c, p
+}
+
+// A capture's first checks are sent while the child starts, before its
+// answer to the setup is read: they wait in the socket. A child that
+// never becomes ready (its lockdown fails) answers no check, and says why
+// it did not start, for the caller to check in-process; a child that was
+// ready and then failed (a crash in the checks) did start: that failure
+// costs names, and nothing it failed on is parsed in-process.
+func TestChecksSentWhileStarting(t *testing.T) {
+	tg := startTargetAsOther(t, "many.c", "20")
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hook := range []string{"", "lockdown", "checkall:crash"} {
+		TestHook = hook
+		l := Launch(liveConfig(), tgt)
+		c := l.Early() // (its setup sent: the hook read)
+		TestHook = ""
+		if c == nil {
+			t.Fatalf("%q: no child", hook)
+		}
+		var asked []string
+		p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto, CheckAll: func(p *ptrace.Process, ths []*ptrace.Thread) func() []bool {
+			answers := c.CheckAll()(p, ths)
+			if asked == nil {
+				asked = append(asked, c.pending...)
+			}
+			return answers
+		}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// (A child whose lockdown failed may be gone before the first
+		// batch: nothing is then sent.)
+		if want := []string{kSetup, kImages, kCheckAll}; hook != "lockdown" && !slices.Equal(asked, want) {
+			t.Errorf("%q: owed after the first batch %v, want %v (sent before the child was ready)", hook, asked, want)
+		}
+		var said []string
+		got := l.Child("the target", func(s string) { said = append(said, s) })
+		nostop := 0
+		for _, th := range p.Threads {
+			if th.Method == ptrace.MethodNoStop {
+				nostop++
+			}
+		}
+		switch hook {
+		case "":
+			if got != c || len(said) != 0 || nostop != len(p.Threads) {
+				t.Fatalf("ready child: returned %v, said %q, %d of %d threads read without a stop", got == c, said, nostop, len(p.Threads))
+			}
+			rp, err := c.Resolve(p)
+			if err != nil || !strings.Contains(chains(rp)["w-000"], "work_b") {
+				t.Errorf("resolve: %v %v", chains(rp)["w-000"], err)
+			}
+		case "lockdown":
+			if got != nil || len(said) != 1 || !strings.Contains(said[0], "is parsed inside stackshot itself (the sandboxed parser did not start (test hook: the lockdown fails)") {
+				t.Errorf("never ready: a child returned %v, said %q", got != nil, said)
+			}
+			if c.Started() == nil || nostop != 0 {
+				t.Errorf("never ready: started %v; %d threads read without a stop on its (no) answers", c.Started(), nostop)
+			}
+		case "checkall:crash":
+			if got != c || len(said) != 0 || c.Started() != nil || c.dead == nil {
+				t.Fatalf("crashed in its checks: returned %v, said %q, started %v, failed %v", got == c, said, c.Started(), c.dead)
+			}
+			if _, err := c.Resolve(p); err == nil || !strings.Contains(err.Error(), "names of process") {
+				t.Errorf("resolve after the crash: %v", err)
+			}
+		}
+		c.Close()
+	}
 }

@@ -20,7 +20,7 @@ import (
 
 // The parent and the child talk over one unix stream socket, in frames of
 // a 4-byte little-endian length and a payload, in the codec of codec.go:
-// down (parent to child), the child's setup first (handshake), then
+// down (parent to child), the child's setup first (sendSetup), then
 // downMsg; up (child to parent), upMsg, bounded before they are read and
 // decoded within their bounds: the parent trusts nothing the child says. A
 // descriptor travels with the frame that answers an open (SCM_RIGHTS), and

@@ -108,6 +108,55 @@ func TestSandboxCrashCostsOnlyNames(t *testing.T) {
 	}
 }
 
+// The capture's first checks go to the child while it starts. A child
+// that never becomes ready (its lockdown fails: test hook) leaves the
+// parsing in-process, said in one line: the threads are still read
+// without a stop, the frames whole. A child that was ready and crashed in
+// those checks did start: the process loses its names, and nothing of it
+// is parsed in-process.
+func TestSandboxNeverReady(t *testing.T) {
+	bin := hookedBin(t)
+	svc := startService(t)
+	for _, hook := range []string{"lockdown", "checkall:crash"} {
+		cmd := exec.Command(bin, "dump", "--json", fmt.Sprint(svc.PID))
+		cmd.Env = append(os.Environ(), "STACKSHOT_TEST_SANDBOX_HOOK="+hook, "STACKSHOT_SANDBOX=")
+		var so, se strings.Builder
+		cmd.Stdout, cmd.Stderr = &so, &se
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v\n%s", hook, err, se.String())
+		}
+		var proc jProc
+		if err := json.Unmarshal([]byte(so.String()), &proc); err != nil {
+			t.Fatalf("%s: %v\n%s", hook, err, so.String())
+		}
+		inProcess := fmt.Sprintf("process %d is parsed inside stackshot itself (the sandboxed parser did not start (test hook: the lockdown fails)", svc.PID)
+		lost := fmt.Sprintf("names of process %d lost: the sandboxed parser failed", svc.PID)
+		switch hook {
+		case "lockdown":
+			if !strings.Contains(se.String(), inProcess) || strings.Contains(se.String(), "lost") {
+				t.Errorf("%s: stderr:\n%s", hook, se.String())
+			}
+			checkBlocked(t, proc, svc.PID)
+			for _, th := range proc.Threads {
+				if th.Capture != "nostop" {
+					t.Errorf("%s: thread %s captured %q, want nostop (checked in-process)", hook, th.Name, th.Capture)
+				}
+			}
+		case "checkall:crash":
+			if !strings.Contains(se.String(), lost) || strings.Contains(se.String(), "inside stackshot itself") {
+				t.Errorf("%s: stderr:\n%s", hook, se.String())
+			}
+			for _, th := range proc.Threads {
+				for _, f := range th.Frames {
+					if f.Function != nil && f.Kind == "user" {
+						t.Errorf("%s: thread %s named %q without its parser", hook, th.Name, *f.Function)
+					}
+				}
+			}
+		}
+	}
+}
+
 // STACKSHOT_SANDBOX=1 puts a process of stackshot's own user in the child
 // too, and a failed child there costs that process only its names.
 func TestSandboxForced(t *testing.T) {
