@@ -35,6 +35,10 @@ func Main() int {
 		fmt.Fprintf(os.Stderr, "stackshot: %s is not a command (it is stackshot's own sandboxed parser, started by stackshot itself; run 'stackshot help')\n", ChildCommand)
 		return 2
 	}
+	if err := becomeUser(os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "stackshot: the sandboxed parser cannot become its user: %v\n", err)
+		return 1
+	}
 	b, fd, err := recvFrame(childSock, maxSetup)
 	if fd >= 0 {
 		unix.Close(fd)

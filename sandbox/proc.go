@@ -3,12 +3,15 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -31,10 +34,17 @@ type proc struct {
 	done   chan struct{} // closed once reaped and its stderr read to the end
 }
 
+// childIDs are the unprivileged user and group a child of root becomes.
+type childIDs struct{ uid, gid uint32 }
+
 // startProc starts stackshot's own executable as the child, with sock as
 // its descriptor 3, nothing of the operator's environment, and its stderr
-// kept in stderr.
-func startProc(sock *os.File, cred *syscall.Credential, stderr io.Writer) (*proc, error) {
+// kept in stderr. A child of root is given user (nil: it stays
+// stackshot's user), which it becomes itself, first thing (becomeUser):
+// started as that user, it would be dumpable until its lockdown, and any
+// process of that user (nobody's, on most machines) could attach to it in
+// that time and receive what the parent hands it.
+func startProc(sock *os.File, user *childIDs, stderr io.Writer) (*proc, error) {
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -51,10 +61,14 @@ func startProc(sock *os.File, cred *syscall.Credential, stderr io.Writer) (*proc
 		Env:   childEnv(),
 		Files: []uintptr{null.Fd(), null.Fd(), w.Fd(), sock.Fd()},
 		Sys: &syscall.SysProcAttr{
-			Pdeathsig:  syscall.SIGKILL,
-			Setsid:     true,
-			Credential: cred,
+			Pdeathsig: syscall.SIGKILL,
+			Setsid:    true,
 		},
+	}
+	args := []string{"stackshot", ChildCommand}
+	if user != nil {
+		args = append(args, strconv.FormatUint(uint64(user.uid), 10), strconv.FormatUint(uint64(user.gid), 10),
+			strconv.Itoa(os.Getpid()))
 	}
 	// The child's parent-death signal is sent when the thread that started
 	// it exits, not stackshot (prctl PR_SET_PDEATHSIG), and stackshot's
@@ -67,7 +81,7 @@ func startProc(sock *os.File, cred *syscall.Credential, stderr io.Writer) (*proc
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		pid, err := syscall.ForkExec("/proc/self/fd/"+fmt.Sprint(exeFile.Fd()), []string{"stackshot", ChildCommand}, attr)
+		pid, err := syscall.ForkExec("/proc/self/fd/"+fmt.Sprint(exeFile.Fd()), args, attr)
 		if err != nil {
 			started <- err
 			return
@@ -104,6 +118,56 @@ func startProc(sock *os.File, cred *syscall.Credential, stderr io.Writer) (*proc
 		close(copied)
 	}()
 	return p, nil
+}
+
+// becomeUser makes the child, started by root, the unprivileged user its
+// arguments name (uid, gid, and the parent's pid: nothing to do without
+// them), before it reads anything from its parent. Until then it runs as
+// root, which no unprivileged process may trace; the change leaves it not
+// dumpable (unless fs.suid_dumpable says otherwise: then it is made so
+// here) and clears its parent-death signal, set again here (the parent may
+// have ended meanwhile: then it exits).
+func becomeUser(args []string) error {
+	if len(args) != 3 {
+		return nil
+	}
+	uid, err1 := strconv.Atoi(args[0])
+	gid, err2 := strconv.Atoi(args[1])
+	parent, err3 := strconv.Atoi(args[2])
+	if err1 != nil || err2 != nil || err3 != nil || uid <= 0 || gid <= 0 {
+		return fmt.Errorf("bad user %q", args)
+	}
+	pauseForTest("STACKSHOT_TEST_CHILD_PAUSE_ROOT")
+	// (Go applies each of these to every thread.)
+	if err := syscall.Setgroups([]int{}); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setresgid(gid, gid, gid); err != nil {
+		return fmt.Errorf("setresgid: %w", err)
+	}
+	if err := syscall.Setresuid(uid, uid, uid); err != nil {
+		return fmt.Errorf("setresuid: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_PDEATHSIG): %w", err)
+	}
+	if os.Getppid() != parent {
+		return errors.New("the parent has ended")
+	}
+	pauseForTest("STACKSHOT_TEST_CHILD_PAUSE_USER")
+	return nil
+}
+
+// pauseForTest sleeps as long as the environment variable env says (set
+// by the tests only, through TestEnv: the child's environment is the
+// parent's choice).
+func pauseForTest(env string) {
+	if d, err := time.ParseDuration(os.Getenv(env)); err == nil {
+		time.Sleep(d)
+	}
 }
 
 // waitExited returns once child pid has exited, without reaping it.

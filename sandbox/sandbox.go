@@ -30,7 +30,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -235,13 +234,13 @@ func spawn(cfg Config, t Target) (*Child, error) {
 	if cfg.CPUSeconds == 0 {
 		cfg.CPUSeconds = DefaultCPUSeconds
 	}
-	var cred *syscall.Credential
+	var user *childIDs
 	if os.Geteuid() == 0 {
 		uid, gid, err := childUser(t)
 		if err != nil {
 			return nil, err
 		}
-		cred = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+		user = &childIDs{uid, gid}
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -258,7 +257,7 @@ func spawn(cfg Config, t Target) (*Child, error) {
 	if t.PID != 0 {
 		c.roots = []string{procmaps.RootPath(t.PID)}
 	}
-	if c.proc, err = startProc(childEnd, cred, c.stderr); err != nil {
+	if c.proc, err = startProc(childEnd, user, c.stderr); err != nil {
 		unix.Close(c.sock)
 		return nil, fmt.Errorf("cannot start the sandboxed parser: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -719,5 +720,64 @@ func TestEarlyRequestsKept(t *testing.T) {
 	}()
 	if _, _, err := cl.call(&upMsg{Kind: kOpen, Path: "/y"}); err == nil {
 		t.Errorf("a call answered by %d requests: no error", maxEarly+1)
+	}
+}
+
+// A child of root becomes its unprivileged user itself, before it reads
+// anything from its parent: until then it is root, which no process of
+// that user may trace, and after it is not dumpable. Started as that user
+// (as it was), it was dumpable until its lockdown: any process of nobody's
+// could attach to it then and receive what the parent hands it (with the
+// first checks sent while it starts, the target's memory file and
+// stacks). The test pauses the child before and after the change (test
+// environment) and watches its /proc entry throughout.
+func TestChildNeverTraceableWhileStarting(t *testing.T) {
+	needRoot(t)
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	TestEnv = []string{"STACKSHOT_TEST_CHILD_PAUSE_ROOT=200ms", "STACKSHOT_TEST_CHILD_PAUSE_USER=200ms"}
+	l := Launch(liveConfig(), Target{UID: -1, GID: -1})
+	c := l.Early()
+	TestEnv = nil
+	if c == nil {
+		t.Fatal(l.Child("the target", func(s string) { t.Log(s) }))
+	}
+	ready := make(chan *Child)
+	go func() { ready <- l.Child("the target", func(s string) { t.Error(s) }) }()
+	seen := map[string]int{}
+	var order []string
+	for done := false; !done; {
+		select {
+		case got := <-ready:
+			if got == nil {
+				t.Fatal("the child did not start")
+			}
+			defer got.Close()
+			done = true
+		case <-time.After(2 * time.Millisecond):
+		}
+		b, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.PID()))
+		var st unix.Stat_t
+		err2 := unix.Stat(fmt.Sprintf("/proc/%d/status", c.PID()), &st)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		uid := ""
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+				uid = strings.Fields(v)[1] // (the effective one)
+			}
+		}
+		state := fmt.Sprintf("uid %s, /proc entry of uid %d", uid, st.Uid)
+		if seen[state]++; seen[state] == 1 {
+			order = append(order, state)
+		}
+	}
+	root := "uid 0, /proc entry of uid 0"
+	user := fmt.Sprintf("uid %s, /proc entry of uid 0", nobody.Uid)
+	if !slices.Equal(order, []string{root, user}) {
+		t.Errorf("the child was %q, want %q then %q (never dumpable as its user)", order, root, user)
 	}
 }
