@@ -117,11 +117,12 @@ func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, err
 		return s.res.CaptureLive(pid, opt)
 	}
 	var inProcess *resolve.Space
+	var spaceOf *ptrace.Process // (the process inProcess was made of)
 	checkHere := func(p *ptrace.Process, ths []*ptrace.Thread) []bool {
 		if inProcess == nil {
 			mem := ptrace.MemReader{PID: p.MemPID()}
 			resolve.CollectImages(p, mem)
-			inProcess = s.res.Space(p, mem)
+			inProcess, spaceOf = s.res.Space(p, mem), p
 		}
 		ok := make([]bool, len(ths))
 		for i, th := range ths {
@@ -136,10 +137,14 @@ func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, err
 			return func() []bool { return ok }
 		}
 		answers := child.CheckAll()(p, ths)
+		// The answer is read without the capture's lock on its maps
+		// (an observer may read them again meanwhile): a child that never
+		// started is replaced by a check of the process as it was asked.
+		asked := *p
 		return func() []bool {
 			ok := answers()
 			if ok == nil && child.Started() != nil {
-				ok = checkHere(p, ths) // (it never started: nothing was parsed there)
+				ok = checkHere(&asked, ths) // (nothing was parsed there)
 			}
 			return ok
 		}
@@ -149,7 +154,7 @@ func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, err
 		return nil, err
 	}
 	if child := s.sandboxFor(pid); child == nil {
-		if inProcess == nil {
+		if spaceOf != p {
 			resolve.CollectImages(p, ptrace.MemReader{PID: p.MemPID()})
 		}
 	} else if err := child.Images(p); err != nil {

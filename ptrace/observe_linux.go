@@ -134,10 +134,9 @@ func (c *capturer) checker(out []observation, todo <-chan int, done chan<- struc
 // observations of out arriving on todo in batches, without waiting for
 // the answers, so that a checker in another process unwinds beside the
 // observers; the answers are read, in the order asked, once todo is
-// closed (or when too many are owed). Each batch is asked and answered
-// under mapsMu's read lock (the checker may be handed the maps, and may
-// check when its answer is read: a checker whose other process never
-// started).
+// closed (or when too many are owed). Each batch is asked under mapsMu's
+// read lock (the checker may be handed the maps); its answer is read
+// without it (the checker may be waiting for another process).
 func (c *capturer) batchChecker(out []observation, todo <-chan int, done chan<- struct{}, panicked *any) {
 	defer close(done)
 	defer func() {
@@ -153,9 +152,7 @@ func (c *capturer) batchChecker(out []observation, todo <-chan int, done chan<- 
 	answer := func() {
 		a := owed[0]
 		owed = owed[1:]
-		c.mapsMu.RLock()
 		ans := a.answers()
-		c.mapsMu.RUnlock()
 		for j, i := range a.idx {
 			out[i].clean = j < len(ans) && ans[j]
 			out[i].checked = true

@@ -308,6 +308,9 @@ func (c *Child) readStart() {
 	err := c.dead
 	switch {
 	case c.sock < 0:
+		if err == nil {
+			err = errors.New("closed before it was ready")
+		}
 	case err == nil:
 		up, err = c.receive(c.startBy)
 	default:
