@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Proc is the root of the proc filesystem; tests may point it elsewhere.
@@ -119,20 +121,33 @@ func TaskSet(pid int) map[int]bool {
 }
 
 // Tasks lists the thread ids of pid, sorted, main thread first.
+//
+// The directory is read with system calls of its own, not through package
+// os, which starts the runtime's poller (an epoll and an eventfd) at its
+// first file: a sandboxed child lists its own threads (ptrace.Gather)
+// and holds no descriptor beyond its own.
 func Tasks(pid int) ([]int, error) {
-	d, err := os.Open(pidPath(pid, "task"))
+	path := pidPath(pid, "task")
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	tids := make([]int, 0, len(names))
-	for _, n := range names {
-		if t, err := strconv.Atoi(n); err == nil && t > 0 {
-			tids = append(tids, t)
+	defer unix.Close(fd)
+	var tids []int
+	var buf [4096]byte
+	for {
+		n, err := unix.ReadDirent(fd, buf[:])
+		if err != nil {
+			return nil, &os.PathError{Op: "readdirent", Path: path, Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		for _, name := range names {
+			if t, err := strconv.Atoi(name); err == nil && t > 0 {
+				tids = append(tids, t)
+			}
 		}
 	}
 	sort.Ints(tids)

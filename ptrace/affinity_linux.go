@@ -26,6 +26,7 @@ package ptrace
 import (
 	"os"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -103,6 +104,39 @@ func Companion(pid int) (release func()) {
 		defer own.mu.Unlock()
 		delete(own.companions, pid)
 	}
+}
+
+// Settled gives companion pid's threads the mask stackshot's have now,
+// once pid has put back the masks it changed itself (Gather): a change
+// keepOff made meanwhile would otherwise be lost.
+func Settled(pid int) {
+	own.mu.Lock()
+	defer own.mu.Unlock()
+	if own.companions[pid] && own.known {
+		setAllThreads(pid, &own.applied)
+	}
+}
+
+// Gather moves every thread of stackshot's process onto the CPU the
+// caller is running on, and returns what gives them back the mask the
+// caller's thread had. It is for a call that has every thread do a system
+// call (Go's change of user: syscall.Setresuid and the like), which
+// signals each thread and waits for it: on a virtual machine whose idle
+// CPUs halt, waking a thread on another CPU took 0.4 to 1 ms, and a
+// sandboxed child's change of user (three such calls, as its runtime's
+// threads sleep) took from 0.4 to 14.6 ms. Gathered, each wake-up is on
+// the waker's own CPU.
+func Gather() (restore func()) {
+	var saved, here unix.CPUSet
+	var cpu uint32
+	_, _, errno := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0)
+	if errno != 0 || int(cpu) >= len(here)*64 || unix.SchedGetaffinity(0, &saved) != nil {
+		return func() {}
+	}
+	pid := os.Getpid()
+	here.Set(int(cpu))
+	setAllThreads(pid, &here)
+	return func() { setAllThreads(pid, &saved) }
 }
 
 // setAllThreads gives every thread of process pid (stackshot or a

@@ -4,6 +4,7 @@ package ptrace
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -60,4 +61,67 @@ func TestCaptureKeepsOffBusyCPUs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Gather puts every thread of the process on the caller's CPU, and its
+// restore gives them back the mask they had; Settled gives a companion
+// that put its own masks back (after a Gather of its own) the mask
+// stackshot's threads have now, which it may have changed meanwhile.
+func TestGatherAndSettled(t *testing.T) {
+	var started unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &started); err != nil || started.Count() < 2 {
+		t.Skipf("needs two CPUs (%d, %v)", started.Count(), err)
+	}
+	restore := Gather()
+	cpus := map[int]bool{}
+	for tid, set := range testutil.CPUMasks(t, os.Getpid()) {
+		if set.Count() != 1 {
+			t.Errorf("gathered, thread %d may run on %d CPUs", tid, set.Count())
+		}
+		for cpu := range len(set) * 64 {
+			if set.IsSet(cpu) {
+				cpus[cpu] = true
+			}
+		}
+	}
+	restore()
+	if len(cpus) != 1 {
+		t.Errorf("gathered on CPUs %v, want one", cpus)
+	}
+	for tid, set := range testutil.CPUMasks(t, os.Getpid()) {
+		if set != started {
+			t.Errorf("restored, thread %d has %d CPUs, want the %d it had", tid, set.Count(), started.Count())
+		}
+	}
+
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	release := Companion(cmd.Process.Pid)
+	defer release()
+	var busy unix.CPUSet
+	busy.Set(firstCPU(started))
+	keepOff(&busy)
+	defer keepOff(&unix.CPUSet{})
+	// (the companion puts back the mask it had before keepOff)
+	if err := unix.SchedSetaffinity(cmd.Process.Pid, &started); err != nil {
+		t.Fatal(err)
+	}
+	Settled(cmd.Process.Pid)
+	for tid, set := range testutil.CPUMasks(t, cmd.Process.Pid) {
+		if set.IsSet(firstCPU(started)) || set.Count() != started.Count()-1 {
+			t.Errorf("settled, companion thread %d has %d CPUs, CPU %d among them: %v", tid, set.Count(), firstCPU(started), set.IsSet(firstCPU(started)))
+		}
+	}
+}
+
+func firstCPU(set unix.CPUSet) int {
+	for cpu := range len(set) * 64 {
+		if set.IsSet(cpu) {
+			return cpu
+		}
+	}
+	return -1
 }

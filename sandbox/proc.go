@@ -138,15 +138,11 @@ func becomeUser(args []string) error {
 		return fmt.Errorf("bad user %q", args)
 	}
 	pauseForTest("STACKSHOT_TEST_CHILD_PAUSE_ROOT")
-	// (Go applies each of these to every thread.)
-	if err := syscall.Setgroups([]int{}); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
-	}
-	if err := syscall.Setresgid(gid, gid, gid); err != nil {
-		return fmt.Errorf("setresgid: %w", err)
-	}
-	if err := syscall.Setresuid(uid, uid, uid); err != nil {
-		return fmt.Errorf("setresuid: %w", err)
+	restore := ptrace.Gather()
+	err := changeUser(uid, gid)
+	restore()
+	if err != nil {
+		return err
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
@@ -158,6 +154,23 @@ func becomeUser(args []string) error {
 		return errors.New("the parent has ended")
 	}
 	pauseForTest("STACKSHOT_TEST_CHILD_PAUSE_USER")
+	return nil
+}
+
+// changeUser makes every thread of the process uid and gid, in no other
+// group. Go applies each call to every thread, signalling each in turn and
+// waiting for it: the caller gathers them on one CPU first
+// (ptrace.Gather says why).
+func changeUser(uid, gid int) error {
+	if err := syscall.Setgroups([]int{}); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setresgid(gid, gid, gid); err != nil {
+		return fmt.Errorf("setresgid: %w", err)
+	}
+	if err := syscall.Setresuid(uid, uid, uid); err != nil {
+		return fmt.Errorf("setresuid: %w", err)
+	}
 	return nil
 }
 

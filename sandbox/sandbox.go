@@ -326,6 +326,11 @@ func (c *Child) readStart() {
 	if err == nil && up.Err != "" {
 		err = errors.New(up.Err)
 	}
+	if err == nil {
+		// (its threads' masks, which it changed for its change of user,
+		// are given back: ptrace.Gather)
+		ptrace.Settled(c.proc.pid)
+	}
 	if err != nil {
 		c.startErr = fmt.Errorf("the sandboxed parser did not start (%v)", err)
 		if c.dead == nil {

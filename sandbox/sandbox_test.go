@@ -756,6 +756,15 @@ func TestChildNeverTraceableWhileStarting(t *testing.T) {
 			}
 			defer got.Close()
 			done = true
+			// Its threads, gathered on one CPU for the change
+			// (ptrace.Gather), have the mask they started with again.
+			var mask unix.CPUSet
+			unix.SchedGetaffinity(0, &mask)
+			for tid, set := range testutil.CPUMasks(t, c.PID()) {
+				if set != mask {
+					t.Errorf("ready, the child's thread %d may run on %d CPUs, want the %d of its parent", tid, set.Count(), mask.Count())
+				}
+			}
 		case <-time.After(2 * time.Millisecond):
 		}
 		b, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.PID()))
