@@ -67,6 +67,11 @@ func startProc(sock *os.File, user *childIDs, stderr io.Writer) (*proc, error) {
 	}
 	args := []string{"stackshot", ChildCommand}
 	if user != nil {
+		// The group and the supplementary groups are changed before the
+		// exec, where it costs one system call each (in the child, Go
+		// makes every thread make each: becomeUser); the user is
+		// changed by the child itself, which leaves it not dumpable.
+		attr.Sys.Credential = &syscall.Credential{Uid: 0, Gid: user.gid, Groups: []uint32{}}
 		args = append(args, strconv.FormatUint(uint64(user.uid), 10), strconv.FormatUint(uint64(user.gid), 10),
 			strconv.Itoa(os.Getpid()))
 	}
@@ -160,13 +165,18 @@ func becomeUser(args []string) error {
 // changeUser makes every thread of the process uid and gid, in no other
 // group. Go applies each call to every thread, signalling each in turn and
 // waiting for it: the caller gathers them on one CPU first
-// (ptrace.Gather says why).
+// (ptrace.Gather says why). The parent gives the child its group and no
+// other before the exec (startProc), which leaves the user to change.
 func changeUser(uid, gid int) error {
-	if err := syscall.Setgroups([]int{}); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
+	if groups, err := unix.Getgroups(); err != nil || len(groups) > 0 {
+		if err := syscall.Setgroups([]int{}); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
 	}
-	if err := syscall.Setresgid(gid, gid, gid); err != nil {
-		return fmt.Errorf("setresgid: %w", err)
+	if r, e, s := unix.Getresgid(); r != gid || e != gid || s != gid {
+		if err := syscall.Setresgid(gid, gid, gid); err != nil {
+			return fmt.Errorf("setresgid: %w", err)
+		}
 	}
 	if err := syscall.Setresuid(uid, uid, uid); err != nil {
 		return fmt.Errorf("setresuid: %w", err)

@@ -773,19 +773,29 @@ func TestChildNeverTraceableWhileStarting(t *testing.T) {
 		if err1 != nil || err2 != nil {
 			t.Fatal(err1, err2)
 		}
-		uid := ""
+		uid, gid, groups := "", "", ""
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
 				uid = strings.Fields(v)[1] // (the effective one)
 			}
+			if v, ok := strings.CutPrefix(line, "Gid:"); ok {
+				gid = strings.Join(strings.Fields(v), " ")
+			}
+			if v, ok := strings.CutPrefix(line, "Groups:"); ok {
+				groups = strings.TrimSpace(v)
+			}
 		}
-		state := fmt.Sprintf("uid %s, /proc entry of uid %d", uid, st.Uid)
+		state := fmt.Sprintf("uid %s, gids %s, groups %q, /proc entry of uid %d", uid, gid, groups, st.Uid)
 		if seen[state]++; seen[state] == 1 {
 			order = append(order, state)
 		}
 	}
-	root := "uid 0, /proc entry of uid 0"
-	user := fmt.Sprintf("uid %s, /proc entry of uid 0", nobody.Uid)
+	// (its group and groups from the start: they are changed before its
+	// exec)
+	g := nobody.Gid
+	gids := strings.Join([]string{g, g, g, g}, " ") // (real, effective, saved, filesystem)
+	root := fmt.Sprintf("uid 0, gids %s, groups \"\", /proc entry of uid 0", gids)
+	user := fmt.Sprintf("uid %s, gids %s, groups \"\", /proc entry of uid 0", nobody.Uid, gids)
 	if !slices.Equal(order, []string{root, user}) {
 		t.Errorf("the child was %q, want %q then %q (never dumpable as its user)", order, root, user)
 	}
