@@ -259,14 +259,26 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 		// owners and the goroutines of what it resolved (no round trip
 		// each, no report sent back down), then hands over its cache
 		// entries (this is a dump's last request of it).
-		tasks = procmaps.TaskSet(p.PID)
-		rp = s.resolveBoxed(child, p, sandbox.Then{Locks: true, Tasks: tasks, Goroutines: s.o.Goroutines, Flush: true})
+		// The target's tasks are listed once the request has gone
+		// (Then.Tasks), while the child resolves.
+		list := func() map[int]bool {
+			tasks = procmaps.TaskSet(p.PID)
+			return tasks
+		}
+		rp = s.resolveBoxed(child, p, sandbox.Then{Locks: true, Tasks: list, Goroutines: s.o.Goroutines, Flush: true})
+		if tasks == nil {
+			list() // (the child failed before)
+		}
 	} else {
+		// (listed beside the resolve: 0.7 ms for 512 threads)
+		listed := make(chan map[int]bool, 1)
+		go func() { listed <- procmaps.TaskSet(p.PID) }()
 		var err error
-		if rp, err = s.resolveCaptured(p); err != nil {
+		rp, err = s.resolveCaptured(p)
+		tasks = <-listed
+		if err != nil {
 			return nil, err
 		}
-		tasks = procmaps.TaskSet(p.PID)
 	}
 	s.diagnose(rp, p, tasks)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))

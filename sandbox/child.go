@@ -195,7 +195,7 @@ func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver
 			return 1
 		}
 		if m.Kind == kResolve && (m.LocksToo || fd >= 0 || m.FlushToo) {
-			if !resolveThen(cfg, m, then, fd, sym, res, memc) {
+			if !resolveThen(cfg, cl, m, then, fd, sym, res, memc) {
 				return 1
 			}
 			then = nil

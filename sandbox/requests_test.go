@@ -103,7 +103,7 @@ func TestGoroutinesInChild(t *testing.T) {
 			resolved := c.Resolve
 			if v.then {
 				resolved = func(p *ptrace.Process) (*report.Process, error) {
-					return c.ResolveThen(p, Then{Locks: true, Tasks: map[int]bool{}, Goroutines: true})
+					return c.ResolveThen(p, Then{Locks: true, Tasks: func() map[int]bool { return map[int]bool{} }, Goroutines: true})
 				}
 			}
 			boxed, err := resolved(p)
@@ -187,7 +187,19 @@ func TestLocksInChild(t *testing.T) {
 			tasks := procmaps.TaskSet(tg.PID)
 			var boxed *report.Process
 			if then {
-				boxed, err = c.ResolveThen(p, Then{Locks: true, Tasks: tasks, Goroutines: true})
+				// The tasks are listed once the request has gone,
+				// and follow it (kTasks).
+				listed := 0
+				list := func() map[int]bool {
+					if listed++; c.asked[kResolve] != 1 || c.asked[kTasks] != 0 {
+						t.Errorf("tasks listed after %d resolve requests, %d task frames", c.asked[kResolve], c.asked[kTasks])
+					}
+					return tasks
+				}
+				boxed, err = c.ResolveThen(p, Then{Locks: true, Tasks: list, Goroutines: true})
+				if listed != 1 || c.asked[kTasks] != 1 {
+					t.Errorf("tasks listed %d times, sent %d times; want once", listed, c.asked[kTasks])
+				}
 			} else {
 				boxed, err = c.Resolve(p)
 			}

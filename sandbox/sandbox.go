@@ -428,13 +428,15 @@ func (c *Child) BudgetExceeded() bool { return c.budget }
 // unresolved and the reason as each thread's error, and err says why.
 func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 	c.follow(p)
-	return c.resolve(p, &downMsg{Kind: kResolve, Proc: p}, -1)
+	return c.resolve(p, &downMsg{Kind: kResolve, Proc: p}, -1, nil)
 }
 
-// resolve asks m, a kResolve request (with fd: -1 none), of the child.
-func (c *Child) resolve(p *ptrace.Process, m *downMsg, fd int) (*report.Process, error) {
+// resolve asks m, a kResolve request (with fd: -1 none), of the child;
+// after (nil: none) sends what follows the request, before its answer is
+// read.
+func (c *Child) resolve(p *ptrace.Process, m *downMsg, fd int, after func() error) (*report.Process, error) {
 	c.resolveRequest(m, p)
-	up, err := c.roundTripFD(m, fd, c.killAt())
+	up, err := c.roundTripThen(m, fd, c.killAt(), after)
 	if err == nil && (up.Kind != kResolve || up.Result == nil) {
 		err = fmt.Errorf("no result (%s)", up.Err)
 	}
@@ -649,11 +651,22 @@ func (c *Child) roundTrip(m *downMsg, killAt time.Time) (*upMsg, error) {
 
 // roundTripFD is roundTrip with descriptor fd handed over with m.
 func (c *Child) roundTripFD(m *downMsg, fd int, killAt time.Time) (*upMsg, error) {
+	return c.roundTripThen(m, fd, killAt, nil)
+}
+
+// roundTripThen is roundTripFD calling after (nil: nothing) once m is
+// sent, before its answer is read.
+func (c *Child) roundTripThen(m *downMsg, fd int, killAt time.Time, after func() error) (*upMsg, error) {
 	if err := c.drain(); err != nil {
 		return nil, err
 	}
 	if err := c.sendFD(m, fd); err != nil {
 		return nil, err
+	}
+	if after != nil {
+		if err := after(); err != nil {
+			return nil, err
+		}
 	}
 	return c.receive(killAt)
 }

@@ -27,10 +27,13 @@ import (
 // Then is what the child does right after a resolve.
 type Then struct {
 	// Locks: find the owners of the locks the resolved threads wait for;
-	// Tasks are the target's threads now (an owner must be one of them:
-	// Locks is then to be given the same).
+	// Tasks lists the target's threads now (an owner must be one of
+	// them: Locks is then to be given the same). It is called once the
+	// request has gone, and its answer follows it (kTasks): listing a
+	// 512-thread process's tasks took 0.7 ms, now spent while the child
+	// resolves.
 	Locks bool
-	Tasks map[int]bool
+	Tasks func() map[int]bool
 	// Goroutines: read a Go program's goroutines (the parent opens the
 	// executable, as Goroutines does; none: not asked).
 	Goroutines bool
@@ -44,8 +47,16 @@ type Then struct {
 // answers instead of asking again.
 func (c *Child) ResolveThen(p *ptrace.Process, then Then) (*report.Process, error) {
 	m := &downMsg{Kind: kResolve, Proc: p, LocksToo: then.Locks, FlushToo: then.Flush && c.nsCache != nil}
+	var after func() error
 	if then.Locks {
-		m.Tasks = sortedTasks(then.Tasks)
+		m.TasksFollow = true
+		after = func() error {
+			var tasks map[int]bool
+			if then.Tasks != nil {
+				tasks = then.Tasks()
+			}
+			return c.send(&downMsg{Kind: kTasks, Tasks: sortedTasks(tasks)})
+		}
 	}
 	fd := -1
 	if then.Goroutines && c.cfg.Resolve.Live {
@@ -55,7 +66,7 @@ func (c *Child) ResolveThen(p *ptrace.Process, then Then) (*report.Process, erro
 		}
 	}
 	c.follow(p)
-	rp, err := c.resolve(p, m, fd)
+	rp, err := c.resolve(p, m, fd, after)
 	if c.dead != nil {
 		return rp, err
 	}
@@ -155,11 +166,26 @@ func (c *Child) owed(kind string) (*upMsg, error) {
 
 // resolveThen does, in the child, what kResolve's request asks after its
 // answer was sent: res's threads (th, as resolved, frames in place) are
-// diagnosed, then the goroutines read (exe: the executable handed over,
-// -1: none), then the cache flushed. false: the parent is gone.
-func resolveThen(cfg *setup, m *downMsg, th []report.Thread, exe int, sym *symtab.Symbolizer, res *resolve.Resolver, memc *memClient) bool {
+// diagnosed (with the target's tasks from the kTasks frame that follows
+// the request, when they follow it), then the goroutines read (exe: the
+// executable handed over, -1: none), then the cache flushed. false: the
+// parent is gone, or sent something else.
+func resolveThen(cfg *setup, cl *client, m *downMsg, th []report.Thread, exe int, sym *symtab.Symbolizer, res *resolve.Resolver, memc *memClient) bool {
 	head := *m.Proc
 	head.Threads = nil
+	if m.LocksToo && m.TasksFollow {
+		t, fd, err := cl.next()
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		if err != nil || t.Kind != kTasks {
+			if exe >= 0 {
+				unix.Close(exe)
+			}
+			return false
+		}
+		m.Tasks = t.Tasks
+	}
 	if m.LocksToo {
 		var blocked []report.Thread
 		for i := range th {

@@ -33,7 +33,7 @@ func TestResolveThenUnreadAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	tasks := procmaps.TaskSet(tg.PID)
-	first, err := c.ResolveThen(p, Then{Locks: true, Tasks: tasks, Goroutines: true})
+	first, err := c.ResolveThen(p, Then{Locks: true, Tasks: func() map[int]bool { return tasks }, Goroutines: true})
 	if err != nil {
 		t.Fatal(err)
 	}

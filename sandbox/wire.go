@@ -49,6 +49,7 @@ const (
 	kMemFD   = "memfd"   // down: the target's /proc/PID/task/TID/mem, read-only (none: ask by kMem)
 	kGo      = "go"      // down: read Proc's goroutines (its executable attached); up: them in Result
 	kLocks   = "locks"   // down: find the owners of the locks Report's threads wait for; up: Waits, Deadlocks
+	kTasks   = "tasks"   // down: a kResolve's Tasks, when they follow it (TasksFollow); no answer
 	kSaved   = "saved"   // down: resolve the capture file or core attached; up: its processes in Procs
 	kReply   = "reply"   // down: the answer to a call
 	kOpen    = "open"    // up: open Root/Path
@@ -114,6 +115,9 @@ type downMsg struct {
 	// resolved (with Tasks), and kGo when it comes with the executable
 	// (then.go).
 	LocksToo bool
+	// TasksFollow: kResolve's Tasks come in a kTasks frame right after
+	// it, which the child reads before its kLocks.
+	TasksFollow bool
 	// FlushToo: and then kFlush.
 	FlushToo bool
 	// SpaceToo: kImages's Proc, with what the child read, is then the
