@@ -123,9 +123,9 @@ func Settled(pid int) {
 // call (Go's change of user: syscall.Setresuid and the like), which
 // signals each thread and waits for it: on a virtual machine whose idle
 // CPUs halt, waking a thread on another CPU took 0.4 to 1 ms, and a
-// sandboxed child's change of user (three such calls, as its runtime's
-// threads sleep) took from 0.4 to 14.6 ms. Gathered, each wake-up is on
-// the waker's own CPU.
+// sandboxed child's change of user (then three such calls, as its
+// runtime's threads slept) took from 0.4 to 14.6 ms. Gathered, each
+// wake-up is on the waker's own CPU.
 func Gather() (restore func()) {
 	var saved, here unix.CPUSet
 	var cpu uint32

@@ -162,21 +162,16 @@ func becomeUser(args []string) error {
 	return nil
 }
 
-// changeUser makes every thread of the process uid and gid, in no other
-// group. Go applies each call to every thread, signalling each in turn and
-// waiting for it: the caller gathers them on one CPU first
-// (ptrace.Gather says why). The parent gives the child its group and no
-// other before the exec (startProc), which leaves the user to change.
+// changeUser makes every thread of the process uid, once it has checked
+// that the parent gave it group gid and no other before its exec
+// (startProc: there one system call each, where Go makes every thread of
+// the child make each). Go applies the change to every thread, signalling
+// each in turn and waiting for it: the caller gathers them on one CPU
+// first (ptrace.Gather says why).
 func changeUser(uid, gid int) error {
-	if groups, err := unix.Getgroups(); err != nil || len(groups) > 0 {
-		if err := syscall.Setgroups([]int{}); err != nil {
-			return fmt.Errorf("setgroups: %w", err)
-		}
-	}
-	if r, e, s := unix.Getresgid(); r != gid || e != gid || s != gid {
-		if err := syscall.Setresgid(gid, gid, gid); err != nil {
-			return fmt.Errorf("setresgid: %w", err)
-		}
+	groups, err := unix.Getgroups()
+	if r, e, s := unix.Getresgid(); err != nil || len(groups) > 0 || r != gid || e != gid || s != gid {
+		return fmt.Errorf("started with groups %v and gids %d %d %d, want only %d (%v)", groups, r, e, s, gid, err)
 	}
 	if err := syscall.Setresuid(uid, uid, uid); err != nil {
 		return fmt.Errorf("setresuid: %w", err)

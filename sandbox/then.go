@@ -49,7 +49,6 @@ func (c *Child) ResolveThen(p *ptrace.Process, then Then) (*report.Process, erro
 	m := &downMsg{Kind: kResolve, Proc: p, LocksToo: then.Locks, FlushToo: then.Flush && c.nsCache != nil}
 	var after func() error
 	if then.Locks {
-		m.TasksFollow = true
 		after = func() error {
 			var tasks map[int]bool
 			if then.Tasks != nil {
@@ -167,13 +166,13 @@ func (c *Child) owed(kind string) (*upMsg, error) {
 // resolveThen does, in the child, what kResolve's request asks after its
 // answer was sent: res's threads (th, as resolved, frames in place) are
 // diagnosed (with the target's tasks from the kTasks frame that follows
-// the request, when they follow it), then the goroutines read (exe: the
+// the request), then the goroutines read (exe: the
 // executable handed over, -1: none), then the cache flushed. false: the
 // parent is gone, or sent something else.
 func resolveThen(cfg *setup, cl *client, m *downMsg, th []report.Thread, exe int, sym *symtab.Symbolizer, res *resolve.Resolver, memc *memClient) bool {
 	head := *m.Proc
 	head.Threads = nil
-	if m.LocksToo && m.TasksFollow {
+	if m.LocksToo {
 		t, fd, err := cl.next()
 		if fd >= 0 {
 			unix.Close(fd)

@@ -49,7 +49,7 @@ const (
 	kMemFD   = "memfd"   // down: the target's /proc/PID/task/TID/mem, read-only (none: ask by kMem)
 	kGo      = "go"      // down: read Proc's goroutines (its executable attached); up: them in Result
 	kLocks   = "locks"   // down: find the owners of the locks Report's threads wait for; up: Waits, Deadlocks
-	kTasks   = "tasks"   // down: a kResolve's Tasks, when they follow it (TasksFollow); no answer
+	kTasks   = "tasks"   // down: the Tasks of the kResolve just sent (LocksToo); no answer
 	kSaved   = "saved"   // down: resolve the capture file or core attached; up: its processes in Procs
 	kReply   = "reply"   // down: the answer to a call
 	kOpen    = "open"    // up: open Root/Path
@@ -112,12 +112,9 @@ type downMsg struct {
 	// Tasks are the target's threads now (kLocks: an owner is one of them).
 	Tasks []int
 	// LocksToo: kResolve's request goes on with kLocks for the threads
-	// resolved (with Tasks), and kGo when it comes with the executable
-	// (then.go).
+	// resolved (with the Tasks of the kTasks frame that follows the
+	// request), and kGo when it comes with the executable (then.go).
 	LocksToo bool
-	// TasksFollow: kResolve's Tasks come in a kTasks frame right after
-	// it, which the child reads before its kLocks.
-	TasksFollow bool
 	// FlushToo: and then kFlush.
 	FlushToo bool
 	// SpaceToo: kImages's Proc, with what the child read, is then the
