@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"unsafe"
 
@@ -44,7 +45,14 @@ var deniedSyscalls = []uint32{
 
 // loadFilter installs the child's filter (deniedFilter) on every thread
 // of the child (TSYNC), with no_new_privs set.
+//
+// no_new_privs is a thread's: the filter is loaded from the thread that
+// set it. A goroutine may move to another thread between two system
+// calls (it did, once in a test run: the filter was refused, EACCES, and
+// the child did not start).
 func loadFilter() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(no_new_privs): %w", err)
 	}
