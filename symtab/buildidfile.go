@@ -23,7 +23,7 @@ func (s *Symbolizer) fileByBuildID(id, root string) *openFile {
 	for _, d := range s.debugDirs() {
 		for _, r := range roots {
 			for _, suffix := range []string{"", ".debug"} {
-				cands = append(cands, Candidate{r, d + "/.build-id/" + id[:2] + "/" + id[2:] + suffix})
+				cands = append(cands, Candidate{r, buildIDPath(d, id, suffix)})
 			}
 		}
 	}

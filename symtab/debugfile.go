@@ -26,6 +26,23 @@ func (s *Symbolizer) debugDirs() []string {
 	return dirs
 }
 
+// buildIDPath is where a build-id tree under dir keeps the file of build
+// id id (len(id) > 2): dir/.build-id/xx/rest, with suffix (".debug" for a
+// separate debug file).
+func buildIDPath(dir, id, suffix string) string {
+	return dir + "/.build-id/" + id[:2] + "/" + id[2:] + suffix
+}
+
+// BuildIDDebugPath is the first place a module of build id id has its
+// separate debug file looked for (on the host, following symlinks): the
+// system's build-id tree. ok is false for an id too short to be one.
+func BuildIDDebugPath(id string) (p string, ok bool) {
+	if len(id) <= 2 {
+		return "", false
+	}
+	return buildIDPath(systemDebugDir, id, ".debug"), true
+}
+
 // findDebugFile looks for the module's separate debug file in gdb's order:
 // DEBUGDIR/.build-id/xx/rest.debug, then the .gnu_debuglink name next to
 // the file, in its .debug/ directory, and under DEBUGDIR/<dir of file>.
@@ -54,7 +71,7 @@ func (m *Module) findLocalDebugFile() *openFile {
 			for _, root := range roots {
 				// (Build-id links may be symlinks: followed inside the
 				// root, never out of it.)
-				cands = append(cands, Candidate{root, d + "/.build-id/" + id[:2] + "/" + id[2:] + ".debug"})
+				cands = append(cands, Candidate{root, buildIDPath(d, id, ".debug")})
 			}
 		}
 	}

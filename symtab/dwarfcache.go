@@ -273,14 +273,26 @@ func decodePack(b []byte) (map[dwarf.Offset][]byte, error) {
 // dwarfKey is the cache key of part of f's DWARF, alt being the dwz file
 // its names were read through (names differ without it).
 func dwarfKey(f *openFile, alt *altDWARF, kind, part string) (diskcache.Key, bool) {
-	if f.sym == nil || f.sym.opts.Cache == nil || f.buildID == "" || f.ino == 0 {
+	if f.sym == nil || f.sym.opts.Cache == nil {
 		return diskcache.Key{}, false
 	}
-	altID := "none"
+	altID := ""
 	if alt != nil && alt.file != nil {
 		altID = alt.file.buildID
 	}
-	return diskcache.Key{Kind: kind, BuildID: f.buildID, Size: f.size, Dev: f.dev, Ino: f.ino, Ctime: f.ctime,
+	return cacheKey(f.id(), altID, kind, part)
+}
+
+// cacheKey is the key of the entry kind, part part, of the file file
+// whose DWARF has the dwz file of build id altID ("": none).
+func cacheKey(file FileID, altID, kind, part string) (diskcache.Key, bool) {
+	if file.BuildID == "" || file.Ino == 0 {
+		return diskcache.Key{}, false
+	}
+	if altID == "" {
+		altID = "none"
+	}
+	return diskcache.Key{Kind: kind, BuildID: file.BuildID, Size: file.Size, Dev: file.Dev, Ino: file.Ino, Ctime: file.Ctime,
 		Part: fmt.Sprintf("v%d %s alt=%s", dwarfCacheVersion, part, altID)}, true
 }
 

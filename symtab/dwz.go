@@ -55,7 +55,7 @@ func (m *Module) findAltFile(f *openFile) *openFile {
 		}
 	}
 	for _, d := range m.sym.debugDirs() {
-		c := d + "/.build-id/" + id[:2] + "/" + id[2:] + ".debug"
+		c := buildIDPath(d, id, ".debug")
 		cands = append(cands, cand{"", c})
 		if m.root != "" && m.root != "/" {
 			cands = append(cands, cand{m.root, c})

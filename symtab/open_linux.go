@@ -163,10 +163,26 @@ func (s *Symbolizer) wrapELF(fh *os.File, root, p string) (*openFile, error) {
 	}
 	f.root = root
 	f.closer = fh
-	f.dev = uint64(st.Dev)
-	f.ino = st.Ino
-	f.ctime = st.Ctim.Nano()
+	id := fileID(&st, "")
+	f.dev, f.ino, f.ctime = id.Dev, id.Ino, id.Ctime
 	return f, nil
+}
+
+// FileIDOf is the identity of fh, a regular file whose build id is id
+// (read elsewhere: nothing of fh is parsed).
+func FileIDOf(fh *os.File, id string) (FileID, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(fh.Fd()), &st); err != nil {
+		return FileID{}, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return FileID{}, fmt.Errorf("%s: not a regular file", fh.Name())
+	}
+	return fileID(&st, id), nil
+}
+
+func fileID(st *unix.Stat_t, id string) FileID {
+	return FileID{BuildID: id, Size: st.Size, Dev: uint64(st.Dev), Ino: st.Ino, Ctime: st.Ctim.Nano()}
 }
 
 // fileOwner returns the owner of an opened file.

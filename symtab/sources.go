@@ -120,7 +120,7 @@ func (m *Module) loadSources() *sources {
 	// Reading the tables is independent of the DWARF: it runs beside the
 	// DWARF's decompression (the other core's otherwise idle time on a
 	// cold run), into its own sources merged after.
-	key, cached := symbolsKey(m.file, src.debug)
+	key, cached := symbolsEntryKey(m.file, src.debug)
 	var cachedSyms *symTable // (nil, on a hit too, for an empty table)
 	var cachedNames []string
 	hit := false

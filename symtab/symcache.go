@@ -17,17 +17,69 @@ const kindSymbols = "symbols"
 // of another layout is another key, never read as this one.
 const symbolsFormat = "sym2"
 
-// symbolsKey is the cache key of the symbol table of file with its debug
-// file debug (nil: none): both files' identities are in the key.
-func symbolsKey(file, debug *openFile) (diskcache.Key, bool) {
+// FileID is what a cache key holds of a file: its build id and what
+// fstat says of it (a file rewritten in place is another file).
+type FileID struct {
+	BuildID  string
+	Size     int64
+	Dev, Ino uint64
+	Ctime    int64 // status change time (ns)
+}
+
+func (f *openFile) id() FileID {
+	return FileID{BuildID: f.buildID, Size: f.size, Dev: f.dev, Ino: f.ino, Ctime: f.ctime}
+}
+
+// symbolsEntryKey is the cache key of the symbol table of file with its
+// debug file debug (nil: none): both files' identities are in the key.
+func symbolsEntryKey(file, debug *openFile) (diskcache.Key, bool) {
+	if file.sym == nil || file.sym.opts.Cache == nil {
+		return diskcache.Key{}, false
+	}
+	var dbg *FileID
+	if debug != nil {
+		id := debug.id()
+		dbg = &id
+	}
+	return symbolsKey(file.id(), dbg)
+}
+
+// NamingKeys are the cache keys a symbolizer with a cache asks for first
+// when it names addresses of the module of file file, whose separate
+// debug file is debug (nil: none): its symbol table's and, unless it
+// names functions only (Options.NamesOnly), the unit index and units of
+// the file that holds its DWARF, as they are keyed when it has no dwz
+// file. A sandboxed symbolizer's parent hands the entries over before
+// they are asked for (package sandbox).
+func NamingKeys(file FileID, debug *FileID, namesOnly bool) []diskcache.Key {
+	var keys []diskcache.Key
+	if k, ok := symbolsKey(file, debug); ok {
+		keys = append(keys, k)
+	}
+	if namesOnly {
+		return keys
+	}
+	dwarfFile := file
+	if debug != nil {
+		dwarfFile = *debug
+	}
+	for _, kp := range [][2]string{{kindDWARFIndex, "index"}, {kindDWARFUnits, "units"}} {
+		if k, ok := cacheKey(dwarfFile, "", kp[0], kp[1]); ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func symbolsKey(file FileID, debug *FileID) (diskcache.Key, bool) {
 	dbg := "none"
 	if debug != nil {
-		if debug.buildID == "" || debug.ino == 0 {
+		if debug.BuildID == "" || debug.Ino == 0 {
 			return diskcache.Key{}, false
 		}
-		dbg = fmt.Sprintf("%s/%d/%d/%d/%d", debug.buildID, debug.size, debug.dev, debug.ino, debug.ctime)
+		dbg = fmt.Sprintf("%s/%d/%d/%d/%d", debug.BuildID, debug.Size, debug.Dev, debug.Ino, debug.Ctime)
 	}
-	return dwarfKey(file, nil, kindSymbols, symbolsFormat+" debug="+dbg)
+	return cacheKey(file, "", kindSymbols, symbolsFormat+" debug="+dbg)
 }
 
 // encodeSymbols lays a symbol table out as decodeSymbols uses it in place:
