@@ -86,7 +86,7 @@ func (c *Child) askImages(p *ptrace.Process) error {
 			return err
 		}
 	}
-	c.gave = nil
+	c.gave, c.gaveID = nil, nil
 	if err := c.send(&downMsg{Kind: kImages, Proc: &head, SpaceToo: true}); err != nil {
 		return err
 	}

@@ -126,7 +126,9 @@ func (c *Child) CacheDir() string {
 
 // CacheCalls is how many entries the child asked for and handed over to
 // be written.
-func (c *Child) CacheCalls() (gets, puts int) { return c.calls[kCacheGet], c.calls[kCachePut] }
+func (c *Child) CacheCalls() (gets, puts int) {
+	return c.calls[kCacheGet] + c.entriesGiven, c.calls[kCachePut]
+}
 
 // checkKey refuses a key the child's symbolizer would not make: a kind it
 // uses, a hex build id, a bounded printable part.
@@ -203,24 +205,47 @@ type cacheClient struct {
 	mu      sync.Mutex
 	pending map[diskcache.Key][]byte // entries to hand over at kFlush, the last of each key
 	bytes   int64
+	given   map[diskcache.Key]int // entries the parent gave before they were asked for (give.go)
 }
 
-// Get implements symtab.Cache: the parent opens the entry, the child
-// checks it (diskcache.ReadEntry).
+// keepGiven keeps an entry the parent gave, unless maxKeptEntries are
+// kept.
+func (cc *cacheClient) keepGiven(k diskcache.Key, fd int) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if _, ok := cc.given[k]; ok || len(cc.given) >= maxKeptEntries {
+		return false
+	}
+	if cc.given == nil {
+		cc.given = map[diskcache.Key]int{}
+	}
+	cc.given[k] = fd
+	return true
+}
+
+// Get implements symtab.Cache: the parent opens the entry (or gave it
+// already), the child checks it (diskcache.ReadEntry).
 func (cc *cacheClient) Get(k diskcache.Key, max int64) ([]byte, bool) {
 	cc.mu.Lock()
 	b, ok := cc.pending[k]
+	fd, given := cc.given[k]
+	delete(cc.given, k)
 	cc.mu.Unlock()
 	if ok {
+		if given {
+			unix.Close(fd)
+		}
 		return b, int64(len(b)) <= max
 	}
-	_, fd, err := cc.c.call(&upMsg{Kind: kCacheGet, Key: &k, Len: int(min(max, 1<<40))})
-	if err != nil || fd < 0 {
-		return nil, false
+	if !given {
+		var err error
+		if _, fd, err = cc.c.call(&upMsg{Kind: kCacheGet, Key: &k, Len: int(min(max, 1<<40))}); err != nil || fd < 0 {
+			return nil, false
+		}
 	}
 	f := os.NewFile(uintptr(fd), "cache entry")
 	defer f.Close()
-	b, err = diskcache.ReadEntry(f, k, max)
+	b, err := diskcache.ReadEntry(f, k, max)
 	return b, err == nil
 }
 

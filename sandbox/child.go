@@ -100,7 +100,7 @@ func names(space *resolve.Space, addrs []uint64, sym *symtab.Symbolizer, res *re
 
 // takesFD says which requests come with a descriptor the child keeps.
 func takesFD(kind string) bool {
-	return kind == kMemFD || kind == kGo || kind == kSaved || kind == kResolve || kind == kGive
+	return kind == kMemFD || kind == kGo || kind == kSaved || kind == kResolve || kind == kGive || kind == kGiveCache
 }
 
 // serve answers the parent's requests until it is done: resolve a
@@ -165,10 +165,8 @@ func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver
 		case kCheckAll:
 			hookBefore(cfg.Hook, kCheckAll)
 			up = k.checkAll(m.Check)
-		case kGive:
-			if fd >= 0 {
-				cl.keepGiven(m.Path, fd)
-			}
+		case kGive, kGiveCache:
+			cl.keepGift(m, fd)
 			continue // (no answer)
 		case kNames:
 			hookBefore(cfg.Hook, kNames)
@@ -328,8 +326,8 @@ func lockdown(cfg *setup) error {
 type client struct {
 	mu    sync.Mutex
 	sock  int
-	down  *downReader    // shared with the main loop, which waits meanwhile
-	given map[string]int // files the parent gave before they were asked for, by path (give.go)
+	down  *downReader      // shared with the main loop, which waits meanwhile
+	given map[string]given // files the parent gave before they were asked for, by path (give.go)
 	// early are the requests that came while a call waited for its reply,
 	// in order: a capture sends its checks without waiting for answers
 	// (batch.go), and reads them, and serves calls, only after.
@@ -406,8 +404,8 @@ func (c *client) openFile(m *upMsg, name string) (*os.File, error) {
 // checks, and hands over the descriptor.
 func (c *client) Open(root, p string, follow bool) (*os.File, error) {
 	if root == "" && follow {
-		if f, ok := c.takeGiven(p); ok {
-			return f, nil
+		if f, err, ok := c.takeGiven(p); ok {
+			return f, err
 		}
 	}
 	return c.openFile(&upMsg{Kind: kOpen, Root: root, Path: p, Follow: follow}, p)
@@ -417,7 +415,19 @@ func (c *client) Open(root, p string, follow bool) (*os.File, error) {
 // cands it can, with its checks, in one round trip.
 func (c *client) OpenFirst(cands []symtab.Candidate) (int, *os.File, error) {
 	var err error
-	for from := 0; from < len(cands); from += maxCands {
+	skip := 0
+	if len(cands) > 0 && cands[0].Root == "" {
+		// The parent may have given the first (giveDebug), or said why
+		// it cannot be opened.
+		var f *os.File
+		var ok bool
+		if f, err, ok = c.takeGiven(cands[0].Path); ok && f != nil {
+			return 0, f, nil
+		} else if ok {
+			skip = 1
+		}
+	}
+	for from := skip; from < len(cands); from += maxCands {
 		some := cands[from:min(len(cands), from+maxCands)]
 		var r *downMsg
 		var fd int

@@ -189,6 +189,11 @@ type Child struct {
 	imagesOwed *ptrace.Process
 	imagesMaps []procmaps.Mapping // (the maps imagesOwed was sent with)
 	gave       map[string]bool
+	gaveID     map[string]symtab.FileID // (of those files)
+	// gaveDebug: the modules' debug files and cache entries went with a
+	// resolve (give.go); entriesGiven counts the entries.
+	gaveDebug    bool
+	entriesGiven int
 	// spaceHead is space as the child has it (resolvemsg.go).
 	spaceHead spaceHead
 	// unflushed: requests were made since the child last flushed its
@@ -436,7 +441,11 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 // read.
 func (c *Child) resolve(p *ptrace.Process, m *downMsg, fd int, after func() error) (*report.Process, error) {
 	c.resolveRequest(m, p)
-	up, err := c.roundTripThen(m, fd, c.killAt(), after)
+	var up *upMsg
+	err := c.giveDebug(p)
+	if err == nil {
+		up, err = c.roundTripThen(m, fd, c.killAt(), after)
+	}
 	if err == nil && (up.Kind != kResolve || up.Result == nil) {
 		err = fmt.Errorf("no result (%s)", up.Err)
 	}

@@ -93,12 +93,17 @@ func TestChildGCPercent(t *testing.T) {
 	}
 }
 
+// chains is each thread's frames (function and PC), by thread name.
 func chains(p *report.Process) map[string]string {
+	return chainsOf(p, func(f report.Frame) string { return fmt.Sprintf("%s@%x", f.Function, f.PC) })
+}
+
+func chainsOf(p *report.Process, text func(report.Frame) string) map[string]string {
 	out := map[string]string{}
 	for _, th := range p.Threads {
 		var fs []string
 		for _, f := range th.Frames {
-			fs = append(fs, fmt.Sprintf("%s@%x", f.Function, f.PC))
+			fs = append(fs, text(f))
 		}
 		out[th.Name] = strings.Join(fs, " <- ")
 	}

@@ -143,6 +143,9 @@ type downMsg struct {
 	SameSpace bool
 	KStacks   [][]procmaps.KernelFrame
 	KStackOf  []int
+
+	// Key is the entry kGiveCache hands over (give.go).
+	Key *diskcache.Key
 }
 
 type upMsg struct {
