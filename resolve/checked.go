@@ -3,6 +3,7 @@ package resolve
 import (
 	"unsafe"
 
+	"stackshot/internal/contain"
 	"stackshot/ptrace"
 	"stackshot/unwind"
 )
@@ -24,6 +25,10 @@ type checkedWalks struct {
 	nmaps  int
 	walks  map[int]checkedWalk // by thread id
 	frames []unwind.Frame      // every walk's frames, one after another
+	// warmed are the frames WarmChecked looked at, and the mappings
+	// (by start) whose modules it readied.
+	warmed     int
+	warmedMods map[uint64]bool
 }
 
 type checkedWalk struct {
@@ -64,6 +69,8 @@ func (c *checkedWalks) keep(s *Space, th *ptrace.Thread, fr []unwind.Frame, stop
 		c.p, c.maps, c.nmaps = s.p, maps, n
 		clear(c.walks)
 		c.frames = c.frames[:0]
+		c.warmed = 0
+		clear(c.warmedMods)
 	}
 	if len(th.Stack) == 0 || len(c.frames)+len(fr) > maxCheckedFrames {
 		return
@@ -125,4 +132,39 @@ func (c *checkedWalks) reset() {
 	c.p, c.maps, c.nmaps = nil, nil, 0
 	clear(c.walks)
 	c.frames = c.frames[:0]
+	c.warmed = 0
+	clear(c.warmedMods)
+}
+
+// WarmChecked readies, ahead of the resolve that names them, the modules
+// the walks kept from s's no-stop checks are in: each module's first
+// frame is looked up once, which loads its symbol table (and with lines,
+// that frame's unit), from the cache or its files. A sandboxed child does
+// it between its parent's requests, while the parent still captures.
+// Frames looked at by an earlier call are not looked at again.
+func (r *Resolver) WarmChecked(s *Space) {
+	c := &r.checked
+	if s == nil || c.p != s.p {
+		return
+	}
+	for _, f := range c.frames[min(c.warmed, len(c.frames)):] {
+		lookup := f.PC
+		if !f.Exact && !f.SignalFrame && lookup > 0 {
+			lookup--
+		}
+		m, ok := s.maps.Find(lookup)
+		if !ok || c.warmedMods[m.Start] {
+			continue
+		}
+		if c.warmedMods == nil {
+			c.warmedMods = map[uint64]bool{}
+		}
+		c.warmedMods[m.Start] = true
+		contain.Call("readying a module", func() { // (a panic: the resolve meets it again, per thread)
+			if e := s.module(m); e.mod != nil && e.ok && !e.mod.Mismatch() {
+				r.syms = e.mod.Lookup(lookup-e.bias, r.syms[:0])
+			}
+		})
+	}
+	c.warmed = len(c.frames)
 }

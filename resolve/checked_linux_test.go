@@ -179,3 +179,58 @@ func BenchmarkDumpWarm(b *testing.B) {
 		dump()
 	}
 }
+
+// askLog is a symtab.Cache that holds nothing and logs the kinds of the
+// entries asked for.
+type askLog struct{ kinds []string }
+
+func (a *askLog) Get(k diskcache.Key, _ int64) ([]byte, bool) {
+	a.kinds = append(a.kinds, k.Kind)
+	return nil, false
+}
+
+func (a *askLog) Put(diskcache.Key, []byte) error { return nil }
+
+// WarmChecked readies the modules of the check's walks before the
+// resolve: the symbol tables of the executable and libc are loaded by it
+// (asked of the cache then), not by the resolve that follows, which names
+// what a resolver that was never warmed names. A second call looks at
+// nothing again.
+func TestWarmChecked(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("realworld", "deep.c")}, "-O0", "-g")
+	tg := testutil.Start(t, bin, "30")
+	asked := &askLog{}
+	r := NewResolver(symtab.New(symtab.Options{Cache: asked, NamesOnly: true}), Options{Live: true})
+	p, err := r.CaptureLive(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Threads) != 1 || p.Threads[0].Method != ptrace.MethodNoStop {
+		t.Fatalf("want one thread read without a stop, got %+v", p.Threads)
+	}
+	symbols := func() int {
+		return len(slices.DeleteFunc(slices.Clone(asked.kinds), func(k string) bool { return k != "symbols" }))
+	}
+	if n := symbols(); n != 0 {
+		t.Fatalf("the check asked for %d symbol tables", n)
+	}
+	mem := ptrace.MemReader{PID: p.MemPID()}
+	s := r.Space(p, mem)
+	r.WarmChecked(s)
+	if n := symbols(); n != 2 {
+		t.Fatalf("warming asked for %d symbol tables (%v), want the executable's and libc's", n, asked.kinds)
+	}
+	before := len(asked.kinds)
+	r.WarmChecked(s)
+	if len(asked.kinds) != before {
+		t.Errorf("a second warming asked for %v", asked.kinds[before:])
+	}
+	got := r.Process(p, mem)
+	if n := symbols(); n != 2 {
+		t.Errorf("the resolve asked for %d symbol tables after the warming, want none more", n-2)
+	}
+	want := NewResolver(symtab.New(symtab.Options{NamesOnly: true}), Options{Live: true}).Process(p, mem)
+	if !reflect.DeepEqual(got.Threads, want.Threads) {
+		t.Fatalf("resolved after warming:\n%+v\nwithout:\n%+v", got.Threads, want.Threads)
+	}
+}
