@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bytes"
+	"io"
 	"maps"
 	"slices"
 	"unsafe"
@@ -86,7 +87,7 @@ func (c *Child) askImages(p *ptrace.Process) error {
 			return err
 		}
 	}
-	c.gave, c.gaveID = nil, nil
+	c.gave, c.gaveMods = nil, nil
 	if err := c.send(&downMsg{Kind: kImages, Proc: &head, SpaceToo: true}); err != nil {
 		return err
 	}
@@ -121,6 +122,19 @@ func (k *checks) checkAll(ths []*ptrace.Thread) upMsg {
 		}
 	}
 	k.held = holdStacks(k.held, ths)
+	return up
+}
+
+// images answers kImages m (images), its process then the checks' space
+// when it asks (SpaceToo).
+func (k *checks) images(m *downMsg, res *resolve.Resolver, mem io.ReaderAt, memc *memClient) upMsg {
+	up := images(m.Proc, mem)
+	if m.SpaceToo {
+		if memc != nil {
+			memc.reset() // (as kSpace does)
+		}
+		k.setSpace(res.Space(m.Proc, mem), m.Proc)
+	}
 	return up
 }
 

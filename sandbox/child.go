@@ -113,11 +113,17 @@ func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver
 	var k checks
 	var rec walking
 	var then []report.Thread // a resolve's threads, for what its request asks next
+	warm := false            // the checks' modules are to be readied when no request waits (kGiven)
 	for {
+		if warm && cl.idle() {
+			res.WarmChecked(k.space)
+			warm = false
+		}
 		m, fd, err := cl.next()
 		if err != nil {
 			return 0 // the parent is done (or gone)
 		}
+		warm = m.Kind == kGiven || warm && (m.Kind == kGive || m.Kind == kGiveCache || m.Kind == kCheckAll)
 		if fd >= 0 && !takesFD(m.Kind) {
 			unix.Close(fd)
 			fd = -1
@@ -150,13 +156,7 @@ func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver
 			if m.Proc == nil || mem == nil {
 				return 1
 			}
-			up = images(m.Proc, mem)
-			if m.SpaceToo {
-				if memc != nil {
-					memc.reset() // (as kSpace does)
-				}
-				k.setSpace(res.Space(m.Proc, mem), m.Proc)
-			}
+			up = k.images(m, res, mem, memc)
 		case kCheck:
 			up.Kind = kCheck
 			if k.space != nil && m.Thread != nil {
@@ -165,7 +165,7 @@ func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver
 		case kCheckAll:
 			hookBefore(cfg.Hook, kCheckAll)
 			up = k.checkAll(m.Check)
-		case kGive, kGiveCache:
+		case kGive, kGiveCache, kGiven:
 			cl.keepGift(m, fd)
 			continue // (no answer)
 		case kNames:

@@ -33,6 +33,7 @@ import (
 const (
 	kGive      = "give"      // down: a file (Path, as the child would ask for it, on the host, following symlinks) with its descriptor, or Err: why it cannot be opened; no answer
 	kGiveCache = "givecache" // down: the cache entry of Key, with its descriptor; no answer
+	kGiven     = "given"     // down: giveDebug's files and entries are all sent; no answer
 )
 
 // maxGiven bounds the files given with one capture's checks, and the
@@ -92,10 +93,7 @@ func (c *Child) giveModules(p *ptrace.Process, ths []*ptrace.Thread) error {
 			continue // (the child asks, and is told why)
 		}
 		if id, err := symtab.FileIDOf(f, ""); err == nil {
-			if c.gaveID == nil {
-				c.gaveID = map[string]symtab.FileID{}
-			}
-			c.gaveID[path] = id
+			c.gaveMods = append(c.gaveMods, givenModule{path, procmaps.Maps(p.Maps).FirstOfFile(m).Start, id})
 		}
 		err = c.sendFD(&downMsg{Kind: kGive, Path: path}, int(f.Fd()))
 		f.Close()
@@ -106,8 +104,18 @@ func (c *Child) giveModules(p *ptrace.Process, ths []*ptrace.Thread) error {
 	return nil
 }
 
-// giveDebug hands the child, before p's resolve, for the modules of p's
-// threads' PCs and its executable, what naming their frames asks for
+// givenModule is a module whose file went with a capture's checks: its
+// map_files path, the start of its file's first mapping, and its identity.
+type givenModule struct {
+	path  string
+	first uint64
+	id    symtab.FileID
+}
+
+// giveDebug hands the child, as soon as the capture's build ids are read
+// (or else before p's resolve), for the modules whose files went with the
+// checks (else those of p's threads' PCs and its executable), what
+// naming their frames asks for
 // first: the file at the first place their debug file is looked for
 // (symtab.BuildIDDebugPath), or why there is none, and the cache entries
 // of their symbol tables and DWARF (symtab.NamingKeys, keyed as if that
@@ -135,21 +143,14 @@ func (c *Child) giveDebug(p *ptrace.Process) error {
 			}
 		}
 	}()
-	maps := procmaps.Maps(p.Maps)
-	ths := make([]*ptrace.Thread, len(p.Threads))
-	for i := range p.Threads {
-		ths[i] = &p.Threads[i]
-	}
-	for _, m := range pickModules(p, ths, maxGiven, func(*procmaps.Mapping) bool { return false }) {
-		id := p.BuildIDs[maps.FirstOfFile(m).Start]
+	for _, mod := range c.modulesGiven(p) {
+		id := p.BuildIDs[mod.first]
 		cand, ok := symtab.BuildIDDebugPath(id)
 		if !ok {
 			continue
 		}
-		file, ok := c.moduleID(p, m, id)
-		if !ok {
-			continue
-		}
+		file := mod.id
+		file.BuildID = id
 		var debug *symtab.FileID
 		f, err := c.open(&upMsg{Kind: kOpen, Path: cand, Follow: true})
 		if err != nil {
@@ -170,6 +171,11 @@ func (c *Child) giveDebug(p *ptrace.Process) error {
 			} // (none: the child asks, and is told)
 		}
 	}
+	// Then the child, once no request waits, readies the modules its
+	// checks' walks are in (resolve.Resolver.WarmChecked), while the
+	// capture ends here and the resolve is asked: with the files given,
+	// it has no call to make for them. Not before: it would ask for them.
+	gifts = append(gifts, gift{&downMsg{Kind: kGiven}, nil})
 	for _, g := range gifts {
 		fd := -1
 		if g.f != nil {
@@ -182,21 +188,44 @@ func (c *Child) giveDebug(p *ptrace.Process) error {
 	return nil
 }
 
-// moduleID is the identity of m's file, of build id id: as it was given
-// with the checks, else as it is now.
-func (c *Child) moduleID(p *ptrace.Process, m *procmaps.Mapping, id string) (symtab.FileID, bool) {
-	path := procmaps.MapFilesPath(p.PID, m)
-	if fid, ok := c.gaveID[path]; ok {
-		fid.BuildID = id
-		return fid, true
+// modulesGiven are the modules whose files went with p's checks, else
+// (no batched checks) those of p's threads' PCs and its executable.
+func (c *Child) modulesGiven(p *ptrace.Process) []givenModule {
+	if len(c.gaveMods) > 0 {
+		return c.gaveMods
 	}
-	f, err := c.open(&upMsg{Kind: kOpen, Path: path, Follow: true})
-	if err != nil {
-		return symtab.FileID{}, false
+	maps := procmaps.Maps(p.Maps)
+	ths := make([]*ptrace.Thread, len(p.Threads))
+	for i := range p.Threads {
+		ths[i] = &p.Threads[i]
 	}
-	defer f.Close()
-	fid, err := symtab.FileIDOf(f, id)
-	return fid, err == nil
+	var mods []givenModule
+	for _, m := range pickModules(p, ths, maxGiven, func(*procmaps.Mapping) bool { return false }) {
+		path := procmaps.MapFilesPath(p.PID, m)
+		f, err := c.open(&upMsg{Kind: kOpen, Path: path, Follow: true})
+		if err != nil {
+			continue
+		}
+		id, err := symtab.FileIDOf(f, "")
+		f.Close()
+		if err == nil {
+			mods = append(mods, givenModule{path, maps.FirstOfFile(m).Start, id})
+		}
+	}
+	return mods
+}
+
+// idle reports whether no request of the parent waits: none was kept
+// while a call waited, and none is in the socket.
+func (c *client) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.early) > 0 {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(c.sock), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 0
 }
 
 // keepGift keeps what a kGive or kGiveCache hands over, with its

@@ -51,6 +51,11 @@ func debugGivenWithResolve(t *testing.T, tg *testutil.Target, namesOnly bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// (given once the capture read the build ids: the child readies
+		// the modules while the parent finishes the capture)
+		if !c.gaveDebug {
+			t.Errorf("%s: the debug files were not given with the capture", stage)
+		}
 		rp, err := c.Resolve(p)
 		if err != nil {
 			t.Fatal(err)

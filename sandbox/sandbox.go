@@ -189,7 +189,7 @@ type Child struct {
 	imagesOwed *ptrace.Process
 	imagesMaps []procmaps.Mapping // (the maps imagesOwed was sent with)
 	gave       map[string]bool
-	gaveID     map[string]symtab.FileID // (of those files)
+	gaveMods   []givenModule // (their modules)
 	// gaveDebug: the modules' debug files and cache entries went with a
 	// resolve (give.go); entriesGiven counts the entries.
 	gaveDebug    bool

@@ -147,6 +147,7 @@ func (c *Child) nextOwed() (*upMsg, error) {
 			c.imagesOwed = nil
 			useImages(p, c.imagesMaps, up)
 			c.setSpace(p, c.imagesMaps)
+			c.giveDebug(p) // (its failure is the child's: the next request meets it)
 		}
 	}
 	return up, nil
