@@ -113,19 +113,18 @@ type givenModule struct {
 }
 
 // giveDebug hands the child, as soon as the capture's build ids are read
-// (or else before p's resolve), for the modules whose files went with the
-// checks (else those of p's threads' PCs and its executable), what
-// naming their frames asks for
-// first: the file at the first place their debug file is looked for
-// (symtab.BuildIDDebugPath), or why there is none, and the cache entries
-// of their symbol tables and DWARF (symtab.NamingKeys, keyed as if that
-// file is the debug file, or none is). Each is opened as the child's own
-// request would be; the child uses one only for exactly the request it
-// answers, so an entry keyed otherwise than it asks (another debug file
-// was found, the build id in the file is not the one in memory, a dwz
-// file) is simply not used. Once per child.
-func (c *Child) giveDebug(p *ptrace.Process) error {
-	if c.gaveDebug || !c.givesTo(p) || len(p.BuildIDs) == 0 || c.imagesOwed == p {
+// (or else before p's resolve), for the modules mods (modulesGiven), what
+// naming their frames asks for first: the file at the first place their
+// debug file is looked for (symtab.BuildIDDebugPath), or why there is
+// none, and the cache entries of their symbol tables and DWARF
+// (symtab.NamingKeys, keyed as if that file is the debug file, or none
+// is). Each is opened as the child's own request would be; the child
+// uses one only for exactly the request it answers, so an entry keyed
+// otherwise than it asks (another debug file was found, the build id in
+// the file is not the one in memory, a dwz file) is simply not used.
+// Once per child.
+func (c *Child) giveDebug(p *ptrace.Process, mods []givenModule) error {
+	if c.gaveDebug || !c.givesTo(p) || len(p.BuildIDs) == 0 || c.imagesOwed == p || len(mods) == 0 {
 		return nil
 	}
 	c.gaveDebug = true
@@ -143,7 +142,7 @@ func (c *Child) giveDebug(p *ptrace.Process) error {
 			}
 		}
 	}()
-	for _, mod := range c.modulesGiven(p) {
+	for _, mod := range mods {
 		id := p.BuildIDs[mod.first]
 		cand, ok := symtab.BuildIDDebugPath(id)
 		if !ok {
@@ -189,7 +188,8 @@ func (c *Child) giveDebug(p *ptrace.Process) error {
 }
 
 // modulesGiven are the modules whose files went with p's checks, else
-// (no batched checks) those of p's threads' PCs and its executable.
+// (no batched checks) those of p's threads' PCs and its executable: read
+// from p, so only once its capture is done.
 func (c *Child) modulesGiven(p *ptrace.Process) []givenModule {
 	if len(c.gaveMods) > 0 {
 		return c.gaveMods

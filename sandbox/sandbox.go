@@ -442,7 +442,10 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 func (c *Child) resolve(p *ptrace.Process, m *downMsg, fd int, after func() error) (*report.Process, error) {
 	c.resolveRequest(m, p)
 	var up *upMsg
-	err := c.giveDebug(p)
+	var err error
+	if !c.gaveDebug {
+		err = c.giveDebug(p, c.modulesGiven(p))
+	}
 	if err == nil {
 		up, err = c.roundTripThen(m, fd, c.killAt(), after)
 	}

@@ -147,7 +147,9 @@ func (c *Child) nextOwed() (*upMsg, error) {
 			c.imagesOwed = nil
 			useImages(p, c.imagesMaps, up)
 			c.setSpace(p, c.imagesMaps)
-			c.giveDebug(p) // (its failure is the child's: the next request meets it)
+			// (mid-capture: of the modules given, not of p's threads yet;
+			// its failure is the child's, which the next request meets)
+			c.giveDebug(p, c.gaveMods)
 		}
 	}
 	return up, nil
