@@ -124,8 +124,8 @@ func (c *Child) CacheDir() string {
 	return c.nsCache.Dir()
 }
 
-// CacheCalls is how many entries the child asked for and handed over to
-// be written.
+// CacheCalls is how many entries the child asked for (or was given before
+// it asked: giveDebug) and handed over to be written.
 func (c *Child) CacheCalls() (gets, puts int) {
 	return c.calls[kCacheGet] + c.entriesGiven, c.calls[kCachePut]
 }
