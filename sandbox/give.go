@@ -24,12 +24,12 @@ import (
 // kOpen of it would be (Child.open): the child gets nothing it could not
 // ask for.
 //
-// With the resolve's request, once the modules' build ids are known, the
-// parent hands over for the same modules what naming their frames asks
-// for next (giveDebug): the first place their separate debug file is
-// looked for (or that it is not there), and their symbol tables' cache
-// entries. A dump of a C program made four calls for them, about 1 ms of
-// a 1-thread dump.
+// Once the capture has read the modules' build ids (the first batch of
+// checks asks for them), the parent hands over for the same modules what
+// naming their frames asks for next (giveDebug): the first place their
+// separate debug file is looked for (or that it is not there), and the
+// cache entries of their symbol tables and DWARF, then kGiven. A dump of
+// a C program made four calls for them, about 1 ms of a 1-thread dump.
 const (
 	kGive      = "give"      // down: a file (Path, as the child would ask for it, on the host, following symlinks) with its descriptor, or Err: why it cannot be opened; no answer
 	kGiveCache = "givecache" // down: the cache entry of Key, with its descriptor; no answer
@@ -41,12 +41,13 @@ const (
 const maxGiven = 8
 
 // pickModules picks, for ths in p, the mappings of the modules given
-// (at most max): those the threads' PCs are in, then the executable's.
+// (at most max, none that skip, when set, refuses): those the threads'
+// PCs are in, then the executable's.
 func pickModules(p *ptrace.Process, ths []*ptrace.Thread, max int, skip func(*procmaps.Mapping) bool) []*procmaps.Mapping {
 	maps := procmaps.Maps(p.Maps)
 	var picked []*procmaps.Mapping
 	pick := func(m *procmaps.Mapping) {
-		if len(picked) < max && m.Executable() && m.Kind == procmaps.KindFile && !slices.Contains(picked, m) && !skip(m) {
+		if len(picked) < max && m.Executable() && m.Kind == procmaps.KindFile && !slices.Contains(picked, m) && (skip == nil || !skip(m)) {
 			picked = append(picked, m)
 		}
 	}
@@ -83,25 +84,37 @@ func (c *Child) giveModules(p *ptrace.Process, ths []*ptrace.Thread) error {
 		return c.gave[procmaps.MapFilesPath(p.PID, m)]
 	})
 	for _, m := range picked {
-		path := procmaps.MapFilesPath(p.PID, m)
 		if c.gave == nil {
 			c.gave = map[string]bool{}
 		}
-		c.gave[path] = true
-		f, err := c.open(&upMsg{Kind: kOpen, Path: path, Follow: true})
-		if err != nil {
+		c.gave[procmaps.MapFilesPath(p.PID, m)] = true
+		f, mod, ok := c.openModule(p, m)
+		if f == nil {
 			continue // (the child asks, and is told why)
 		}
-		if id, err := symtab.FileIDOf(f, ""); err == nil {
-			c.gaveMods = append(c.gaveMods, givenModule{path, procmaps.Maps(p.Maps).FirstOfFile(m).Start, id})
+		if ok {
+			c.gaveMods = append(c.gaveMods, mod)
 		}
-		err = c.sendFD(&downMsg{Kind: kGive, Path: path}, int(f.Fd()))
+		err := c.sendFD(&downMsg{Kind: kGive, Path: mod.path}, int(f.Fd()))
 		f.Close()
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// openModule opens m's file (its map_files, as the child's kOpen of it
+// would be: nil when it cannot be) and tells its identity (ok: read).
+func (c *Child) openModule(p *ptrace.Process, m *procmaps.Mapping) (f *os.File, mod givenModule, ok bool) {
+	mod.path = procmaps.MapFilesPath(p.PID, m)
+	mod.first = procmaps.Maps(p.Maps).FirstOfFile(m).Start
+	f, err := c.open(&upMsg{Kind: kOpen, Path: mod.path, Follow: true})
+	if err != nil {
+		return nil, mod, false
+	}
+	mod.id, err = symtab.FileIDOf(f, "")
+	return f, mod, err == nil
 }
 
 // givenModule is a module whose file went with a capture's checks: its
@@ -162,7 +175,7 @@ func (c *Child) giveDebug(p *ptrace.Process, mods []givenModule) error {
 		}
 		for _, key := range symtab.NamingKeys(file, debug, c.cfg.Symtab.NamesOnly) {
 			if c.nsCache == nil || checkKey(&key) != nil {
-				break
+				continue
 			}
 			if f, err := c.nsCache.OpenEntry(key, c.nsCache.MaxPayload()); err == nil {
 				gifts = append(gifts, gift{&downMsg{Kind: kGiveCache, Key: &key}, f})
@@ -194,22 +207,17 @@ func (c *Child) modulesGiven(p *ptrace.Process) []givenModule {
 	if len(c.gaveMods) > 0 {
 		return c.gaveMods
 	}
-	maps := procmaps.Maps(p.Maps)
 	ths := make([]*ptrace.Thread, len(p.Threads))
 	for i := range p.Threads {
 		ths[i] = &p.Threads[i]
 	}
 	var mods []givenModule
-	for _, m := range pickModules(p, ths, maxGiven, func(*procmaps.Mapping) bool { return false }) {
-		path := procmaps.MapFilesPath(p.PID, m)
-		f, err := c.open(&upMsg{Kind: kOpen, Path: path, Follow: true})
-		if err != nil {
-			continue
-		}
-		id, err := symtab.FileIDOf(f, "")
-		f.Close()
-		if err == nil {
-			mods = append(mods, givenModule{path, maps.FirstOfFile(m).Start, id})
+	for _, m := range pickModules(p, ths, maxGiven, nil) {
+		if f, mod, ok := c.openModule(p, m); f != nil {
+			f.Close()
+			if ok {
+				mods = append(mods, mod)
+			}
 		}
 	}
 	return mods
