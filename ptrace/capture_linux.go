@@ -423,7 +423,7 @@ func (c *capturer) observeThenStop(tids []int) {
 		if !o.ok {
 			continue
 		}
-		if !o.done || (o.th.Method == MethodNoStop && !o.th.Torn && !o.th.Reused && c.stopAfterAll(o)) {
+		if !o.done || (o.th.Method == MethodNoStop && !o.th.Torn && !o.th.Reused && c.stopAfterAll(o) && !o.th.spareStop()) {
 			if c.cancelled() {
 				return
 			}

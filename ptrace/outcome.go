@@ -28,6 +28,7 @@ const (
 	OutcomeTracerUnavailable                // no tracer thread could take the job
 	OutcomeDeadline                         // not reached before the capture's deadline ran out
 	OutcomeStopFallback                     // would not stop; kept its consistent no-stop copy
+	OutcomeStopSpared                       // not stopped: a stop would interrupt its system call (EINTR)
 	OutcomeUnknown                          // an old capture's error text names no known outcome
 )
 
@@ -46,6 +47,7 @@ var outcomeNames = [...]string{
 	OutcomeTracerUnavailable: "tracer-unavailable",
 	OutcomeDeadline:          "deadline",
 	OutcomeStopFallback:      "stop-fallback",
+	OutcomeStopSpared:        "stop-spared",
 	OutcomeUnknown:           "unknown",
 }
 
@@ -153,6 +155,22 @@ func legacyOutcome(msg string) Outcome {
 		}
 	}
 	return OutcomeUnknown
+}
+
+// spareStop reports whether the no-stop copy of a thread blocked in a
+// system call that a ptrace stop would make fail with EINTR (see
+// arch.StopInterrupts) is kept as it is, though its walk is incomplete: a
+// stop is the one disturbance stackshot allows itself, and that call's
+// error would be another. It marks the thread so.
+func (th *Thread) spareStop() bool {
+	sc := th.Syscall
+	if th.Method != MethodNoStop || sc == nil || !sc.InCall || !arch.StopInterrupts(sc.Nr) {
+		return false
+	}
+	th.Outcome = OutcomeStopSpared
+	th.Err = "stack incomplete without a stop, and not stopped: a stop would make its " + arch.SyscallName(sc.Nr) +
+		" fail with EINTR (--mode stop stops it)"
+	return true
 }
 
 // giveUp marks a thread shown from /proc only, for reason o.

@@ -49,6 +49,44 @@ func TestNoStopNoEINTR(t *testing.T) {
 	}
 }
 
+// A thread whose walk without a stop is incomplete is stopped in the
+// default mode, unless a stop would make its system call fail with EINTR:
+// an event loop built with frame pointers, blocked in epoll_wait from its
+// start routine (its frame is found only through RBP, which a read
+// without a stop lacks), keeps its incomplete no-stop stack, says why,
+// and never sees EINTR; in --mode stop it does.
+func TestNoStopSparesInterruptibleCalls(t *testing.T) {
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[0].flags), "evloop")
+	for i := 0; i < 20; i++ {
+		p := dumpJSON(t, fmt.Sprint(tg.PID))
+		th := threadByName(t, p, "evloop")
+		if th.Capture != "nostop" || th.PauseUS != 0 {
+			t.Fatalf("dump %d: evloop captured %q with pause %.1fus, want nostop and 0", i, th.Capture, th.PauseUS)
+		}
+		if th.Error == nil || !strings.Contains(*th.Error, "a stop would make its epoll_wait fail with EINTR") {
+			t.Fatalf("dump %d: evloop's error %v does not say why it was not stopped", i, th.Error)
+		}
+		if f := userFuncs(th); len(f) < 2 || f[0] != "epoll_wait" || f[1] != "evloop" {
+			t.Fatalf("dump %d: evloop's frames %v, want epoll_wait evloop first", i, f)
+		}
+		// The chains that do unwind without a stop stay unstopped.
+		if ep := threadByName(t, p, "epoller"); ep.Capture != "nostop" || ep.Error != nil {
+			t.Fatalf("dump %d: epoller captured %q, error %v", i, ep.Capture, ep.Error)
+		}
+	}
+	if got := tg.Ask("d"); got != "evloop eintr=0" {
+		t.Errorf("after 20 default-mode dumps the event loop says %q, want no EINTR", got)
+	}
+	for i := 0; i < 5; i++ {
+		if _, errOut, code := runSS(t, "--mode", "stop", fmt.Sprint(tg.PID)); code != 0 {
+			t.Fatalf("stop-mode dump: exit %d: %s", code, errOut)
+		}
+	}
+	if got := tg.Ask("d"); got == "evloop eintr=0" {
+		t.Errorf("5 stop-mode dumps caused no EINTR in the event loop (%q): the test cannot tell the modes apart", got)
+	}
+}
+
 // A thread that sleeps for random sub-millisecond times and runs between
 // them must never give a torn stack: every chain reported is one the
 // program can have.

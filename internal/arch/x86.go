@@ -50,3 +50,20 @@ func SyscallName(nr int64) string {
 	}
 	return fmt.Sprintf("syscall_%d", nr)
 }
+
+// StopInterrupts reports whether a thread blocked in x86-64 system call
+// nr is made to return EINTR by a ptrace stop, where other calls restart
+// unseen: the calls signal(7) lists as failing with EINTR after a stop
+// even without a signal handler (epoll_wait and its variants, semop and
+// semtimedop, sigtimedwait), and io_getevents, which does the same (each
+// checked on Linux 6.18 with a stop). A socket call with a timeout
+// (SO_RCVTIMEO, SO_SNDTIMEO) does too; that cannot be told from the
+// outside.
+func StopInterrupts(nr int64) bool {
+	switch SyscallName(nr) {
+	case "epoll_wait", "epoll_pwait", "epoll_pwait2", "semop", "semtimedop", "rt_sigtimedwait",
+		"io_getevents", "io_pgetevents":
+		return true
+	}
+	return false
+}

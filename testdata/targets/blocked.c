@@ -12,12 +12,17 @@
  *   spinner   spin_a -> spin_b -> spin_c (busy loop)   only with argv[1] == "spin"
  *   busy-K    busyK_a -> busyK_b (busy loop), K = 0..3   only with "busy":
  *             with spin, five busy threads, more than a small machine's cores
+ *   evloop    evloop -> epoll_wait, the thread's start routine itself   only
+ *             with "evloop": built with frame pointers, its frame is found
+ *             only through RBP, which epoll_wait's wrapper leaves alone and
+ *             a read without a stop lacks
  *   main      main -> main_wait -> read(stdin)
  *
  * Protocol on stdin/stdout: prints "ready" once every thread is in place;
  * "s" prints "eintr read=N cond=N sleep=N epoll=N recv=N sigwait=N";
  * "b" starts a busy thread "late" (late_a -> late_b) and prints "late on";
  * "e" makes it return, joins it and prints "late off";
+ * "d" prints "evloop eintr=N";
  * "r" prints "rt N", the number of SIGRTMIN+1 signals handled (every thread
  * takes them, with SA_RESTART; real-time signals queue, so none may be lost);; "q" exits.
  *
@@ -41,7 +46,7 @@
 /* Keep a call from becoming a tail call, so every function keeps its frame. */
 #define KEEP() __asm__ volatile("" ::: "memory")
 
-static atomic_int eintr_read, eintr_cond, eintr_sleep, eintr_epoll, eintr_recv, eintr_sigwait, started;
+static atomic_int eintr_read, eintr_cond, eintr_sleep, eintr_epoll, eintr_recv, eintr_sigwait, eintr_evloop, started;
 static int pipefd[2];
 static atomic_long rt_count;
 static void on_rt(int sig) { (void)sig; atomic_fetch_add(&rt_count, 1); }
@@ -183,6 +188,18 @@ static void *start(void *arg) {
 	return NULL;
 }
 
+static void *evloop(void *arg) {
+	int ep = epoll_create1(0);
+	struct epoll_event ev;
+	(void)arg;
+	atomic_fetch_add(&started, 1);
+	for (;;) {
+		int n = epoll_wait(ep, &ev, 1, -1);
+		if (n < 0 && errno == EINTR) atomic_fetch_add(&eintr_evloop, 1);
+	}
+	return NULL;
+}
+
 static void spawn(const char *name, void (*fn)(void)) {
 	pthread_t t;
 	if (pthread_create(&t, NULL, start, (void *)fn) != 0) { perror("pthread_create"); exit(1); }
@@ -210,6 +227,10 @@ NOINLINE static void main_wait(void) {
 			atomic_store(&late_stop, 1);
 			pthread_join(late_t, NULL);
 			printf("late off\n");
+			fflush(stdout);
+		}
+		if (line[0] == 'd') {
+			printf("evloop eintr=%d\n", atomic_load(&eintr_evloop));
 			fflush(stdout);
 		}
 		if (line[0] == 'r') {
@@ -247,6 +268,12 @@ int main(int argc, char **argv) {
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "spin") == 0) { spawn("spinner", spin_a); want++; }
 		if (strcmp(argv[i], "jitter") == 0) { spawn("jitter", jit_a); want++; }
+		if (strcmp(argv[i], "evloop") == 0) {
+			pthread_t t;
+			if (pthread_create(&t, NULL, evloop, NULL) != 0) { perror("pthread_create"); exit(1); }
+			pthread_setname_np(t, "evloop");
+			want++;
+		}
 		if (strcmp(argv[i], "busy") == 0) {
 			spawn("busy-0", busy0_a);
 			spawn("busy-1", busy1_a);
