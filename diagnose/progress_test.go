@@ -38,3 +38,28 @@ func TestProgressKinds(t *testing.T) {
 		t.Errorf("summary %+v", p.ProgressSummary)
 	}
 }
+
+// A blocked thread that each snapshot stops (--mode stop, or a walk that
+// needs its registers) gains CPU time from the stops alone: it is stuck,
+// not spinning. One that gains more than the stops cost ran.
+func TestProgressStopsCostCPU(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var snaps []Snapshot
+	for k := 0; k < 3; k++ {
+		snaps = append(snaps, Snapshot{Time: t0.Add(time.Duration(k) * 100 * time.Millisecond), Threads: map[int]ThreadSample{
+			1: {Stack: "a", Inner: "pause", CPUNS: 1000 + uint64(k)*20000, Stopped: true},
+			2: {Stack: "b", Inner: "loop", CPUNS: 1000 + uint64(k)*5000000, Stopped: true},
+			3: {Stack: "c", Inner: "read", CPUNS: 1000 + uint64(k)*20000},
+		}})
+	}
+	p := &report.Process{Threads: []report.Thread{{TID: 1}, {TID: 2}, {TID: 3}}}
+	Progress(p, snaps)
+	var got []string
+	for _, th := range p.Threads {
+		got = append(got, fmt.Sprintf("%d:%s", th.TID, th.Progress))
+	}
+	// 3 was never stopped: its 40 µs are its own.
+	if want := "[1:stuck 2:spinning 3:spinning]"; fmt.Sprint(got) != want {
+		t.Errorf("progress %v, want %s", got, want)
+	}
+}

@@ -410,6 +410,17 @@ func TestProgressStuckSpinning(t *testing.T) {
 			t.Errorf("thread %d %q: %s %v, want stuck for some time", th.TID, th.Name, th.Progress, th.SameStackS)
 		}
 	}
+	// Stopped at every snapshot, they gain a little CPU time from the
+	// stops alone: still stuck, not spinning.
+	p = diagJSON(t, "--mode", "stop", "--interval", "100ms", "--count", "3", strconv.Itoa(idle.PID))
+	if p.ProgressSummary == nil || p.ProgressSummary.Stuck != 4 {
+		t.Errorf("--mode stop: summary %+v, want all 4 threads stuck", p.ProgressSummary)
+	}
+	for _, th := range p.Threads {
+		if th.Capture != "ptrace" || th.Progress != "stuck" {
+			t.Errorf("--mode stop: thread %d %q captured %s: %s, want ptrace and stuck", th.TID, th.Name, th.Capture, th.Progress)
+		}
+	}
 	spin := testutil.Start(t, bin, "2", "spin")
 	p = diagJSON(t, "--interval", "100ms", "--count", "3", strconv.Itoa(spin.PID))
 	n := 0
