@@ -346,7 +346,9 @@ func processFromNotes(notes []coreNoteRec, mem *coreMem, size int64) (*ptrace.Pr
 			}
 			p.PID = int(int32(le.Uint32(n.desc[prpsinfoPID:])))
 			p.Comm = cstring(n.desc[prpsinfoFname : prpsinfoFname+16])
-			if c := n.desc[prpsinfoSname]; c >= 'A' && c <= 'Z' {
+			// (a letter as /proc shows it: gdb's gcore writes 't', tracing
+			// stop)
+			if c := n.desc[prpsinfoSname]; c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' {
 				p.State = string(c)
 			}
 		case ntAuxv:

@@ -50,7 +50,7 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 		exe = "?"
 	}
 	// Names, paths and notes come from the target: escaped (term).
-	fmt.Fprintf(w, "Process %d (%s) %s: %d thread%s, state %s\n", p.PID, term.Escape(p.Comm), term.Escape(exe), len(p.Threads), plural(len(p.Threads)), term.Escape(p.State))
+	fmt.Fprintf(w, "Process %d (%s) %s: %d thread%s, state %s\n", p.PID, term.Escape(p.Comm), term.Escape(exe), len(p.Threads), plural(len(p.Threads)), term.Escape(stateOrUnknown(p.State)))
 	for _, wmsg := range p.Warnings {
 		fmt.Fprintf(w, "  note: %s\n", term.Escape(wmsg))
 	}
@@ -67,6 +67,15 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 	}
 }
 
+// stateOrUnknown is a state as the text shows it: "?" when none is known
+// (a core's threads: the kernel's core notes carry none).
+func stateOrUnknown(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}
+
 func plural(n int) string {
 	if n == 1 {
 		return ""
@@ -75,7 +84,7 @@ func plural(n int) string {
 }
 
 func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
-	fmt.Fprintf(w, "\nThread %d %q (state %s", t.TID, t.Name, term.Escape(t.State)) // %q escapes as term does
+	fmt.Fprintf(w, "\nThread %d %q (state %s", t.TID, t.Name, term.Escape(stateOrUnknown(t.State))) // %q escapes as term does
 	if t.Syscall != nil && t.Syscall.InCall {
 		fmt.Fprintf(w, ", in %s", t.Syscall.Name)
 	} else if t.Syscall != nil && t.Syscall.Running {

@@ -31,9 +31,22 @@ func TestReportGcore(t *testing.T) {
 		t.Fatalf("gcore: %v\n%s", err, out)
 	}
 	tg.Stop()
-	p := reportCore(t, fmt.Sprintf("%s.%d", prefix, tg.PID))
+	core := fmt.Sprintf("%s.%d", prefix, tg.PID)
+	p := reportCore(t, core)
 	if p.PID != tg.PID || len(p.Threads) != 7 {
 		t.Fatalf("pid %d, %d threads; want %d, 7", p.PID, len(p.Threads), tg.PID)
+	}
+	// gcore writes the state the process had under gdb: t, tracing stop.
+	// Its threads carry none: the text says so rather than leave a gap.
+	if p.State != "t" {
+		t.Errorf("process state %q, want gcore's t", p.State)
+	}
+	out, errOut, code := runSS(t, "report", core)
+	if code != 0 {
+		t.Fatalf("report: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, " threads, state t\n") || !strings.Contains(out, ` (state ?, core):`) {
+		t.Errorf("text report does not show the states:\n%s", out)
 	}
 	if p.Threads[0].TID != tg.PID {
 		t.Errorf("first thread %d, want the main thread", p.Threads[0].TID)
