@@ -29,7 +29,7 @@ import (
 const (
 	kindDWARFIndex    = "dwarf-index"
 	kindDWARFUnits    = "dwarf-units"
-	dwarfCacheVersion = 3 // 2: line rows as LEB128 changes, or a unit's strings in a table; 3: both
+	dwarfCacheVersion = 4 // 2: line rows as LEB128 changes, or a unit's strings in a table; 3: both; 4: a "." compilation directory left out of file names
 )
 
 var errBadEntry = errors.New("bad cached DWARF entry")

@@ -210,7 +210,9 @@ func lineFileNames(line []byte, off uint64, order binary.ByteOrder, compDir stri
 			sub, haveSub = dirs[d], true
 		}
 		dirName := ""
-		if !haveSub || !strings.HasPrefix(sub, "/") {
+		if (!haveSub || !strings.HasPrefix(sub, "/")) && compDir != "." {
+			// (a compilation directory of ".", as Go's -trimpath writes,
+			// adds nothing: the runtime and gdb name "prog/main.go")
 			dirName = compDir
 		}
 		if dirName == "" {
