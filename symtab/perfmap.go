@@ -3,13 +3,17 @@ package symtab
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // Limits on perf maps and kallsyms.
@@ -39,21 +43,69 @@ func LoadPerfMap(path string) (*PerfMap, error) {
 // ParsePerfMap parses the text of a perf map. Malformed lines are skipped;
 // when entries overlap the later one wins (a JIT reuses freed code).
 func ParsePerfMap(r io.Reader) (*PerfMap, error) {
+	text, err := readPerfMapText(r, 0)
+	if err != nil {
+		return nil, err
+	}
+	return parsePerfMapText(context.Background(), text)
+}
+
+// readPerfMapText reads at most maxPerfMapBytes of a perf map's text, in
+// one buffer of size (when known) plus a byte: its names are kept as
+// views of it, not a string each.
+func readPerfMapText(r io.Reader, size int64) ([]byte, error) {
+	size = min(max(size, 0), maxPerfMapBytes)
+	buf := make([]byte, 0, size+1)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= maxPerfMapBytes {
+				break
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read perf map: %w", err)
+		}
+	}
+	return buf[:min(int64(len(buf)), maxPerfMapBytes)], nil
+}
+
+// perfMapLines bounds the entries text can hold (one a line).
+func perfMapLines(text []byte) int { return bytes.Count(text, []byte{'\n'}) + 1 }
+
+// perfEntryBytes is what an entry costs while parsing and once kept (its
+// name is a view of the text): start, end and name's header.
+const perfEntryBytes = 32
+
+// parsePerfMapText parses a perf map's text, which it keeps (the names
+// are views of it; it must not change afterwards). Entries beyond
+// maxTextSyms are ignored; ctx ends the parse early (its error).
+func parsePerfMapText(ctx context.Context, text []byte) (*PerfMap, error) {
 	type ent struct {
 		start, end uint64
 		name       string
-		seq        int
 	}
-	var ents []ent
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), maxPerfMapLine)
-	for sc.Scan() {
-		line := sc.Bytes()
-		a, rest, ok := bytes.Cut(bytes.TrimLeft(line, " \t"), []byte{' '})
+	all := unsafe.String(unsafe.SliceData(text), len(text))
+	ents := make([]ent, 0, min(perfMapLines(text), maxTextSyms))
+	for n := 0; len(all) > 0 && len(ents) < maxTextSyms; n++ {
+		if n%(1<<16) == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		line, rest, _ := strings.Cut(all, "\n")
+		all = rest
+		if len(line) > maxPerfMapLine {
+			continue
+		}
+		a, rest, ok := strings.Cut(strings.TrimLeft(line, " \t"), " ")
 		if !ok {
 			continue
 		}
-		b, name, ok := bytes.Cut(bytes.TrimLeft(rest, " "), []byte{' '})
+		b, name, ok := strings.Cut(strings.TrimLeft(rest, " "), " ")
 		if !ok {
 			continue
 		}
@@ -62,38 +114,30 @@ func ParsePerfMap(r io.Reader) (*PerfMap, error) {
 		if err1 != nil || err2 != nil || size == 0 || start+size < start {
 			continue
 		}
-		if len(ents) >= maxTextSyms {
-			break
-		}
-		ents = append(ents, ent{start, start + size, strings.TrimRight(string(name), "\r"), len(ents)})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read perf map: %w", err)
+		ents = append(ents, ent{start, start + size, strings.TrimRight(name, "\r")})
 	}
 	if len(ents) == 0 {
 		return nil, ErrNoSymbols
 	}
-	// Sort by start; of entries with the same start the latest wins.
-	sort.SliceStable(ents, func(i, j int) bool {
-		if ents[i].start != ents[j].start {
-			return ents[i].start < ents[j].start
-		}
-		return ents[i].seq > ents[j].seq
-	})
-	p := &PerfMap{}
-	for i, e := range ents {
-		if i > 0 && e.start == ents[i-1].start {
+	// Sort by start, stably: of entries with the same start the latest
+	// wins.
+	slices.SortStableFunc(ents, func(x, y ent) int { return cmp.Compare(x.start, y.start) })
+	keep := 0
+	for i := range ents {
+		if i+1 < len(ents) && ents[i+1].start == ents[i].start {
 			continue
 		}
-		p.start = append(p.start, e.start)
-		p.end = append(p.end, e.end)
-		p.name = append(p.name, e.name)
+		ents[keep] = ents[i]
+		keep++
+	}
+	p := &PerfMap{start: make([]uint64, keep), end: make([]uint64, keep), name: make([]string, keep)}
+	for i, e := range ents[:keep] {
+		p.start[i], p.end[i], p.name[i] = e.start, e.end, e.name
 	}
 	return p, nil
 }
 
-func parseHex(b []byte) (uint64, error) {
-	s := string(b)
+func parseHex(s string) (uint64, error) {
 	s = strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
 	return strconv.ParseUint(s, 16, 64)
 }
@@ -211,20 +255,36 @@ func (s *Symbolizer) perfMapAt(key string, open func() (*os.File, error)) *PerfM
 		s.perfMu.Unlock()
 		return e.pm
 	}
-	// Parsing costs up to about four times the text (entries, then the
-	// sorted index, for short lines); the index kept, about twice. Both
-	// are charged to the debug-data budget before the file is read.
+	// The text is kept (the names are views of it): charged before it
+	// is read. Its lines then bound the entries, charged before any is
+	// made: twice while parsing (the entries, then the index kept), once
+	// kept. A line costs 32 bytes however short (a 100 MB map of short
+	// lines was 1.8 GB of memory when its entries were charged by the
+	// text's size).
 	n := min(st.Size(), maxPerfMapBytes)
-	if err := s.budget.Take(4 * n); err != nil {
+	if err := s.budget.Take(n + 1); err != nil {
 		s.noteLimit(err)
 		return forget()
 	}
-	pm, err := ParsePerfMap(io.LimitReader(f, n))
-	s.budget.Give(2 * n)
-	charge := 2 * n
+	var pm *PerfMap
+	charge := n + 1
+	text, err := readPerfMapText(io.LimitReader(f, n), n)
+	if err == nil {
+		ents := int64(min(perfMapLines(text), maxTextSyms)) * perfEntryBytes
+		if err = s.budget.Take(2 * ents); err == nil {
+			ctx := s.opts.Context
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			pm, err = parsePerfMapText(ctx, text)
+			s.budget.Give(ents)
+			charge += ents
+		}
+	}
 	if err != nil {
+		s.noteLimit(err) // (over the budget, or out of time)
+		s.budget.Give(charge)
 		pm, charge = nil, 0
-		s.budget.Give(2 * n)
 	}
 	s.perfMu.Lock()
 	if old := s.perfMaps[key]; old != nil {
