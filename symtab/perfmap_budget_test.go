@@ -66,3 +66,34 @@ func TestPerfMapBudgetByLines(t *testing.T) {
 		t.Errorf("a cancelled symbolizer read the map (or did not say it ran out of time)")
 	}
 }
+
+// FuzzPerfMap: any text parses without a panic into an index sorted by
+// start, each entry non-empty, the entry at each start named as indexed.
+func FuzzPerfMap(f *testing.F) {
+	for _, s := range []string{
+		"1000 100 jit\n",
+		"1000 10 a\n1000 10 b\r\n2000 0 empty\nzz 10 bad\n",
+		"  0x1000 0X20 name with spaces\n\n\t3000 ffffffffffffffff wraps\n",
+		"ffffffffffffff00 100 top\n1 1 \n",
+		"1000 1 " + strings.Repeat("n", maxPerfMapLine+1) + "\n1001 1 after_long\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		pm, err := ParsePerfMap(bytes.NewReader(text))
+		if err != nil {
+			if pm != nil {
+				t.Fatalf("error %v with a map", err)
+			}
+			return
+		}
+		for i := range pm.start {
+			if pm.end[i] <= pm.start[i] || i > 0 && pm.start[i] <= pm.start[i-1] {
+				t.Fatalf("entry %d: [%#x, %#x) after %#x", i, pm.start[i], pm.end[i], pm.start[max(i-1, 0)])
+			}
+			if n, off, ok := pm.Lookup(pm.start[i]); !ok || off != 0 || n != pm.name[i] {
+				t.Fatalf("lookup of entry %d's start: %q %d %v, want %q", i, n, off, ok, pm.name[i])
+			}
+		}
+	})
+}
