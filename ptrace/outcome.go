@@ -159,18 +159,26 @@ func legacyOutcome(msg string) Outcome {
 
 // spareStop reports whether the no-stop copy of a thread blocked in a
 // system call that a ptrace stop would make fail with EINTR (see
-// arch.StopInterrupts) is kept as it is, though its walk is incomplete: a
-// stop is the one disturbance stackshot allows itself, and that call's
-// error would be another. It marks the thread so.
+// arch.StopInterrupts) is kept as it is, though the check found its walk
+// incomplete (or could not tell): a stop is the one disturbance stackshot
+// allows itself, and that call's error would be another. It marks the
+// thread so (SpareReason).
 func (th *Thread) spareStop() bool {
 	sc := th.Syscall
 	if th.Method != MethodNoStop || sc == nil || !sc.InCall || !arch.StopInterrupts(sc.Nr) {
 		return false
 	}
 	th.Outcome = OutcomeStopSpared
-	th.Err = "stack incomplete without a stop, and not stopped: a stop would make its " + arch.SyscallName(sc.Nr) +
-		" fail with EINTR (--mode stop stops it)"
 	return true
+}
+
+// SpareReason says why a thread whose stack is incomplete was not stopped
+// to complete it ("" when it was not spared a stop).
+func (th *Thread) SpareReason() string {
+	if th.Outcome != OutcomeStopSpared || th.Syscall == nil {
+		return ""
+	}
+	return "not stopped: a stop would make its " + arch.SyscallName(th.Syscall.Nr) + " fail with EINTR (--mode stop stops it)"
 }
 
 // giveUp marks a thread shown from /proc only, for reason o.

@@ -157,6 +157,9 @@ func (r *Resolver) thread(s *Space, th *ptrace.Thread) report.Thread {
 	t.Stop = stop.String()
 	if !stop.Complete() && t.Error == "" {
 		t.Error = "stack incomplete: " + stop.String()
+		if why := th.SpareReason(); why != "" {
+			t.Error += "; " + why
+		}
 	}
 	if th.Torn && t.Error == "" {
 		t.Error = "stack may be torn: the thread ran while it was copied"
