@@ -33,8 +33,9 @@ func FileBuildID(r io.ReaderAt, size int64) (string, error) {
 	return elfBuildID(sf.File, size)
 }
 
-// fetchContext is the context a fetch runs in: Options.Context, or none.
-func (s *Symbolizer) fetchContext() context.Context {
+// workContext is the context slow work (a fetch, a perf map's parse)
+// runs in: Options.Context, or none.
+func (s *Symbolizer) workContext() context.Context {
 	if s.opts.Context != nil {
 		return s.opts.Context
 	}
@@ -57,7 +58,7 @@ func (m *Module) fetchDebugFile() *openFile {
 	if !m.wantsFetchedDebug() || m.sym.expired() != nil {
 		return nil
 	}
-	p, err := m.sym.opts.FetchDebug(m.sym.fetchContext(), m.buildID)
+	p, err := m.sym.opts.FetchDebug(m.sym.workContext(), m.buildID)
 	if errors.Is(err, ErrFetchDeferred) && !m.deferred.Swap(true) {
 		m.sym.deferredN.Add(1)
 	}
@@ -82,7 +83,7 @@ func (s *Symbolizer) fetchModuleFile(ref ModuleRef) *openFile {
 	if s.opts.FetchExecutable == nil || ref.BuildID == "" || s.expired() != nil {
 		return nil
 	}
-	p, err := s.opts.FetchExecutable(s.fetchContext(), ref.BuildID)
+	p, err := s.opts.FetchExecutable(s.workContext(), ref.BuildID)
 	if err != nil || p == "" {
 		return nil
 	}
@@ -170,7 +171,7 @@ func (s *Symbolizer) PrefetchDebug(refs []ModuleRef) {
 					return nil
 				}
 				if s.expired() == nil {
-					s.opts.FetchDebug(s.fetchContext(), m.buildID)
+					s.opts.FetchDebug(s.workContext(), m.buildID)
 				}
 				return nil
 			})

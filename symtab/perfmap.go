@@ -50,29 +50,15 @@ func ParsePerfMap(r io.Reader) (*PerfMap, error) {
 	return parsePerfMapText(context.Background(), text)
 }
 
-// readPerfMapText reads at most maxPerfMapBytes of a perf map's text, in
-// one buffer of size (when known) plus a byte: its names are kept as
-// views of it, not a string each.
+// readPerfMapText reads at most maxPerfMapBytes of a perf map's text
+// into one buffer, sized for size bytes (when known): its names are kept
+// as views of it, not a string each.
 func readPerfMapText(r io.Reader, size int64) ([]byte, error) {
-	size = min(max(size, 0), maxPerfMapBytes)
-	buf := make([]byte, 0, size+1)
-	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) >= maxPerfMapBytes {
-				break
-			}
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read perf map: %w", err)
-		}
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(size, 0), maxPerfMapBytes)+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(r, maxPerfMapBytes)); err != nil {
+		return nil, fmt.Errorf("read perf map: %w", err)
 	}
-	return buf[:min(int64(len(buf)), maxPerfMapBytes)], nil
+	return buf.Bytes(), nil
 }
 
 // perfMapLines bounds the entries text can hold (one a line).
@@ -270,15 +256,11 @@ func (s *Symbolizer) perfMapAt(key string, open func() (*os.File, error)) *PerfM
 	charge := n + 1
 	text, err := readPerfMapText(io.LimitReader(f, n), n)
 	if err == nil {
-		ents := int64(min(perfMapLines(text), maxTextSyms)) * perfEntryBytes
-		if err = s.budget.Take(2 * ents); err == nil {
-			ctx := s.opts.Context
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			pm, err = parsePerfMapText(ctx, text)
-			s.budget.Give(ents)
-			charge += ents
+		entBytes := int64(min(perfMapLines(text), maxTextSyms)) * perfEntryBytes
+		if err = s.budget.Take(2 * entBytes); err == nil {
+			pm, err = parsePerfMapText(s.workContext(), text)
+			s.budget.Give(entBytes)
+			charge += entBytes
 		}
 	}
 	if err != nil {
