@@ -89,12 +89,11 @@ func TestGoroutinesChurn(t *testing.T) {
 				t.Fatalf("read %d: goroutine %d twice", i, g.ID)
 			}
 			seen[g.ID] = true
-			if g.OnThread() && g.Status == "running" {
-				if len(g.PCs) != 0 {
-					t.Errorf("running goroutine %d has a walked stack", g.ID)
-				}
-				continue
+			if g.Status == "running" && len(g.PCs) == 0 {
+				continue // (its stack is its thread's)
 			}
+			// A running goroutine with PCs was on the system stack: its
+			// own frames, from where it left them, are whole too.
 			if len(g.Funcs) == 0 || g.Funcs[len(g.Funcs)-1] != "runtime.goexit" || len(g.Funcs) != len(g.PCs) {
 				t.Errorf("read %d: goroutine %d [%s] not whole: %v", i, g.ID, g.Status, g.Funcs)
 			}
@@ -225,5 +224,56 @@ func TestGivenAllgs(t *testing.T) {
 		if snap, err := rt.Goroutines(); err == nil && len(snap.Goroutines) > 0 {
 			t.Errorf("goroutines read through a wrong allgs: %d", len(snap.Goroutines))
 		}
+	}
+}
+
+// TestGoroutinesDeep: a goroutine deeper than a walk goes is listed with
+// its innermost frames and says it was cut short, never left out as if
+// it had changed while read; one within the bound is whole.
+func TestGoroutinesDeep(t *testing.T) {
+	tg, bin := goTarget(t, nil)
+	for _, n := range []string{"3000", "200"} {
+		if a := tg.Ask("deep " + n); a != "ok" {
+			t.Fatal(a)
+		}
+	}
+	rt := openTarget(t, tg.PID, bin)
+	snap, err := rt.Goroutines()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Skipped != 0 {
+		t.Errorf("%d goroutines skipped: %v", snap.Skipped, snap.SkipReasons)
+	}
+	depth := func(g *goruntime.Goroutine) (n int) {
+		for _, f := range g.Funcs {
+			if f == "main.deep" {
+				n++
+			}
+		}
+		return n
+	}
+	var cut, whole int
+	for i := range snap.Goroutines {
+		g := &snap.Goroutines[i]
+		switch d := depth(g); {
+		case d == 0:
+		case d > 1000:
+			cut++
+			if len(g.PCs) != 1024 || g.Cut != "stack cut short: more than 1024 frames" {
+				t.Errorf("deep goroutine %d: %d frames, cut %q", g.ID, len(g.PCs), g.Cut)
+			}
+			if g.Funcs[len(g.Funcs)-1] != "main.deep" {
+				t.Errorf("deep goroutine %d ends in %s", g.ID, g.Funcs[len(g.Funcs)-1])
+			}
+		default:
+			whole++
+			if d != 201 || g.Cut != "" || g.Funcs[len(g.Funcs)-1] != "runtime.goexit" {
+				t.Errorf("goroutine %d: %d calls of main.deep (want 201), cut %q, ends in %s", g.ID, d, g.Cut, g.Funcs[len(g.Funcs)-1])
+			}
+		}
+	}
+	if cut != 1 || whole != 1 {
+		t.Errorf("%d cut and %d whole goroutines in main.deep, want 1 each", cut, whole)
 	}
 }

@@ -15,6 +15,7 @@ const (
 	maxStackRead   = 1 << 20 // bytes of one goroutine's stack copied
 	maxFrames      = 1 << 10 // frames walked per goroutine
 	maxSkipReasons = 8       // reasons kept for skipped goroutines
+	readAttempts   = 3       // reads of a goroutine that changed while read
 	gScan          = 0x1000  // the runtime's _Gscan bit
 	statusRunning  = "running"
 	statusSyscall  = "syscall"
@@ -42,11 +43,19 @@ type Goroutine struct {
 	HasParent bool   // the runtime records it (Go 1.21+)
 	StartPC   uint64
 	// PCs are the goroutine's frames, innermost first, each a resume or
-	// return address (look up at pc-1, as the runtime does); nil for a
-	// running goroutine, whose stack is its thread's.
+	// return address (look up at pc-1, as the runtime does). A running
+	// goroutine's stack is its thread's: PCs is nil, unless the goroutine
+	// was on the system stack (its thread in the runtime's own code),
+	// when PCs are the goroutine's own frames from where it left them.
 	PCs []uint64
 	// Funcs names PCs' functions as the pclntab does (physical frames).
 	Funcs []string
+	// Cut says why PCs stop short of the goroutine's first frame: the
+	// stack is deeper than a walk goes. "" when whole.
+	Cut string
+	// StackLo and StackHi bound the goroutine's stack: a thread whose
+	// stack pointer is between them runs this goroutine.
+	StackLo, StackHi uint64
 }
 
 // OnThread reports whether the goroutine is on an OS thread (running or
@@ -98,6 +107,18 @@ func (rt *Runtime) Goroutines() (*Snapshot, error) {
 			gps = append(gps, le64(ptrs[8*i:]))
 		}
 		r.block(gps, snap, seen)
+	}
+	// A busy program moves some goroutines while they are read: read
+	// those again, a few times, rather than leave them out.
+	for attempt := 2; attempt <= readAttempts && len(r.retry) > 0; attempt++ {
+		if err := rt.stopped(); err != nil {
+			return nil, err
+		}
+		again := r.retry
+		r.retry, r.last = nil, attempt == readAttempts
+		for start := 0; start < len(again); start += readBlock {
+			r.block(again[start:min(len(again), start+readBlock)], snap, seen)
+		}
 	}
 	if r.unreadable > 0 {
 		// Torn goroutines are expected; unreadable memory is not: if the
@@ -174,6 +195,10 @@ type reader struct {
 	pend              []pending
 	stack             []byte // a whole stack, when a walk needs more than the window
 	unreadable        int    // goroutines whose memory could not be read
+	// retry collects the goroutines that changed while read, to be read
+	// again; on the last attempt (last) they are counted as skipped.
+	retry []uint64
+	last  bool
 }
 
 // pending is one goroutine of a block between its reads.
@@ -188,6 +213,7 @@ type pending struct {
 	hi     uint64
 	st     []byte // the top of its stack, from sp
 	stOK   bool
+	retry  bool // torn by the program's own progress: worth another read
 }
 
 const (
@@ -253,7 +279,9 @@ func (r *reader) block(gps []uint64, snap *Snapshot, seen map[uint64]bool) {
 		}
 		if p.kind == readOK && p.walk {
 			if why := r.walkStack(p); why != "" {
-				p.kind, p.why = readTorn, "stack walk: "+why
+				// The goroutine may have been changing its stack:
+				// worth another read.
+				p.kind, p.why, p.retry = readTorn, "stack walk: "+why, true
 			}
 		}
 	}
@@ -280,7 +308,7 @@ func (r *reader) reread(snap *Snapshot, seen map[uint64]bool) {
 			if !ok[j] {
 				p.kind, p.why = readTorn, "g unreadable on the second read"
 			} else if !sameG(l, p.b, r.g2buf[i*gs:(i+1)*gs]) {
-				p.kind, p.why = readTorn, "g changed while read"
+				p.kind, p.why, p.retry = readTorn, "g changed while read", true
 			}
 			j++
 		}
@@ -288,6 +316,10 @@ func (r *reader) reread(snap *Snapshot, seen map[uint64]bool) {
 		case readSystem:
 			snap.System++
 		case readTorn:
+			if p.retry && !r.last {
+				r.retry = append(r.retry, p.gp)
+				continue
+			}
 			snap.Skipped++
 			if len(snap.SkipReasons) < maxSkipReasons {
 				snap.SkipReasons = append(snap.SkipReasons, fmt.Sprintf("g %#x: %s", p.gp, p.why))
@@ -377,19 +409,28 @@ func (r *reader) parse(p *pending) {
 			}
 		}
 	}
-	if name != statusRunning {
-		pc, sp := le64(b[l.GSchedPC:]), le64(b[l.GSchedSP:])
-		if name == statusSyscall {
-			if ssp := le64(b[l.GSyscallSP:]); ssp != 0 {
-				pc, sp = le64(b[l.GSyscallPC:]), ssp
-			}
-		}
-		if sp < lo || sp > hi {
-			torn("saved SP outside its stack")
+	g.StackLo, g.StackHi = lo, hi
+	pc, sp := le64(b[l.GSchedPC:]), le64(b[l.GSchedSP:])
+	switch {
+	case name == statusRunning:
+		// The runtime clears sched.sp when it resumes a goroutine and
+		// sets it when the goroutine's thread goes to the system stack
+		// (systemstack, mcall): then the goroutine's own frames stand
+		// still from sched, and are walked.
+		if sp == 0 || sp < lo || sp > hi {
+			p.g = g
 			return
 		}
-		p.walk, p.pc, p.sp, p.hi = true, pc, sp, hi
+	case name == statusSyscall:
+		if ssp := le64(b[l.GSyscallSP:]); ssp != 0 {
+			pc, sp = le64(b[l.GSyscallPC:]), ssp
+		}
 	}
+	if sp < lo || sp > hi {
+		torn("saved SP outside its stack")
+		return
+	}
+	p.walk, p.pc, p.sp, p.hi = true, pc, sp, hi
 	p.g = g
 }
 
@@ -420,7 +461,8 @@ var elideNot = map[string]bool{"runtime.gopanic": true, "runtime.sigpanic": true
 // caller's SP is SP plus the frame size plus the return address), over
 // the copy of the stack's top read with the block, and the whole stack
 // (bounded) when the walk goes deeper. It returns why the walk is not
-// consistent, "" when it is.
+// consistent, "" when it is; a stack deeper than a walk goes is cut
+// short (Goroutine.Cut), not failed.
 func (r *reader) walkStack(pd *pending) string {
 	p := r.rt.pcln
 	g := &pd.g
@@ -457,7 +499,8 @@ func (r *reader) walkStack(pd *pending) string {
 			// Beyond the copy: read the whole stack once (bounded).
 			n := min(hi-base, maxStackRead)
 			if fp-base > n || uint64(len(st)) >= n {
-				return fmt.Sprintf("stack deeper than %d bytes", maxStackRead)
+				g.Cut = fmt.Sprintf("stack cut short: deeper than %d bytes", maxStackRead)
+				return ""
 			}
 			r.stack = grow(r.stack, int(n))
 			if readFull(r.rt.mem, r.stack, base) != nil {
@@ -471,7 +514,8 @@ func (r *reader) walkStack(pd *pending) string {
 		}
 		pc, sp = ret, fp
 	}
-	return fmt.Sprintf("more than %d frames", maxFrames)
+	g.Cut = fmt.Sprintf("stack cut short: more than %d frames", maxFrames)
+	return ""
 }
 
 // readRanges reads bufs[i] at addrs[i], through one vectored read when

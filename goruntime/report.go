@@ -35,11 +35,7 @@ func (s *Snapshot) Report(sym Symbolizer, nowNS int64, threads []report.Thread) 
 	for i := range threads {
 		byTID[threads[i].TID] = &threads[i]
 	}
-	// Goroutines parked at the same pcs share their frames' symbols, and
-	// those with the same stack share one (read-only) frame slice.
-	cache := map[uint64][]report.Frame{}
-	stacks := map[string][]report.Frame{}
-	var key []byte
+	names := stackNamer{sym: sym, cache: map[uint64][]report.Frame{}, stacks: map[string][]report.Frame{}}
 	for i := range s.Goroutines {
 		g := &s.Goroutines[i]
 		rg := report.Goroutine{GoID: g.ID, Status: g.Status, WaitReason: g.WaitReason, TID: g.ThreadID}
@@ -47,33 +43,12 @@ func (s *Snapshot) Report(sym Symbolizer, nowNS int64, threads []report.Thread) 
 			rg.WaitingNS, rg.HasWaiting = nowNS-g.WaitSince, true
 		}
 		if g.Status == statusRunning {
-			rg.Frames, rg.Error = threadFrames(byTID[g.ThreadID])
+			rg.Frames, rg.Error = runningFrames(g, threads, byTID[g.ThreadID])
 		}
-		key = key[:0]
-		for _, pc := range g.PCs {
-			key = binary.LittleEndian.AppendUint64(key, pc)
-		}
-		if fr, ok := stacks[string(key)]; ok && len(g.PCs) > 0 {
-			rg.Frames = fr
-		} else {
-			for k, pc := range g.PCs {
-				fr, ok := cache[pc]
-				if !ok {
-					fr = sym.Symbolize(pc, false)
-					for j := range fr {
-						fr[j].Method = MethodPclntab
-					}
-					if len(fr) == 1 && fr[0].Function == "" && k < len(g.Funcs) {
-						// The symbolizer found no table: the name the
-						// program's own pclntab gives.
-						fr[0].Function = g.Funcs[k]
-					}
-					cache[pc] = fr
-				}
-				rg.Frames = append(rg.Frames, fr...)
-			}
-			if len(g.PCs) > 0 {
-				stacks[string(key)] = rg.Frames
+		if rg.Frames == nil {
+			rg.Frames = names.frames(g)
+			if g.Cut != "" {
+				rg.Error = g.Cut
 			}
 		}
 		if g.GoPC != 0 && g.ID != 1 { // (the main goroutine's creator is the runtime's start)
@@ -82,6 +57,49 @@ func (s *Snapshot) Report(sym Symbolizer, nowNS int64, threads []report.Thread) 
 		out = append(out, rg)
 	}
 	return out
+}
+
+// stackNamer symbolizes goroutines' pcs: goroutines parked at the same
+// pcs share their frames' symbols, and those with the same stack share
+// one (read-only) frame slice.
+type stackNamer struct {
+	sym    Symbolizer
+	cache  map[uint64][]report.Frame // by pc
+	stacks map[string][]report.Frame // by the stack's pcs
+	key    []byte
+}
+
+// frames names g's PCs.
+func (n *stackNamer) frames(g *Goroutine) []report.Frame {
+	if len(g.PCs) == 0 {
+		return nil
+	}
+	n.key = n.key[:0]
+	for _, pc := range g.PCs {
+		n.key = binary.LittleEndian.AppendUint64(n.key, pc)
+	}
+	if fr, ok := n.stacks[string(n.key)]; ok {
+		return fr
+	}
+	var frames []report.Frame
+	for k, pc := range g.PCs {
+		fr, ok := n.cache[pc]
+		if !ok {
+			fr = n.sym.Symbolize(pc, false)
+			for j := range fr {
+				fr[j].Method = MethodPclntab
+			}
+			if len(fr) == 1 && fr[0].Function == "" && k < len(g.Funcs) {
+				// The symbolizer found no table: the name the
+				// program's own pclntab gives.
+				fr[0].Function = g.Funcs[k]
+			}
+			n.cache[pc] = fr
+		}
+		frames = append(frames, fr...)
+	}
+	n.stacks[string(n.key)] = frames
+	return frames
 }
 
 // createdBy names the go statement at gopc as the runtime's traceback
@@ -105,22 +123,49 @@ func createdBy(sym Symbolizer, g *Goroutine) *report.CreatedBy {
 	return c
 }
 
-// threadFrames returns a running goroutine's frames: its thread's user
-// frames, when they are a goroutine's (they end at runtime.goexit). The
-// thread was captured before the goroutine list was read: it may have
-// been in the scheduler, or running another goroutine, then.
-func threadFrames(th *report.Thread) ([]report.Frame, string) {
-	if th == nil {
+// runningFrames returns a running goroutine's frames from the thread
+// that ran it when the threads were captured: the goroutine list is read
+// after, and a busy program may have moved it to another thread (or run
+// another goroutine on its thread) since. The thread is the one whose
+// user frames end in runtime.goexit with stack pointers in the
+// goroutine's stack. When none is, and the goroutine's own frames were
+// read from where it left them for the system stack (g.PCs), those are
+// used (nil, ""); else why there are none.
+func runningFrames(g *Goroutine, threads []report.Thread, on *report.Thread) ([]report.Frame, string) {
+	if on != nil {
+		if fr := goroutineFrames(g, on); fr != nil {
+			return fr, ""
+		}
+	}
+	for i := range threads {
+		if th := &threads[i]; th != on {
+			if fr := goroutineFrames(g, th); fr != nil {
+				return fr, ""
+			}
+		}
+	}
+	switch {
+	case len(g.PCs) > 0:
+		return nil, ""
+	case on == nil:
 		return nil, "running on a thread that was not captured"
 	}
+	return nil, fmt.Sprintf("running on thread %d, which was running other code when the threads were captured", on.TID)
+}
+
+// goroutineFrames returns th's user frames when they are g's: they end
+// in runtime.goexit and hold a stack pointer inside g's stack.
+func goroutineFrames(g *Goroutine, th *report.Thread) []report.Frame {
 	var fr []report.Frame
+	inStack := false
 	for _, f := range th.Frames {
 		if f.Kind == "user" {
 			fr = append(fr, f)
+			inStack = inStack || f.SP >= g.StackLo && f.SP < g.StackHi
 		}
 	}
-	if len(fr) == 0 || fr[len(fr)-1].Function != "runtime.goexit" {
-		return nil, fmt.Sprintf("running on thread %d, which was not running a goroutine when it was captured", th.TID)
+	if len(fr) == 0 || fr[len(fr)-1].Function != "runtime.goexit" || !inStack {
+		return nil
 	}
-	return fr, ""
+	return fr
 }

@@ -45,8 +45,18 @@ created by main.main in goroutine 1 at /src/app/main.go:40
 	if got := b.String(); !strings.HasSuffix(got, want) {
 		t.Errorf("text:\n%s\nwant it to end with:\n%s", got, want)
 	}
-	// Grouped: one group per stack, ids listed.
+	// Runnable goroutines wait for a thread, not for an event: counted
+	// apart from the waiting ones.
 	p := goProcess()
+	p.Goroutines = append(p.Goroutines, report.Goroutine{GoID: 19, Status: "runnable", Frames: p.Goroutines[1].Frames},
+		report.Goroutine{GoID: 20, Status: "preempted", Frames: p.Goroutines[1].Frames})
+	b.Reset()
+	Text(&b, []*report.Process{p}, TextOptions{})
+	if !strings.Contains(b.String(), "\nGo 1.26.8: 4 goroutines (1 on threads, 2 runnable, 1 waiting)\n") {
+		t.Errorf("with runnable goroutines:\n%s", b.String())
+	}
+	// Grouped: one group per stack, ids listed.
+	p = goProcess()
 	p.GoroutineGroups = report.GroupGoroutines(p.Goroutines)
 	b.Reset()
 	Text(&b, []*report.Process{p}, TextOptions{})

@@ -26,14 +26,21 @@ func textGoroutines(w *bufio.Writer, p *report.Process, o TextOptions) {
 		fmt.Fprintf(w, "\nGo %s: goroutines not read\n", ver)
 		return
 	}
-	onThreads := 0
+	onThreads, runnable := 0, 0
 	for i := range p.Goroutines {
-		if s := p.Goroutines[i].Status; s == "running" || s == "syscall" {
+		switch p.Goroutines[i].Status {
+		case "running", "syscall":
 			onThreads++
+		case "runnable", "preempted":
+			runnable++ // (ready to run, waiting only for a thread)
 		}
 	}
 	n := len(p.Goroutines)
-	fmt.Fprintf(w, "\nGo %s: %d goroutine%s (%d on threads, %d waiting)", ver, n, plural(n), onThreads, n-onThreads)
+	fmt.Fprintf(w, "\nGo %s: %d goroutine%s (%d on threads, ", ver, n, plural(n), onThreads)
+	if runnable > 0 {
+		fmt.Fprintf(w, "%d runnable, ", runnable)
+	}
+	fmt.Fprintf(w, "%d waiting)", n-onThreads-runnable)
 	if p.GoroutinesSkipped > 0 {
 		fmt.Fprintf(w, "; %d skipped: they changed while read", p.GoroutinesSkipped)
 	}

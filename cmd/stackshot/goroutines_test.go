@@ -137,7 +137,7 @@ func TestDumpGoroutines(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("text dump: exit %d: %s", code, errOut)
 			}
-			if !regexp.MustCompile(`(?m)^Go 1\.\d+(\.\d+)?: \d+ goroutines \(\d+ on threads, \d+ waiting\)$`).MatchString(out) {
+			if !regexp.MustCompile(`(?m)^Go 1\.\d+(\.\d+)?: \d+ goroutines \(\d+ on threads, (\d+ runnable, )?\d+ waiting\)$`).MatchString(out) {
 				t.Errorf("no goroutine summary line in:\n%s", out)
 			}
 			if !regexp.MustCompile(`(?m)^goroutine \d+ \[chan receive\]:\n#0 +0x[0-9a-f]+ in runtime.gopark at `).MatchString(out) {

@@ -7,6 +7,8 @@
 //	spin        start a goroutine spinning in main.spinner (running)
 //	gc          run a garbage collection (which records how long
 //	            goroutines have been waiting)
+//	deep N      park a goroutine in a channel receive under N calls of
+//	            main.deep
 //	exit        exit
 //
 // Flags: -park N parks N more goroutines in a channel receive.
@@ -19,6 +21,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +84,15 @@ func acceptor(l net.Listener) {
 func parked(ch chan int) {
 	started.Done()
 	<-ch
+}
+
+//go:noinline
+func deep(n int, ready chan bool) int {
+	if n == 0 {
+		ready <- true
+		return <-never
+	}
+	return deep(n-1, ready) + 1
 }
 
 var spinning int64
@@ -149,6 +161,17 @@ func main() {
 			fmt.Println("ok")
 		case len(f) == 1 && f[0] == "spin":
 			go spinner()
+			fmt.Println("ok")
+		case len(f) == 2 && f[0] == "deep":
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				fmt.Println("error:", err)
+				continue
+			}
+			ready := make(chan bool)
+			go deep(n, ready)
+			<-ready
+			time.Sleep(20 * time.Millisecond) // (until it parks)
 			fmt.Println("ok")
 		case len(f) == 1 && f[0] == "gc":
 			runtime.GC()
