@@ -119,3 +119,33 @@ func TestJSONGoroutines(t *testing.T) {
 		t.Errorf("text for an unknown layout:\n%s", b.String())
 	}
 }
+
+// TestVerdictGoroutineLocks: goroutines blocked on Go locks are the
+// verdict's answer for a hung Go program (the runtime records no owner):
+// how many, in which code, for how long, and whether anything runs.
+func TestVerdictGoroutineLocks(t *testing.T) {
+	frames := func(fns ...string) []report.Frame {
+		var fr []report.Frame
+		for _, fn := range fns {
+			fr = append(fr, report.Frame{Kind: "user", Function: fn})
+		}
+		return fr
+	}
+	p := &report.Process{Diagnosed: true, Runtime: &report.Runtime{Name: "go", Version: "go1.26.8"}}
+	for i, fn := range []string{"main.reader", "main.transfer", "main.reader", "main.reader", "main.transfer"} {
+		p.Goroutines = append(p.Goroutines, report.Goroutine{GoID: uint64(10 + i), Status: "waiting", WaitReason: "sync.Mutex.Lock",
+			WaitingNS: int64(i) * 60e9, HasWaiting: true,
+			Frames: frames("runtime.gopark", "sync.(*Mutex).lockSlow", "sync.(*Mutex).Lock", fn, "runtime.goexit")})
+	}
+	p.Goroutines = append(p.Goroutines,
+		report.Goroutine{GoID: 1, Status: "waiting", WaitReason: "sync.RWMutex.RLock", Frames: frames("main.main")},
+		report.Goroutine{GoID: 2, Status: "waiting", WaitReason: "IO wait", Frames: frames("main.serve")})
+	want := "no deadlock found; 5 goroutines wait for sync.Mutex.Lock (3 in main.reader, 2 in main.transfer), the longest for 4 minutes, and no goroutine runs"
+	if got := Verdict(p); got != want {
+		t.Errorf("verdict\n%q, want\n%q", got, want)
+	}
+	p.Goroutines = append(p.Goroutines, report.Goroutine{GoID: 3, Status: "runnable"})
+	if got := Verdict(p); !strings.HasSuffix(got, "the longest for 4 minutes") {
+		t.Errorf("with a runnable goroutine: %q", got)
+	}
+}

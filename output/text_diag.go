@@ -196,6 +196,9 @@ func Verdict(p *report.Process) string {
 		parts = append(parts, fmt.Sprintf("%d thread%s (%s) %s for %s", n, plural(n),
 			strings.Join(quoteAll(report.FoldNames(names[top])), ", "), verb, waitText(example[top])))
 	}
+	if g := goroutineLockWaits(p); g != "" {
+		parts = append(parts, g)
+	}
 	if s := p.ProgressSummary; s != nil && s.Stuck+s.Spinning > 0 {
 		var ps []string
 		if s.Stuck > 0 {
@@ -213,6 +216,93 @@ func Verdict(p *report.Process) string {
 		parts = append([]string{"no deadlock found"}, parts...)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// goLockReasons are the wait reasons of goroutines blocked on a Go lock:
+// the runtime records no owner, so they cannot join a deadlock cycle, but
+// they are what a hang of a Go program usually is.
+var goLockReasons = map[string]bool{"sync.Mutex.Lock": true, "sync.RWMutex.Lock": true, "sync.RWMutex.RLock": true}
+
+// goroutineLockWaits is the verdict's part about a Go program's
+// goroutines blocked on locks: the reason most of them wait for, where
+// (the first function outside the runtime and sync), for how long, and
+// whether any goroutine runs at all; "" when none waits on a lock.
+func goroutineLockWaits(p *report.Process) string {
+	byReason := map[string]int{}
+	running := false
+	for i := range p.Goroutines {
+		g := &p.Goroutines[i]
+		switch {
+		case goLockReasons[g.WaitReason]:
+			byReason[g.WaitReason]++
+		case g.Status == "running", g.Status == "runnable", g.Status == "syscall", g.Status == "preempted":
+			running = true
+		}
+	}
+	reason, n := "", 0
+	for r, c := range byReason {
+		if c > n || c == n && r < reason {
+			reason, n = r, c
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	where := map[string]int{}
+	var order []string
+	var longest int64
+	for i := range p.Goroutines {
+		g := &p.Goroutines[i]
+		if g.WaitReason != reason {
+			continue
+		}
+		fn := goCaller(g.Frames)
+		if where[fn] == 0 {
+			order = append(order, fn)
+		}
+		where[fn]++
+		if g.HasWaiting {
+			longest = max(longest, g.WaitingNS)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return where[order[i]] > where[order[j]] })
+	var at []string
+	for i, fn := range order {
+		if i == 3 {
+			at = append(at, fmt.Sprintf("%d more", len(order)-i))
+			break
+		}
+		at = append(at, fmt.Sprintf("%d in %s", where[fn], fn))
+	}
+	verb := "waits"
+	if n > 1 {
+		verb = "wait"
+	}
+	out := fmt.Sprintf("%d goroutine%s %s for %s (%s)", n, plural(n), verb, reason, strings.Join(at, ", "))
+	if m := longest / 60e9; m >= 1 {
+		out += fmt.Sprintf(", the longest for %d minute%s", m, plural(int(m)))
+	}
+	if !running {
+		out += ", and no goroutine runs"
+	}
+	return out
+}
+
+// goCaller is the first function of a goroutine's frames outside the
+// runtime and the sync packages: the code that asked for the lock.
+func goCaller(frames []report.Frame) string {
+	for i := range frames {
+		fn := frames[i].Function
+		if fn == "" || frames[i].Kind != "user" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(fn, "runtime."), strings.HasPrefix(fn, "sync."), strings.HasPrefix(fn, "internal/sync."):
+			continue
+		}
+		return fn
+	}
+	return "unknown code"
 }
 
 // textGroups writes the threads folded into groups (p.Groups); false when

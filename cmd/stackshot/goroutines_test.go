@@ -137,6 +137,11 @@ func TestDumpGoroutines(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("text dump: exit %d: %s", code, errOut)
 			}
+			// The verdict names the goroutine blocked on a Go mutex (main
+			// holds it): the runtime records no owner, the wait is said.
+			if want := "; 1 goroutine waits for sync.Mutex.Lock (1 in main.locker)"; !strings.Contains(strings.SplitN(out, "\n", 3)[1], want) {
+				t.Errorf("verdict line %q lacks %q", strings.SplitN(out, "\n", 3)[1], want)
+			}
 			if !regexp.MustCompile(`(?m)^Go 1\.\d+(\.\d+)?: \d+ goroutines \(\d+ on threads, (\d+ runnable, )?\d+ waiting\)$`).MatchString(out) {
 				t.Errorf("no goroutine summary line in:\n%s", out)
 			}
