@@ -68,6 +68,7 @@ func (r *Reader) Read(path string) (procs []*report.Process, failed int, err err
 	if !r.o.NoSandbox {
 		if procs, failed, err, ok := r.readSandboxed(f, size, path); ok {
 			f.Close()
+			noteGoroutines(procs)
 			return procs, failed, err
 		}
 	}
@@ -98,5 +99,32 @@ func (r *Reader) Read(path string) (procs []*report.Process, failed int, err err
 		rp.Warnings = append(rp.Warnings, sv.Warnings...)
 		procs = append(procs, rp)
 	}
+	noteGoroutines(procs)
 	return procs, failed, nil
+}
+
+// noteGoroutines says, for each Go program among procs, that its
+// goroutines were not read: they are read from a live program's runtime,
+// and a saved file is not searched for them. A Go program is known by
+// its threads' frames (the runtime's thread start or goroutine exit).
+func noteGoroutines(procs []*report.Process) {
+	for _, p := range procs {
+		if p.Runtime != nil || !goFrames(p) {
+			continue
+		}
+		p.Runtime = &report.Runtime{Name: "go"}
+		p.Warnings = append(p.Warnings, "goroutines not read: they are read from a live Go program only, not from a saved capture or core")
+	}
+}
+
+func goFrames(p *report.Process) bool {
+	for i := range p.Threads {
+		for _, f := range p.Threads[i].Frames {
+			switch f.Function {
+			case "runtime.mstart", "runtime.goexit", "runtime.rt0_go":
+				return true
+			}
+		}
+	}
+	return false
 }

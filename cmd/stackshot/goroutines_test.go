@@ -264,3 +264,45 @@ func TestDumpGoroutinesRunningAndWaiting(t *testing.T) {
 		t.Errorf("no chan receive goroutine with waiting_s")
 	}
 }
+
+// TestReportGoSaysNoGoroutines: a saved capture or core of a Go program
+// is reported with its threads; its goroutines are not read from it, and
+// the report says so (runtime go, goroutines null, a warning), never
+// leaves them out silently.
+func TestReportGoSaysNoGoroutines(t *testing.T) {
+	have, _ := testutil.GoToolchains()
+	bin := testutil.BuildGo(t, have[0], testutil.Testdata("goruntime", "goroutines"), []string{"CGO_ENABLED=0"})
+	tg := testutil.Start(t, bin)
+	for _, name := range []string{"go.cap", "go.core"} {
+		file := t.TempDir() + "/" + name
+		if _, errOut, code := runSS(t, "capture", fmt.Sprint(tg.PID), "-o", file); code != 0 {
+			t.Fatalf("capture: exit %d: %s", code, errOut)
+		}
+		out, errOut, code := runSS(t, "report", "--json", file)
+		if code != 0 {
+			t.Fatalf("report %s: exit %d: %s", name, code, errOut)
+		}
+		var p jGoProc
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Runtime == nil || p.Runtime.Name != "go" || p.Goroutines != nil {
+			t.Errorf("%s: runtime %+v, goroutines %v", name, p.Runtime, p.Goroutines)
+		}
+		if !strings.Contains(strings.Join(p.Warnings, "\n"), "goroutines not read: they are read from a live Go program only") {
+			t.Errorf("%s: warnings %q", name, p.Warnings)
+		}
+		if out, _, _ := runSS(t, "report", file); !strings.Contains(out, "\nGo program: goroutines not read\n") {
+			t.Errorf("%s: text:\n%s", name, out)
+		}
+	}
+	// A C program's capture has no runtime.
+	c := testutil.Start(t, testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "many.c")}, "-O2", "-g", "-pthread"), "1")
+	file := t.TempDir() + "/c.cap"
+	if _, errOut, code := runSS(t, "capture", fmt.Sprint(c.PID), "-o", file); code != 0 {
+		t.Fatalf("capture: exit %d: %s", code, errOut)
+	}
+	if out, _, _ := runSS(t, "report", "--json", file); strings.Contains(out, `"runtime"`) {
+		t.Errorf("a C program's report has a runtime")
+	}
+}
