@@ -223,6 +223,9 @@ func (s *Session) captureEach(pids []int, deadline time.Time, use func(*ptrace.P
 		}
 		id, _ := procmaps.ReadIdentity(pid) // a failure shows in the capture
 		p, err := s.Capture(pid, deadline)
+		if s.Interrupted() {
+			break // (what the capture met is the interrupt's doing)
+		}
 		if err != nil {
 			s.o.Say(err.Error())
 		}

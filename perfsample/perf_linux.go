@@ -173,7 +173,7 @@ func Open(pid int, tids []int, cfg Config) (*Set, error) {
 	}
 	if len(s.rings) == 0 {
 		s.Close()
-		return nil, fmt.Errorf("process %d: no thread to sample (%v)", pid, cmp.Or(first, error(unix.ESRCH)))
+		return nil, fmt.Errorf("process %d: no thread to sample (%w)", pid, cmp.Or(first, error(unix.ESRCH)))
 	}
 	return s, nil
 }

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"stackshot/internal/arch"
@@ -275,6 +276,9 @@ func (s *Sampler) Add(p *ptrace.Process) error {
 		switch {
 		case err == nil:
 			t.perf, t.latest = set, map[int]*perfThread{}
+		case errors.Is(err, syscall.ESRCH):
+			// Its threads are gone: so is the process, not perf events.
+			return fmt.Errorf("process %d: %w (%w)", p.PID, ErrGone, err)
 		case s.cfg.Source == SourcePerf:
 			return fmt.Errorf("process %d: sampling with perf events: %w", p.PID, err)
 		default:

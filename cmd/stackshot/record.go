@@ -61,6 +61,9 @@ func cmdRecord(args []string) error {
 	}
 	for _, pid := range c.pids {
 		p, err := s.Capture(pid, deadline)
+		if s.Interrupted() { // before sampling began: nothing to write
+			return live.ErrInterrupted
+		}
 		if err != nil {
 			return err // the message explains; exit 1
 		}
@@ -71,6 +74,9 @@ func cmdRecord(args []string) error {
 	end := smp.Run()
 	fmt.Fprint(os.Stderr, clear)
 	prof := smp.Profile()
+	if end == sampler.EndInterrupted && prof.Stats.Ticks == 0 {
+		return live.ErrInterrupted // (not one sample: nothing to write)
+	}
 	prof.PerThread = c.perThread
 	if !c.otlp.enabled() || c.output != "" { // --otlp alone writes no stdout
 		var buf bytes.Buffer

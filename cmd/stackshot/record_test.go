@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -287,6 +288,55 @@ func TestRecordInterruptWritesProfile(t *testing.T) {
 		}
 		os.Remove(out)
 	}
+}
+
+// TestRecordInterruptEarly: a signal while record sets up (its first
+// capture, the symbols' loading) ends it with "interrupted", nothing
+// written and exit 1, as a dump; one after ticks began writes what was
+// sampled. Never an empty profile said to be written, never the target
+// said to have exited, never the target left stopped.
+func TestRecordInterruptEarly(t *testing.T) {
+	tg := testutil.Start(t, buildHot(t))
+	outcomes := map[string]int{}
+	for i := 0; i < 16; i++ {
+		out := filepath.Join(t.TempDir(), "p.folded")
+		cmd := exec.Command(stackshotBin, "record", "-d", "60s", "-o", out, fmt.Sprint(tg.PID))
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(2+4*i) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGINT)
+		err := cmd.Wait()
+		_, statErr := os.Stat(out)
+		msg := se.String()
+		switch code := cmd.ProcessState.ExitCode(); {
+		case code == -1: // (the signal came before stackshot caught any: nothing was traced)
+			outcomes["killed before catching"]++
+		case code == 1 && strings.Contains(msg, "interrupted (every thread was detached; nothing written)"):
+			outcomes["interrupted, nothing written"]++
+			if statErr == nil {
+				t.Errorf("after %d ms: says nothing written, but %s exists", 2+4*i, out)
+			}
+		case code == 0 && regexp.MustCompile(`interrupted after \S+: [1-9]\d* ticks`).MatchString(msg):
+			outcomes["profile written"]++
+			if statErr != nil {
+				t.Errorf("after %d ms: no profile: %v", 2+4*i, statErr)
+			}
+		default:
+			t.Errorf("after %d ms: exit %v:\n%s", 2+4*i, err, msg)
+		}
+		for _, bad := range []string{"exited", "refused"} {
+			if strings.Contains(msg, bad) {
+				t.Errorf("after %d ms: %q in:\n%s", 2+4*i, bad, msg)
+			}
+		}
+		if s := testutil.State(tg.PID); s == "t" || s == "T" {
+			t.Fatalf("after %d ms: target left stopped", 2+4*i)
+		}
+	}
+	t.Logf("outcomes: %v", outcomes)
 }
 
 func TestRecordKilledLeavesTargetRunning(t *testing.T) {
