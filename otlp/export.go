@@ -67,40 +67,33 @@ func Open(f Flags, version string, getenv func(string) string, changed func(flag
 	return e, nil
 }
 
-// Where names the destination of a recording written to path, for the
-// summary: the file, or the collector when there is none.
-func (e *Exporter) Where(path string) string {
-	if e != nil && (path == "" || path == "-") {
-		return e.Sender.URL
-	}
-	return path
-}
-
 // Export sends prof within timeout (see Deliver), or spools it, and tells
 // say (nil: nothing) what became of it: the spooled profiles sent on the
-// way; the spool file an undelivered one is kept in. The error (exit 1) is for a profile neither sent nor
-// spooled. A nil Exporter exports nothing.
-func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say func(string)) error {
+// way; the spool file an undelivered one is kept in. sent says whether
+// the collector took it; the error (exit 1) is for a profile neither
+// sent nor spooled. A nil Exporter exports nothing.
+func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say func(string)) (sent bool, err error) {
 	if e == nil {
-		return nil
+		return false, nil
 	}
 	host, _ := os.Hostname()
 	pd, err := output.ToOTLP(prof, output.OTLPOptions{Host: host, Service: e.service, Version: e.version})
 	if err != nil {
-		return fmt.Errorf("cannot build the OTLP profile (%v)", err)
+		return false, fmt.Errorf("cannot build the OTLP profile (%v)", err)
 	}
 	body, err := Encode(pd)
 	if err != nil {
-		return err
+		return false, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := Deliver(ctx, e.Sender, e.spool, body)
 	if err != nil {
-		return fmt.Errorf("the profile was not delivered: %v", err)
+		return false, fmt.Errorf("the profile was not delivered: %v", err)
 	}
+	sent = out.Spooled == ""
 	if say == nil {
-		return nil
+		return sent, nil
 	}
 	if out.Flushed > 0 {
 		say(fmt.Sprintf("sent %d spooled profiles to %s", out.Flushed, e.Sender.URL))
@@ -108,5 +101,13 @@ func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say func(
 	if out.Spooled != "" {
 		say(fmt.Sprintf("warning: the profile was not delivered (%v); kept in %s: the next run with --spool %s sends it", out.Reason, out.Spooled, e.dir))
 	}
-	return nil
+	return sent, nil
+}
+
+// URL is where profiles are sent; "" for a nil Exporter.
+func (e *Exporter) URL() string {
+	if e == nil {
+		return ""
+	}
+	return e.Sender.URL
 }

@@ -107,19 +107,27 @@ func (s *Sender) Send(ctx context.Context, body []byte) error {
 			if e.After > 0 {
 				e.Msg += fmt.Sprintf("; the collector asked to wait %s, past the deadline", e.After)
 			}
-			e.Msg += fmt.Sprintf(" (%d attempts)", attempt)
+			e.Msg += attempts(attempt)
 			return e
 		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			e.Msg += fmt.Sprintf(" (%d attempts)", attempt)
+			e.Msg += attempts(attempt)
 			return e
 		case <-t.C:
 		}
 		wait = min(wait*2, backoffMax)
 	}
+}
+
+// attempts says how many posts were made: " (1 attempt)", " (3 attempts)".
+func attempts(n int) string {
+	if n == 1 {
+		return " (1 attempt)"
+	}
+	return fmt.Sprintf(" (%d attempts)", n)
 }
 
 // Once posts body once.

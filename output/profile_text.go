@@ -195,15 +195,16 @@ func clockText(p *Profile) string {
 }
 
 // WriteSummary writes the few lines `record` prints on stderr at its end:
-// how it ended (end), what it sampled, how, and where the profile went.
-func WriteSummary(w io.Writer, p *Profile, end, where string) {
+// how it ended (end), what it sampled, how, and where the profile went
+// (went: "written to FILE", "sent to URL").
+func WriteSummary(w io.Writer, p *Profile, end, went string) {
 	st := &p.Stats
 	what := "on-CPU samples"
 	if p.OffCPU {
 		what = "samples (on and off CPU)"
 	}
-	fmt.Fprintf(w, "stackshot: %s after %s: %d ticks (%.1f Hz of %d), %d %s of %d threads, %d unique stacks, written to %s\n",
-		end, p.Duration.Round(time.Millisecond), st.Ticks, st.AchievedHz, p.FreqHz, st.Samples, what, st.Threads, st.UniqueStacks, where)
+	fmt.Fprintf(w, "stackshot: %s after %s: %d ticks (%.1f Hz of %d), %d %s of %d threads, %d unique stacks, %s\n",
+		end, p.Duration.Round(time.Millisecond), st.Ticks, st.AchievedHz, p.FreqHz, st.Samples, what, st.Threads, st.UniqueStacks, went)
 	if !p.OffCPU && st.OffCPU > 0 {
 		fmt.Fprintf(w, "stackshot: %d captures of threads not running left out (--idle keeps them)\n", st.OffCPU)
 	}

@@ -50,10 +50,9 @@ func (o *otlpFlags) prepare(quiet bool) error {
 	return nil
 }
 
-func (o *otlpFlags) where(path string) string { return o.exp.Where(path) }
-
-// deliver sends prof within timeout, or spools it.
-func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet bool) error {
+// deliver sends prof within timeout, or spools it; sent says whether the
+// collector took it.
+func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet bool) (sent bool, err error) {
 	var say func(string)
 	if !quiet {
 		say = cli.Say

@@ -167,7 +167,8 @@ func TestRecordOTLPCollector(t *testing.T) {
 		wg.Go(func() {
 			_, se, code := runSS(t, "record", "-F", "99", "-d", "1s", "--timeout", "2s", "--otlp", col.URL,
 				"--spool", spool, fmt.Sprint(pid))
-			if code != 0 || !strings.Contains(se, "warning: the profile was not delivered") || !strings.Contains(se, "kept in "+spool) {
+			if code != 0 || !strings.Contains(se, "warning: the profile was not delivered") || !strings.Contains(se, "kept in "+spool) ||
+				!strings.Contains(se, "unique stacks, kept in the spool for "+col.URL) {
 				errs[i] = fmt.Sprintf("spooling record %d: exit %d: %s", i, code, se)
 			}
 		})
@@ -185,7 +186,7 @@ func TestRecordOTLPCollector(t *testing.T) {
 	// Back: the next record sends the two spooled first, then its own.
 	col = testutil.StartCollector(t, addr, out)
 	_, se, code = runSS(t, "record", "-F", "99", "-d", "1s", "--otlp", col.URL, "--spool", spool, fmt.Sprint(tg2.PID))
-	if code != 0 || !strings.Contains(se, "sent 2 spooled profiles") {
+	if code != 0 || !strings.Contains(se, "sent 2 spooled profiles") || !strings.Contains(se, "unique stacks, sent to "+col.URL) {
 		t.Fatalf("exit %d: %s", code, se)
 	}
 	batches = col.Received(t)

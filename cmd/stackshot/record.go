@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"stackshot/internal/cli"
@@ -78,6 +79,9 @@ func cmdRecord(args []string) error {
 		return live.ErrInterrupted // (not one sample: nothing to write)
 	}
 	prof.PerThread = c.perThread
+	// Where the profile went, for the summary: the file (or stdout), and
+	// the collector once it has answered.
+	var went []string
 	if !c.otlp.enabled() || c.output != "" { // --otlp alone writes no stdout
 		var buf bytes.Buffer
 		if err := output.WriteProfile(&buf, prof, format, 20); err != nil {
@@ -86,13 +90,28 @@ func cmdRecord(args []string) error {
 		if err := safefile.Output(path, buf.Bytes(), safefile.Public); err != nil {
 			return err
 		}
-	}
-	if where := c.otlp.where(path); !c.quiet {
-		if where == "" || where == "-" {
-			where = "stdout"
+		if path == "" || path == "-" {
+			went = append(went, "written to stdout")
+		} else {
+			went = append(went, "written to "+path)
 		}
-		output.WriteSummary(os.Stderr, prof, end.String(), where)
+	}
+	var sendErr error
+	if c.otlp.enabled() {
+		var sent bool
+		sent, sendErr = c.otlp.deliver(prof, max(time.Until(deadline), time.Second), c.quiet)
+		switch {
+		case sent:
+			went = append(went, "sent to "+c.otlp.exp.URL())
+		case sendErr == nil:
+			went = append(went, "kept in the spool for "+c.otlp.exp.URL())
+		default:
+			went = append(went, "not delivered to "+c.otlp.exp.URL())
+		}
+	}
+	if !c.quiet {
+		output.WriteSummary(os.Stderr, prof, end.String(), strings.Join(went, ", "))
 	}
 	c.symbolizerNotes(s)
-	return c.otlp.deliver(prof, max(time.Until(deadline), time.Second), c.quiet)
+	return sendErr
 }
