@@ -253,6 +253,25 @@ func (s *Session) captureEach(pids []int, deadline time.Time, use func(*ptrace.P
 	return failed, nil
 }
 
+// CaptureOnce captures each of pids once and hands each capture to use
+// (record's first captures). The first failure ends it, explained; an
+// interrupt, ErrInterrupted.
+func (s *Session) CaptureOnce(pids []int, deadline time.Time, use func(*ptrace.Process) error) error {
+	for _, pid := range pids {
+		p, err := s.Capture(pid, deadline)
+		if s.Interrupted() {
+			return ErrInterrupted // (what the capture met is the interrupt's doing)
+		}
+		if err != nil {
+			return err // (the capture's message explains)
+		}
+		if err := use(p); err != nil {
+			return ExplainCaptureError(pid, err)
+		}
+	}
+	return nil
+}
+
 // resolveLive unwinds, symbolizes and diagnoses a live capture.
 func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 	var rp *report.Process

@@ -69,31 +69,46 @@ func Open(f Flags, version string, getenv func(string) string, changed func(flag
 
 // Export sends prof within timeout (see Deliver), or spools it, and tells
 // say (nil: nothing) what became of it: the spooled profiles sent on the
-// way; the spool file an undelivered one is kept in. sent says whether
-// the collector took it; the error (exit 1) is for a profile neither
-// sent nor spooled. A nil Exporter exports nothing.
-func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say func(string)) (sent bool, err error) {
+// way; the spool file an undelivered one is kept in. went says, for the
+// summary, what became of it ("sent to URL", "kept in the spool for URL",
+// "not delivered to URL"); the error (exit 1) is for a profile neither
+// sent nor spooled. A nil Exporter exports nothing (went "").
+func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say func(string)) (went string, err error) {
 	if e == nil {
-		return false, nil
+		return "", nil
 	}
+	went, err = e.export(prof, timeout, say)
+	switch {
+	case err != nil:
+		went = "not delivered to " + e.Sender.URL
+	case went == "":
+		went = "sent to " + e.Sender.URL
+	}
+	return went, err
+}
+
+// export is Export; went is "" when the profile was sent.
+func (e *Exporter) export(prof *output.Profile, timeout time.Duration, say func(string)) (went string, err error) {
 	host, _ := os.Hostname()
 	pd, err := output.ToOTLP(prof, output.OTLPOptions{Host: host, Service: e.service, Version: e.version})
 	if err != nil {
-		return false, fmt.Errorf("cannot build the OTLP profile (%v)", err)
+		return "", fmt.Errorf("cannot build the OTLP profile (%v)", err)
 	}
 	body, err := Encode(pd)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := Deliver(ctx, e.Sender, e.spool, body)
 	if err != nil {
-		return false, fmt.Errorf("the profile was not delivered: %v", err)
+		return "", fmt.Errorf("the profile was not delivered: %v", err)
 	}
-	sent = out.Spooled == ""
+	if out.Spooled != "" {
+		went = "kept in the spool for " + e.Sender.URL
+	}
 	if say == nil {
-		return sent, nil
+		return went, nil
 	}
 	if out.Flushed > 0 {
 		say(fmt.Sprintf("sent %d spooled profiles to %s", out.Flushed, e.Sender.URL))
@@ -101,13 +116,5 @@ func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say func(
 	if out.Spooled != "" {
 		say(fmt.Sprintf("warning: the profile was not delivered (%v); kept in %s: the next run with --spool %s sends it", out.Reason, out.Spooled, e.dir))
 	}
-	return sent, nil
-}
-
-// URL is where profiles are sent; "" for a nil Exporter.
-func (e *Exporter) URL() string {
-	if e == nil {
-		return ""
-	}
-	return e.Sender.URL
+	return went, nil
 }

@@ -50,9 +50,9 @@ func (o *otlpFlags) prepare(quiet bool) error {
 	return nil
 }
 
-// deliver sends prof within timeout, or spools it; sent says whether the
-// collector took it.
-func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet bool) (sent bool, err error) {
+// deliver sends prof within timeout, or spools it; went says what became
+// of it ("" without --otlp).
+func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet bool) (went string, err error) {
 	var say func(string)
 	if !quiet {
 		say = cli.Say

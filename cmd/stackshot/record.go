@@ -60,17 +60,8 @@ func cmdRecord(args []string) error {
 	if smp.Perf() { // (then the mode was auto or nostop)
 		s.UseMode(ptrace.ModeNoStop) // the first capture stops no thread either
 	}
-	for _, pid := range c.pids {
-		p, err := s.Capture(pid, deadline)
-		if s.Interrupted() { // before sampling began: nothing to write
-			return live.ErrInterrupted
-		}
-		if err != nil {
-			return err // the message explains; exit 1
-		}
-		if err := smp.Add(p); err != nil {
-			return live.ExplainCaptureError(pid, err)
-		}
+	if err := s.CaptureOnce(c.pids, deadline, smp.Add); err != nil {
+		return err // (explained; interrupted: nothing to write)
 	}
 	end := smp.Run()
 	fmt.Fprint(os.Stderr, clear)
@@ -79,9 +70,7 @@ func cmdRecord(args []string) error {
 		return live.ErrInterrupted // (not one sample: nothing to write)
 	}
 	prof.PerThread = c.perThread
-	// Where the profile went, for the summary: the file (or stdout), and
-	// the collector once it has answered.
-	var went []string
+	var went []string                        // where the profile went, for the summary
 	if !c.otlp.enabled() || c.output != "" { // --otlp alone writes no stdout
 		var buf bytes.Buffer
 		if err := output.WriteProfile(&buf, prof, format, 20); err != nil {
@@ -90,24 +79,11 @@ func cmdRecord(args []string) error {
 		if err := safefile.Output(path, buf.Bytes(), safefile.Public); err != nil {
 			return err
 		}
-		if path == "" || path == "-" {
-			went = append(went, "written to stdout")
-		} else {
-			went = append(went, "written to "+path)
-		}
+		went = append(went, "written to "+safefile.OutputName(path))
 	}
-	var sendErr error
-	if c.otlp.enabled() {
-		var sent bool
-		sent, sendErr = c.otlp.deliver(prof, max(time.Until(deadline), time.Second), c.quiet)
-		switch {
-		case sent:
-			went = append(went, "sent to "+c.otlp.exp.URL())
-		case sendErr == nil:
-			went = append(went, "kept in the spool for "+c.otlp.exp.URL())
-		default:
-			went = append(went, "not delivered to "+c.otlp.exp.URL())
-		}
+	sent, sendErr := c.otlp.deliver(prof, max(time.Until(deadline), time.Second), c.quiet)
+	if sent != "" {
+		went = append(went, sent)
 	}
 	if !c.quiet {
 		output.WriteSummary(os.Stderr, prof, end.String(), strings.Join(went, ", "))

@@ -54,3 +54,12 @@ func Output(path string, data []byte, m Mode) error {
 	}
 	return WriteFile(path, data, m)
 }
+
+// OutputName names where Output writes path, for a message: "stdout" or
+// the path.
+func OutputName(path string) string {
+	if path == "" || path == "-" {
+		return "stdout"
+	}
+	return path
+}
