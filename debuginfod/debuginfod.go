@@ -16,18 +16,28 @@
 //
 // Robustness: servers are not trusted. Only http and https URLs are used,
 // redirects are followed at most maxRedirects times and only to http or
-// https, a file is read within Options.MaxBytes, and its build id (the ELF
-// note) must be the one asked for before it enters the cache; a download
-// is written under a temporary name in the cache and renamed into place
-// only when complete and verified (internal/safefile), so a partial or
-// rejected file never appears there.
+// https, a file is read within Options.MaxBytes (an announced length is
+// checked first), its first bytes must start an ELF file (else the
+// download ends there: an error page or noise is "not found", named in a
+// warning), and its build id (the ELF note) must be the one asked for
+// before it enters the cache; a download is written under a temporary
+// name in the cache and renamed into place only when complete and
+// verified (internal/safefile), so a partial or rejected file never
+// appears there, and the directories made for an attempt that kept no
+// file are taken away again (only those the Client made itself, checked by
+// identity, never through a symlink).
 package debuginfod
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -37,6 +47,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"stackshot/internal/safefile"
 	"stackshot/symtab"
@@ -60,7 +72,8 @@ const (
 	maxBuildIDHex    = 128 // 64 bytes: the longest build id tools produce
 )
 
-// ErrNotFound means no server has the file (or none was asked).
+// ErrNotFound means no server has the file (or none was asked): each
+// answered 404, or something that is not an ELF file.
 var ErrNotFound = errors.New("not found on any debuginfod server")
 
 // ErrDeferred is Fetch's answer while the Client is paused (a capture is
@@ -69,7 +82,8 @@ var ErrNotFound = errors.New("not found on any debuginfod server")
 var ErrDeferred = symtab.ErrFetchDeferred
 
 // ErrRejected means a server sent a file that is not what was asked for
-// (not ELF, another build id, too large): it was not kept.
+// (not ELF, another build id, too large): it was not kept. An answer that
+// is no ELF file at all is also ErrNotFound.
 var ErrRejected = errors.New("rejected")
 
 // Options configure a Client.
@@ -143,6 +157,9 @@ type Client struct {
 	bytes    int64 // bytes received
 	shown    bool  // a progress line is on the terminal
 	lastShow time.Time
+
+	dirMu sync.Mutex       // held while directories are made or taken away
+	made  map[string]dirID // directories this Client made, by path (dirMu)
 }
 
 type call struct {
@@ -169,7 +186,7 @@ func New(o Options) *Client {
 		ResponseHeaderTimeout: o.Timeout,
 		MaxIdleConnsPerHost:   o.Parallel,
 	}
-	c := &Client{o: o, sem: make(chan struct{}, o.Parallel), inflight: map[string]*call{}, problems: map[string]string{}, down: map[string]bool{}}
+	c := &Client{o: o, sem: make(chan struct{}, o.Parallel), inflight: map[string]*call{}, problems: map[string]string{}, down: map[string]bool{}, made: map[string]dirID{}}
 	c.http = &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= maxRedirects {
 			return fmt.Errorf("more than %d redirects", maxRedirects)
@@ -334,7 +351,7 @@ func (c *Client) fetch(ctx context.Context, buildID string, kind Kind, dest stri
 		if err == nil {
 			return dest, nil
 		}
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrRejected) {
 			c.problem(server, err)
 		}
 		errs = append(errs, err)
@@ -342,10 +359,17 @@ func (c *Client) fetch(ctx context.Context, buildID string, kind Kind, dest stri
 	if len(errs) == 0 {
 		return "", ErrNotFound
 	}
+	var junk []error // answers that were no ELF file: not found, and why
 	for _, e := range errs {
 		if !errors.Is(e, ErrNotFound) {
 			return "", errors.Join(errs...)
 		}
+		if errors.Is(e, ErrRejected) {
+			junk = append(junk, e)
+		}
+	}
+	if len(junk) > 0 {
+		return "", errors.Join(junk...)
 	}
 	return "", ErrNotFound
 }
@@ -416,26 +440,40 @@ func (c *Client) get(ctx context.Context, server, buildID string, kind Kind, des
 	if resp.ContentLength > c.o.MaxBytes {
 		return fmt.Errorf("%s of %s: %d bytes, more than the %d allowed: %w", kind, buildID, resp.ContentLength, c.o.MaxBytes, ErrRejected)
 	}
-	if err := os.MkdirAll(c.o.CacheDir, 0o700); err != nil {
-		return err
+	// A body that makes no progress for Timeout fails: the timer closes
+	// it, and every byte received sets it again.
+	stall := time.AfterFunc(c.o.Timeout, func() { resp.Body.Close() })
+	defer stall.Stop()
+	body := bufio.NewReaderSize(stallReader{resp.Body, stall, c.o.Timeout}, elf.EI_NIDENT)
+	// The first bytes tell an ELF file from an error page or noise: they
+	// are looked at as soon as they arrive, before anything is made in the
+	// cache, and the download ends there when they are wrong.
+	head, err := body.Peek(elf.EI_NIDENT)
+	switch {
+	case err != nil && err != io.EOF:
+		return cutShort(ctx, int64(len(head)), err)
+	case len(head) == 0:
+		return fmt.Errorf("%s of %s: empty answer: %w", kind, buildID, ErrRejected)
 	}
-	if err := os.Mkdir(filepath.Dir(dest), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
+	if why := notELF(head); why != "" {
+		return notELFError{fmt.Sprintf("the server answered %s of %s with something that is not an ELF file with a build id (%s, %s)", kind, buildID, mediaType(resp.Header), why)}
 	}
-	f, err := safefile.Create(dest, safefile.ReadOnly)
+	f, err := c.create(dest)
+	kept := false
+	defer func() {
+		if !kept {
+			c.tidy(filepath.Dir(dest))
+		}
+	}()
 	if err != nil {
 		return err
 	}
 	c.begin()
 	defer c.end()
-	n, err := c.copy(ctx, f, resp.Body)
+	n, err := c.copy(ctx, f, body)
 	if err != nil {
 		f.Abort()
 		return err
-	}
-	if n == 0 {
-		f.Abort()
-		return fmt.Errorf("%s of %s: empty answer: %w", kind, buildID, ErrRejected)
 	}
 	if err := f.Verify(func(r io.ReaderAt, size int64) error {
 		got, err := symtab.FileBuildID(r, size)
@@ -453,25 +491,91 @@ func (c *Client) get(ctx context.Context, server, buildID string, kind Kind, des
 	if err := f.Commit(); err != nil {
 		return err
 	}
+	kept = true
 	c.fetched(buildID, kind, n, server)
 	return nil
 }
 
-// copy reads the body within MaxBytes into f, counting progress; a body
-// that stalls for Timeout fails.
+// notELFError is an answer that is no ELF file at all (an error page from
+// a proxy, a captive portal's login form, noise): the server answered,
+// only not with the file. It is ErrRejected (nothing is kept, the server
+// is named in a warning) and ErrNotFound (the next server is asked, and
+// this one is asked again for other files).
+type notELFError struct{ msg string }
+
+func (e notELFError) Error() string { return e.msg }
+func (e notELFError) Is(target error) bool {
+	return target == ErrRejected || target == ErrNotFound
+}
+
+// notELF tells why the first bytes of an answer (elf.EI_NIDENT of them,
+// fewer only when the answer is that short) cannot start an ELF file the
+// symbolizer reads, "" when they can: the magic number, a class and a data
+// encoding internal/safeelf knows (both classes, both byte orders), and
+// the version debug/elf accepts.
+func notELF(head []byte) string {
+	switch {
+	case !bytes.HasPrefix(head, []byte(elf.ELFMAG)):
+		return fmt.Sprintf("starting %+q", head)
+	case len(head) < elf.EI_NIDENT:
+		return fmt.Sprintf("%d bytes, too few for an ELF header", len(head))
+	}
+	switch cl := elf.Class(head[elf.EI_CLASS]); cl {
+	case elf.ELFCLASS32, elf.ELFCLASS64:
+	default:
+		return fmt.Sprintf("an ELF header of unknown class %d", cl)
+	}
+	switch d := elf.Data(head[elf.EI_DATA]); d {
+	case elf.ELFDATA2LSB, elf.ELFDATA2MSB:
+	default:
+		return fmt.Sprintf("an ELF header of unknown data encoding %d", d)
+	}
+	if v := elf.Version(head[elf.EI_VERSION]); v != elf.EV_CURRENT {
+		return fmt.Sprintf("an ELF header of unknown version %d", v)
+	}
+	return ""
+}
+
+// mediaType names, for a message, the type an answer declared (its
+// Content-Type without parameters); only a well-formed type is repeated.
+func mediaType(h http.Header) string {
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return "no content type"
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if mt == "" || err != nil && err != mime.ErrInvalidMediaParameter {
+		return "an unreadable content type"
+	}
+	if len(mt) > 64 {
+		mt = mt[:64] + "..."
+	}
+	return mt
+}
+
+// stallReader reads r, setting the stall timer t again (to d) whenever a
+// byte arrives.
+type stallReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (s stallReader) Read(p []byte) (int, error) {
+	k, err := s.r.Read(p)
+	if k > 0 {
+		s.t.Reset(s.d)
+	}
+	return k, err
+}
+
+// copy reads the body within MaxBytes into w, counting progress.
 func (c *Client) copy(ctx context.Context, w io.Writer, body io.Reader) (int64, error) {
 	buf := make([]byte, 64<<10)
 	var n int64
-	stall := time.AfterFunc(c.o.Timeout, func() {
-		if cl, ok := body.(io.Closer); ok {
-			cl.Close()
-		}
-	})
-	defer stall.Stop()
 	for {
 		k, err := body.Read(buf)
 		if k > 0 {
-			stall.Reset(c.o.Timeout)
 			if n+int64(k) > c.o.MaxBytes {
 				return n, fmt.Errorf("answer larger than the %d bytes allowed: %w", c.o.MaxBytes, ErrRejected)
 			}
@@ -485,12 +589,115 @@ func (c *Client) copy(ctx context.Context, w io.Writer, body io.Reader) (int64, 
 			return n, nil
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return n, describe(ctx, ctx.Err())
-			}
-			return n, fmt.Errorf("download cut short after %d bytes: %v", n, err)
+			return n, cutShort(ctx, n, err)
 		}
 	}
+}
+
+// cutShort is the error of a body that failed after n bytes.
+func cutShort(ctx context.Context, n int64, err error) error {
+	if ctx.Err() != nil {
+		return describe(ctx, ctx.Err())
+	}
+	return fmt.Errorf("download cut short after %d bytes: %v", n, err)
+}
+
+// dirID is a directory's identity: device, inode and owner.
+type dirID struct {
+	dev, ino uint64
+	uid      uint32
+}
+
+// create makes the missing directories of dest (mkdirs) and starts
+// writing dest (internal/safefile, which walks the directory path without
+// following another user's symlink). Directories are made, and taken away
+// (tidy), under dirMu: tidy never removes a directory another fetch of
+// this Client has made or found but not yet written into.
+func (c *Client) create(dest string) (*safefile.File, error) {
+	c.dirMu.Lock()
+	defer c.dirMu.Unlock()
+	if err := c.mkdirs(filepath.Dir(dest)); err != nil {
+		return nil, err
+	}
+	return safefile.Create(dest, safefile.ReadOnly)
+}
+
+// mkdirs makes dir and the directories above it that are missing (0700, as
+// elfutils makes them) and remembers each one it made itself, by identity
+// (c.dirMu held).
+func (c *Client) mkdirs(dir string) error {
+	var missing []string
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		missing = append(missing, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		p := missing[i]
+		err := os.Mkdir(p, 0o700)
+		if errors.Is(err, fs.ErrExist) {
+			continue // made meanwhile by someone else: used, not remembered
+		}
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() {
+			c.made[p] = dirID{uint64(st.Dev), uint64(st.Ino), st.Uid}
+		}
+	}
+	return nil
+}
+
+// tidy takes away, deepest first, the empty directories from dir up that
+// this Client made (mkdirs), so that an attempt that kept no file leaves
+// none behind; the first directory that is not empty, or not one it made,
+// ends the walk. A directory is removed only while it is still the one
+// made (rmdir).
+func (c *Client) tidy(dir string) {
+	c.dirMu.Lock()
+	defer c.dirMu.Unlock()
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		id, ok := c.made[p]
+		if !ok {
+			return
+		}
+		err := rmdir(p, id)
+		if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+			return // in use: still the Client's, for a later attempt to take away
+		}
+		delete(c.made, p)
+		if err != nil || filepath.Dir(p) == p {
+			return
+		}
+	}
+}
+
+// errReplaced: the directory at a path is no longer the one made there.
+var errReplaced = errors.New("not the directory made")
+
+// rmdir removes the empty directory path when it is still the directory
+// id names, looked at through its parent without following a symlink at
+// its name: nothing else is ever removed.
+func rmdir(path string, id dirID) error {
+	parent, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(parent)
+	name := filepath.Base(path)
+	var st unix.Stat_t
+	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || (dirID{uint64(st.Dev), uint64(st.Ino), st.Uid}) != id {
+		return errReplaced
+	}
+	return unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
 }
 
 // describe turns a transport error into a short reason.
