@@ -2,6 +2,7 @@ package capfile
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/json"
@@ -48,6 +49,16 @@ type CoreOptions struct {
 	Kernel bool // the capture holds kernel stacks
 	// Extra is memory beyond the captured stacks (CollectMemory).
 	Extra []Segment
+	// Owner is what NT_PRPSINFO says of the process besides its pid,
+	// state and name (zero: unknown).
+	Owner CoreOwner
+}
+
+// CoreOwner is the process's parent, owner and command line, as
+// NT_PRPSINFO carries them.
+type CoreOwner struct {
+	PPID, UID, GID int
+	Args           string // the command line, arguments joined by spaces (80 bytes are kept)
 }
 
 // WriteCore writes an ELF core (ET_CORE, x86-64) of one captured process:
@@ -165,7 +176,7 @@ func coreNotes(p *ptrace.Process, opts CoreOptions) ([]byte, error) {
 	for k, i := range order {
 		addNote(&b, noteCore, ntPrstatus, prstatus(p, &p.Threads[i]))
 		if k == 0 {
-			addNote(&b, noteCore, ntPrpsinfo, prpsinfo(p))
+			addNote(&b, noteCore, ntPrpsinfo, prpsinfo(p, opts.Owner))
 			if len(p.Auxv) > 0 {
 				addNote(&b, noteCore, ntAuxv, p.Auxv)
 			}
@@ -234,16 +245,19 @@ func prstatus(p *ptrace.Process, th *ptrace.Thread) []byte {
 	return b
 }
 
-func prpsinfo(p *ptrace.Process) []byte {
+func prpsinfo(p *ptrace.Process, o CoreOwner) []byte {
 	b := make([]byte, prpsinfoSize)
 	le := binary.LittleEndian
 	if p.State != "" {
 		b[prpsinfoSname] = p.State[0]
 		b[prpsinfoState] = stateNumber(p.State[0])
 	}
+	le.PutUint32(b[prpsinfoUID:], uint32(o.UID))
+	le.PutUint32(b[prpsinfoGID:], uint32(o.GID))
 	le.PutUint32(b[prpsinfoPID:], uint32(p.PID))
+	le.PutUint32(b[prpsinfoPPID:], uint32(o.PPID))
 	copy(b[prpsinfoFname:prpsinfoFname+15], p.Comm)
-	copy(b[prpsinfoPsargs:prpsinfoPsargs+79], p.Exe)
+	copy(b[prpsinfoPsargs:prpsinfoPsargs+79], cmp.Or(o.Args, p.Exe))
 	return b
 }
 

@@ -404,6 +404,17 @@ func (s *Session) Save(pids []int, deadline time.Time, keep func(*ptrace.Process
 	return failed, nil
 }
 
+// coreOwner reads what a core says of the process's parent, owner and
+// command line (what cannot be read stays zero).
+func coreOwner(pid int) capfile.CoreOwner {
+	var o capfile.CoreOwner
+	if st, err := procmaps.ReadStatus(pid); err == nil {
+		o.PPID, o.UID, o.GID = st.PPid, st.UIDs[0], st.GIDs[0]
+	}
+	o.Args, _ = procmaps.ReadArgs(pid, 80)
+	return o
+}
+
 // Core is capture p as an ELF core, with the memory what asks for read
 // after its threads run again (no stop); what it left out is a warning.
 func (s *Session) Core(p *ptrace.Process, what capfile.CoreMemory) ([]byte, error) {
@@ -413,7 +424,8 @@ func (s *Session) Core(p *ptrace.Process, what capfile.CoreMemory) ([]byte, erro
 	}
 	host, _ := os.Hostname()
 	var buf bytes.Buffer
-	if err := capfile.WriteCore(&buf, p, capfile.CoreOptions{Host: host, Kernel: s.o.Capture.Kernel, Extra: extra}); err != nil {
+	if err := capfile.WriteCore(&buf, p, capfile.CoreOptions{Host: host, Kernel: s.o.Capture.Kernel, Extra: extra,
+		Owner: coreOwner(p.PID)}); err != nil {
 		return nil, fmt.Errorf("cannot write core of process %d (%v)", p.PID, err)
 	}
 	return buf.Bytes(), nil

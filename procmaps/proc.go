@@ -365,6 +365,29 @@ func readStatFile(path string) (Stat, error) {
 	return st, perr
 }
 
+// ReadArgs reads the first max bytes of a process's command line, its
+// arguments joined by spaces (as ps shows them; a kernel thread has none).
+// The target writes it: only max bytes are read.
+func ReadArgs(pid, max int) (string, error) {
+	f, err := os.Open(pidPath(pid, "cmdline"))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b := make([]byte, max)
+	n, err := io.ReadFull(f, b)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return "", err
+	}
+	b = bytes.TrimRight(b[:n], "\x00")
+	for i := range b {
+		if b[i] == 0 {
+			b[i] = ' '
+		}
+	}
+	return string(b), nil
+}
+
 // ReadProcStat reads /proc/PID/stat.
 func ReadProcStat(pid int) (Stat, error) {
 	return readStatFile(pidPath(pid, "stat"))

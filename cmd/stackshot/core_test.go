@@ -11,8 +11,10 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"testing"
 
 	"stackshot/internal/testutil"
+	"stackshot/procmaps"
 )
 
 // ssFrame is one physical user frame of stackshot's report, with the
@@ -416,5 +419,52 @@ func coreRoundTrip(t *testing.T, exe string, args []string, mode string, check f
 			}
 			compareWithTool(t, "eu-stack", p, euStackBacktraces(t, exe, core), false, c.mode == "stop")
 		}
+	}
+}
+
+// TestCorePrpsinfo: the core's NT_PRPSINFO says who the process was as
+// the kernel's own cores do: its parent, its owner and its command line
+// (not the executable's path), read from /proc while it ran.
+func TestCorePrpsinfo(t *testing.T) {
+	bin := buildBlocked(t, blockedVariants[1].flags)
+	tg := testutil.Start(t, bin, "spin")
+	st, err := procmaps.ReadStatus(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := captureCore(t, tg)
+	f, err := elf.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var info []byte
+	for _, ph := range f.Progs {
+		if ph.Type != elf.PT_NOTE {
+			continue
+		}
+		b, _ := io.ReadAll(ph.Open())
+		for len(b) >= 12 {
+			nsz, dsz, typ := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:]), binary.LittleEndian.Uint32(b[8:])
+			name := (12 + int(nsz) + 3) &^ 3
+			end := name + (int(dsz)+3)&^3
+			if end > len(b) {
+				break
+			}
+			if typ == 3 && string(b[12:12+nsz]) == "CORE\x00" {
+				info = b[name : name+int(dsz)]
+			}
+			b = b[end:]
+		}
+	}
+	if len(info) != 136 {
+		t.Fatalf("NT_PRPSINFO of %d bytes, want 136", len(info))
+	}
+	le := binary.LittleEndian
+	uid, gid, ppid := le.Uint32(info[16:]), le.Uint32(info[20:]), le.Uint32(info[28:])
+	psargs := string(bytes.TrimRight(info[56:136], "\x00"))
+	if int(uid) != st.UIDs[0] || int(gid) != st.GIDs[0] || int(ppid) != os.Getpid() || psargs != bin+" spin" {
+		t.Errorf("prpsinfo uid %d gid %d ppid %d psargs %q; want %d %d %d %q", uid, gid, ppid, psargs,
+			st.UIDs[0], st.GIDs[0], os.Getpid(), bin+" spin")
 	}
 }
