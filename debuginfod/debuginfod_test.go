@@ -105,12 +105,20 @@ func TestFileFetchedByElfutilsIsUsed(t *testing.T) {
 	}
 }
 
+// twoDebugFiles builds two targets split from their debug files, and
+// returns them with their debug files' bytes (other's is a file of the
+// wrong build id for sp).
+func twoDebugFiles(t *testing.T) (sp, other testutil.Split, debug, otherDebug []byte) {
+	sp = testutil.SplitTarget(t, "blocked", false)
+	other = testutil.SplitTarget(t, "hot", false)
+	debug, _ = os.ReadFile(sp.Debug)
+	otherDebug, _ = os.ReadFile(other.Debug)
+	return sp, other, debug, otherDebug
+}
+
 // Answers that are not the file asked for never enter the cache.
 func TestRejectedAnswers(t *testing.T) {
-	sp := testutil.SplitTarget(t, "blocked", false)
-	other := testutil.SplitTarget(t, "hot", false)
-	debug, _ := os.ReadFile(sp.Debug)
-	otherDebug, _ := os.ReadFile(other.Debug)
+	sp, other, debug, otherDebug := twoDebugFiles(t)
 	cases := []struct {
 		name    string
 		handle  func(w http.ResponseWriter, r *http.Request)
@@ -530,10 +538,7 @@ func TestELFHeaderFirstLook(t *testing.T) {
 // made for it (the cache, the directories above it, the build-id
 // directory) and nothing else.
 func TestRejectedDownloadLeavesNoDirectories(t *testing.T) {
-	sp := testutil.SplitTarget(t, "blocked", false)
-	other := testutil.SplitTarget(t, "hot", false)
-	debug, _ := os.ReadFile(sp.Debug)
-	otherDebug, _ := os.ReadFile(other.Debug)
+	sp, _, debug, otherDebug := twoDebugFiles(t)
 	cases := []struct {
 		name   string
 		handle func(w http.ResponseWriter, r *http.Request)
@@ -576,10 +581,7 @@ func TestRejectedDownloadLeavesNoDirectories(t *testing.T) {
 // still the one it made: not while another download writes into it, not
 // when something else (a directory, a symlink) has taken its place.
 func TestDirectoriesTakenAwayOnlyWhenTheirs(t *testing.T) {
-	sp := testutil.SplitTarget(t, "blocked", false)
-	other := testutil.SplitTarget(t, "hot", false)
-	debug, _ := os.ReadFile(sp.Debug)
-	otherDebug, _ := os.ReadFile(other.Debug)
+	sp, _, debug, otherDebug := twoDebugFiles(t)
 	// waitTemp waits until a download is being written into dir.
 	waitTemp := func(dir string) {
 		for range 500 {
