@@ -49,8 +49,8 @@ type CoreOptions struct {
 	Kernel bool // the capture holds kernel stacks
 	// Extra is memory beyond the captured stacks (CollectMemory).
 	Extra []Segment
-	// Owner is what NT_PRPSINFO says of the process besides its pid,
-	// state and name (zero: unknown).
+	// Owner is what NT_PRPSINFO (and NT_PRSTATUS, the parent) says of
+	// the process besides its pid, state and name (zero: unknown).
 	Owner CoreOwner
 }
 
@@ -174,7 +174,7 @@ func coreNotes(p *ptrace.Process, opts CoreOptions) ([]byte, error) {
 		}
 	}
 	for k, i := range order {
-		addNote(&b, noteCore, ntPrstatus, prstatus(p, &p.Threads[i]))
+		addNote(&b, noteCore, ntPrstatus, prstatus(p, &p.Threads[i], opts.Owner.PPID))
 		if k == 0 {
 			addNote(&b, noteCore, ntPrpsinfo, prpsinfo(p, opts.Owner))
 			if len(p.Auxv) > 0 {
@@ -230,7 +230,7 @@ func threadRegs(th *ptrace.Thread) []uint64 {
 	return nil
 }
 
-func prstatus(p *ptrace.Process, th *ptrace.Thread) []byte {
+func prstatus(p *ptrace.Process, th *ptrace.Thread, ppid int) []byte {
 	b := make([]byte, prstatusSize)
 	le := binary.LittleEndian
 	if th.Signal != 0 {
@@ -238,6 +238,7 @@ func prstatus(p *ptrace.Process, th *ptrace.Thread) []byte {
 		le.PutUint16(b[prstatusCursig:], uint16(th.Signal))
 	}
 	le.PutUint32(b[prstatusPID:], uint32(th.TID))
+	le.PutUint32(b[prstatusPPID:], uint32(ppid))
 	le.PutUint32(b[prstatusPgrp:], uint32(p.PID))
 	if regs := threadRegs(th); regs != nil {
 		putRegs(b, regs)

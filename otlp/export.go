@@ -77,33 +77,23 @@ func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say func(
 	if e == nil {
 		return "", nil
 	}
-	went, err = e.export(prof, timeout, say)
-	switch {
-	case err != nil:
-		went = "not delivered to " + e.Sender.URL
-	case went == "":
-		went = "sent to " + e.Sender.URL
-	}
-	return went, err
-}
-
-// export is Export; went is "" when the profile was sent.
-func (e *Exporter) export(prof *output.Profile, timeout time.Duration, say func(string)) (went string, err error) {
+	notSent := "not delivered to " + e.Sender.URL
 	host, _ := os.Hostname()
 	pd, err := output.ToOTLP(prof, output.OTLPOptions{Host: host, Service: e.service, Version: e.version})
 	if err != nil {
-		return "", fmt.Errorf("cannot build the OTLP profile (%v)", err)
+		return notSent, fmt.Errorf("cannot build the OTLP profile (%v)", err)
 	}
 	body, err := Encode(pd)
 	if err != nil {
-		return "", err
+		return notSent, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := Deliver(ctx, e.Sender, e.spool, body)
 	if err != nil {
-		return "", fmt.Errorf("the profile was not delivered: %v", err)
+		return notSent, fmt.Errorf("the profile was not delivered: %v", err)
 	}
+	went = "sent to " + e.Sender.URL
 	if out.Spooled != "" {
 		went = "kept in the spool for " + e.Sender.URL
 	}

@@ -235,7 +235,7 @@ func goroutineLockWaits(p *report.Process) string {
 		switch {
 		case goLockReasons[g.WaitReason]:
 			byReason[g.WaitReason]++
-		case g.Status == "running", g.Status == "runnable", g.Status == "syscall", g.Status == "preempted":
+		case g.OnThread(), g.Runnable():
 			running = true
 		}
 	}

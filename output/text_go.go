@@ -28,11 +28,11 @@ func textGoroutines(w *bufio.Writer, p *report.Process, o TextOptions) {
 	}
 	onThreads, runnable := 0, 0
 	for i := range p.Goroutines {
-		switch p.Goroutines[i].Status {
-		case "running", "syscall":
+		switch g := &p.Goroutines[i]; {
+		case g.OnThread():
 			onThreads++
-		case "runnable", "preempted":
-			runnable++ // (ready to run, waiting only for a thread)
+		case g.Runnable():
+			runnable++
 		}
 	}
 	n := len(p.Goroutines)

@@ -24,6 +24,14 @@ type Goroutine struct {
 	Error      string // why the stack is incomplete ("" when complete)
 }
 
+// OnThread reports whether the goroutine is on an OS thread: running, or
+// in a system call.
+func (g *Goroutine) OnThread() bool { return g.Status == "running" || g.Status == "syscall" }
+
+// Runnable reports whether the goroutine is ready to run and waits only
+// for a thread (runnable, or preempted).
+func (g *Goroutine) Runnable() bool { return g.Status == "runnable" || g.Status == "preempted" }
+
 // CreatedBy is where a goroutine was started: the go statement's function
 // and position, and the goroutine that ran it.
 type CreatedBy struct {

@@ -424,7 +424,8 @@ func coreRoundTrip(t *testing.T, exe string, args []string, mode string, check f
 
 // TestCorePrpsinfo: the core's NT_PRPSINFO says who the process was as
 // the kernel's own cores do: its parent, its owner and its command line
-// (not the executable's path), read from /proc while it ran.
+// (not the executable's path), read from /proc while it ran; its threads'
+// NT_PRSTATUS carry the parent too.
 func TestCorePrpsinfo(t *testing.T) {
 	bin := buildBlocked(t, blockedVariants[1].flags)
 	tg := testutil.Start(t, bin, "spin")
@@ -438,7 +439,7 @@ func TestCorePrpsinfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var info []byte
+	var info, status []byte // NT_PRPSINFO, the first NT_PRSTATUS
 	for _, ph := range f.Progs {
 		if ph.Type != elf.PT_NOTE {
 			continue
@@ -454,6 +455,9 @@ func TestCorePrpsinfo(t *testing.T) {
 			if typ == 3 && string(b[12:12+nsz]) == "CORE\x00" {
 				info = b[name : name+int(dsz)]
 			}
+			if typ == 1 && status == nil {
+				status = b[name : name+int(dsz)]
+			}
 			b = b[end:]
 		}
 	}
@@ -466,5 +470,8 @@ func TestCorePrpsinfo(t *testing.T) {
 	if int(uid) != st.UIDs[0] || int(gid) != st.GIDs[0] || int(ppid) != os.Getpid() || psargs != bin+" spin" {
 		t.Errorf("prpsinfo uid %d gid %d ppid %d psargs %q; want %d %d %d %q", uid, gid, ppid, psargs,
 			st.UIDs[0], st.GIDs[0], os.Getpid(), bin+" spin")
+	}
+	if len(status) < 44 || int(le.Uint32(status[36:])) != os.Getpid() {
+		t.Errorf("NT_PRSTATUS (%d bytes) does not carry the parent %d", len(status), os.Getpid())
 	}
 }

@@ -337,6 +337,9 @@ func TestRecordInterruptEarly(t *testing.T) {
 		}
 	}
 	t.Logf("outcomes: %v", outcomes)
+	if outcomes["interrupted, nothing written"]+outcomes["profile written"] == 0 {
+		t.Errorf("no signal landed after stackshot caught it: the test proved nothing")
+	}
 }
 
 func TestRecordKilledLeavesTargetRunning(t *testing.T) {
