@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build test demo bench fuzz-smoke vet clean
+.PHONY: all build test demo bench fuzz-smoke vet clean setup-demo setup-test
 
 all: build
 
@@ -25,14 +25,24 @@ build:
 # The output is go test's own, then the list of skipped tests with their
 # reasons (internal/testsum); STACKSHOT_STRICT=1 (CI) turns a missing tool
 # into a failure.
-test: build
+test: setup-test
+	@$(MAKE) --no-print-directory build
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -run 'Concurrent' ./symtab/
 	set -o pipefail; $(GO) test -json -count=1 -p 1 -timeout 60m ./... | $(GO) run ./internal/testsum
 
 # Start the bundled multi-threaded demo target, dump it, stop it.
-demo: build
+demo: setup-demo
+	@$(MAKE) --no-print-directory build
 	@./scripts/demo.sh $(BIN)
+
+# What make demo and make test need, installed when missing (as root) or
+# named (otherwise): scripts/setup.sh. Nothing is installed, and no
+# package index fetched, when all is present.
+setup-demo:
+	@./scripts/setup.sh demo
+setup-test:
+	@./scripts/setup.sh test
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./cmd/stackshot/ ./ptrace/
