@@ -7,7 +7,10 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build test demo bench fuzz-smoke vet clean setup-demo setup-test
+.PHONY: all build test demo bench fuzz-smoke vet clean setup-demo setup-test docs install
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
 
 all: build
 
@@ -55,6 +58,19 @@ fuzz-smoke:
 
 vet:
 	$(GO) vet ./...
+
+# The man page and the bash and zsh completion, made from the help the
+# binary prints (internal/gendocs; its test checks they are current).
+docs: build
+	$(GO) run ./internal/gendocs $(BIN) docs
+
+# The binary, its man page and completions, where man, bash-completion and
+# zsh look for them (PREFIX=/usr/local; DESTDIR for packaging).
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/stackshot
+	install -D -m 0644 docs/stackshot.1 $(DESTDIR)$(PREFIX)/share/man/man1/stackshot.1
+	install -D -m 0644 docs/completion/stackshot.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/stackshot
+	install -D -m 0644 docs/completion/_stackshot $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_stackshot
 
 clean:
 	rm -rf bin testdata/build

@@ -7,9 +7,9 @@
 #
 #   scripts/bare-root-check.sh [TARGET]   TARGET: demo (default) or test
 #
-# The packages debootstrap downloads are kept in a tarball under
-# STACKSHOT_BARE_CACHE (default /var/cache/stackshot): later runs install
-# from it without downloading them. STACKSHOT_BARE_MIRROR overrides the
+# The packages debootstrap downloads, and the root it installs, are kept
+# under STACKSHOT_BARE_CACHE (default /var/cache/stackshot-ci): later runs
+# unpack the root instead of installing it. STACKSHOT_BARE_MIRROR overrides the
 # Debian mirror (default: this machine's, else deb.debian.org).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,18 +32,22 @@ command -v debootstrap >/dev/null || {
 mirror=${STACKSHOT_BARE_MIRROR:-}
 if [ -z "$mirror" ] && grep -qs '^ID=debian' /etc/os-release; then
 	mirror=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-		awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) { print $i; exit } }')
+		awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) { print $i; exit } }' || true)
 	if [ -z "$mirror" ]; then
 		mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
-			awk '$1 == "URIs:" && $2 !~ /security/ { print $2; exit }')
+			awk '$1 == "URIs:" && $2 !~ /security/ { print $2; exit }' || true)
 	fi
 fi
 mirror=${mirror:-http://deb.debian.org/debian}
 
 arch=$(dpkg --print-architecture)
-cache=${STACKSHOT_BARE_CACHE:-/var/cache/stackshot}
+cache=${STACKSHOT_BARE_CACHE:-/var/cache/stackshot-ci}
 include=git,make,ca-certificates
 tarball=$cache/bookworm-minbase-$arch-$(echo "$include" | tr , -).tgz
+# The installed root, before anything is added: unpacking it takes
+# seconds, installing it minutes. A week old, it is made again.
+rootball=${tarball%.tgz}.root.tar
+find "$cache" -name '*.root.tar' -mtime +7 -delete 2>/dev/null || true
 mkdir -p "$cache"
 
 work=$(mktemp -d /var/tmp/stackshot-bare.XXXXXX)
@@ -65,19 +69,32 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 start=$(date +%s)
-if [ ! -s "$tarball" ]; then
-	say "downloading Debian 12's minbase packages from $mirror into $tarball"
-	debootstrap --variant=minbase --include="$include" --make-tarball="$tarball.part" \
-		bookworm "$work/download" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+if [ ! -s "$rootball" ]; then
+	if [ ! -s "$tarball" ]; then
+		say "downloading Debian 12's minbase packages from $mirror into $tarball"
+		debootstrap --variant=minbase --include="$include" --make-tarball="$tarball.part" \
+			bookworm "$work/download" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+			{ tail -20 "$work/debootstrap.log" >&2; exit 1; }
+		mv "$tarball.part" "$tarball"
+		rm -rf "$work/download"
+	fi
+	say "installing a bare Debian 12 root (kept as $rootball)"
+	debootstrap --variant=minbase --include="$include" --unpack-tarball="$tarball" \
+		bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
 		{ tail -20 "$work/debootstrap.log" >&2; exit 1; }
-	mv "$tarball.part" "$tarball"
-	rm -rf "$work/download"
+	tar -C "$root" --numeric-owner -cf "$rootball.part" . && mv "$rootball.part" "$rootball"
+else
+	say "unpacking the bare Debian 12 root $rootball"
+	mkdir "$root"
+	tar -C "$root" --numeric-owner -xf "$rootball"
 fi
-say "building a bare Debian 12 root in $root"
-debootstrap --variant=minbase --include="$include" --unpack-tarball="$tarball" \
-	bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
-	{ tail -20 "$work/debootstrap.log" >&2; exit 1; }
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The network's own certificate authorities (a proxy's, say), which this
+# machine trusts: a bare machine on this network would be given them too.
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+	cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+	chroot "$root" update-ca-certificates >/dev/null 2>&1
+fi
 built=$(date +%s)
 
 # The clone, at this working tree's commit.
