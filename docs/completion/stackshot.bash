@@ -26,8 +26,14 @@ _stackshot() {
 		--format) values='text json' ;;
 		-o|--output) values=file ;;
 		-t|--tid) values=pid ;;
+		--max-frames) values=none ;;
 		--debug-dir) values=dir ;;
+		--max-debug-bytes) values=none ;;
 		--mode) values='auto stop nostop' ;;
+		--timeout) values=none ;;
+		--stack-bytes) values=none ;;
+		--interval) values=none ;;
+		--count) values=none ;;
 		esac
 		;;
 	record)
@@ -38,10 +44,21 @@ _stackshot() {
 		--format) values='folded pprof svg json text' ;;
 		-o|--output) values=file ;;
 		-t|--tid) values=pid ;;
+		--max-frames) values=none ;;
 		--debug-dir) values=dir ;;
+		--max-debug-bytes) values=none ;;
 		--mode) values='auto stop nostop' ;;
+		--timeout) values=none ;;
+		--stack-bytes) values=none ;;
+		-F|--freq) values=none ;;
+		-d|--duration) values=none ;;
 		--sampler) values='perf ptrace auto' ;;
+		--otlp) values=none ;;
+		--otlp-header) values=none ;;
+		--service) values=none ;;
 		--spool) values=dir ;;
+		--spool-max-files) values=none ;;
+		--spool-max-mb) values=none ;;
 		esac
 		;;
 	capture)
@@ -49,10 +66,13 @@ _stackshot() {
 		operand=pid
 		case $prev in
 		-p|--pid) values=pid ;;
+		--format) values=none ;;
 		--core-memory) values='stacks writable all' ;;
 		-o|--output) values=file ;;
 		-t|--tid) values=pid ;;
 		--mode) values='auto stop nostop' ;;
+		--timeout) values=none ;;
+		--stack-bytes) values=none ;;
 		esac
 		;;
 	report)
@@ -62,7 +82,9 @@ _stackshot() {
 		--format) values='text json' ;;
 		-o|--output) values=file ;;
 		-t|--tid) values=pid ;;
+		--max-frames) values=none ;;
 		--debug-dir) values=dir ;;
+		--max-debug-bytes) values=none ;;
 		--perf-map) values=file ;;
 		--sysroot) values=dir ;;
 		esac
@@ -73,6 +95,7 @@ _stackshot() {
 		case $prev in
 		-p|--pid) values=pid ;;
 		--debug-dir) values=dir ;;
+		--max-debug-bytes) values=none ;;
 		-e|--exe) values=file ;;
 		esac
 		;;
@@ -81,6 +104,7 @@ _stackshot() {
 	pid) COMPREPLY=($(compgen -W "$(_stackshot_pids)" -- "$cur")); return ;;
 	file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+	none) COMPREPLY=(); return ;;
 	?*) COMPREPLY=($(compgen -W "$values" -- "$cur")); return ;;
 	esac
 	if [[ $cur == -* ]]; then

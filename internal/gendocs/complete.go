@@ -29,6 +29,8 @@ func Bash(h *Help) []byte {
 		for _, f := range c.Flags {
 			if k := f.Kind(); k != "" {
 				join(&b, "\t\t%s) values=%s ;;\n", bashPattern(f), bashValues(f, k))
+			} else if f.Value != "" { // a value nothing lists: offer nothing
+				join(&b, "\t\t%s) values=none ;;\n", bashPattern(f))
 			}
 		}
 		join(&b, "\t\tesac\n\t\t;;\n")
@@ -38,6 +40,7 @@ func Bash(h *Help) []byte {
 	join(&b, "\tpid) COMPREPLY=($(compgen -W \"$(_stackshot_pids)\" -- \"$cur\")); return ;;\n")
 	join(&b, "\tfile) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n")
 	join(&b, "\tdir) COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n")
+	join(&b, "\tnone) COMPREPLY=(); return ;;\n")
 	join(&b, "\t?*) COMPREPLY=($(compgen -W \"$values\" -- \"$cur\")); return ;;\n\tesac\n")
 	join(&b, "\tif [[ $cur == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W \"$flags\" -- \"$cur\"))\n\t\treturn\n\tfi\n")
 	join(&b, "\tlocal words=\n\t[ -z \"$named\" ] && words='%s version help'\n", strings.Join(names(h), " "))

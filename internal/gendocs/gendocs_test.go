@@ -143,6 +143,7 @@ func TestBashCompletion(t *testing.T) {
 		{[]string{"stackshot", "record", "--sampler", ""}, []string{"perf", "ptrace", "auto"}, nil},
 		{[]string{"stackshot", "dump", "-p", self}, []string{self}, nil},
 		{[]string{"stackshot", "dump", self}, []string{self}, []string{"record"}},
+		{[]string{"stackshot", "dump", "--timeout", ""}, nil, []string{self, "--pid"}}, // a duration: nothing to offer
 	}
 	for _, c := range cases {
 		got := complete(t, c.line...)
