@@ -135,9 +135,9 @@ chains=$(awk '
 	/^#[0-9]+ +0x[0-9a-f]+ in / { fr = fr " " $4 }
 	END { if (name != "") print name ":" fr }' "$work/out")
 fail=0
-for want in '"reader": reader_c reader_b reader_a start start_thread' \
-	'"condwait":.* cond_c cond_b cond_a start start_thread' \
-	'"spinner": spin_c spin_b spin_a start start_thread' \
+for want in '"reader":.* reader_c reader_b reader_a start' \
+	'"condwait":.* cond_c cond_b cond_a start' \
+	'"spinner": spin_c spin_b spin_a start' \
 	'"demo":.* main_wait main'; do
 	if ! grep -q -- "^$want" <<<"$chains"; then
 		say "the dump lacks the chain $want"
