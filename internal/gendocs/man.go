@@ -90,6 +90,14 @@ the cache of decoded symbol and debug tables (default: root's
 /var/cache/stackshot, else $XDG_CACHE_HOME/stackshot, else
 ~/.cache/stackshot; \fB\-\-no\-cache\fR: none).
 .TP
+.B STACKSHOT_NO_CACHE
+1: no cache at all, as \fB\-\-no\-cache\fR.
+.TP
+.B STACKSHOT_SANDBOX
+1: parse every target in the unprivileged child; 0: never (as
+\fB\-\-no\-sandbox\fR). By default, only another user's process, or one
+in another mount namespace, and every \fBreport\fR.
+.TP
 .B OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS
 the collector that \fBrecord \-\-otlp env\fR sends to, and its headers.
 .SH FILES
