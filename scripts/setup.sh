@@ -139,7 +139,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	for p in "${missing[@]}"; do
 		if apt-cache show "$p" >/dev/null 2>&1; then avail+=("$p"); else say "not available here, left out: $p"; fi
 	done
-	apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=900 "${avail[@]}" >/dev/null
+	apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=900 -o Dpkg::Use-Pty=0 "${avail[@]}" >/dev/null
 fi
 
 if [ "$go_ok" = false ]; then
