@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,5 +107,28 @@ func TestProgressByCPUShare(t *testing.T) {
 				t.Errorf("wakes every %dms, want %d", gotMS, c.wakeMS)
 			}
 		})
+	}
+}
+
+// A thread in a timed wait that one snapshot catches between its wake-up
+// and its next wait (queued for a CPU) is still waiting; one seen in two
+// different waits is not.
+func TestProgressWaitCaughtAwake(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	mk := func(waits ...string) []Snapshot {
+		var snaps []Snapshot
+		for k, w := range waits {
+			snaps = append(snaps, Snapshot{Time: t0.Add(time.Duration(k) * time.Second), Threads: map[int]ThreadSample{
+				1: {Stack: "s" + w, Inner: "f", Wait: w, CPU: CPU{RunNS: uint64(k) * 100000, Vol: uint64(k) * 10, HasVol: true}}}})
+		}
+		return snaps
+	}
+	for waits, want := range map[string]string{"futex 0x1,,futex 0x1": "waiting", ",futex 0x1,futex 0x1": "waiting",
+		"futex 0x1,futex 0x2,futex 0x1": "moving", ",,futex 0x1": "moving"} {
+		p := &report.Process{Threads: []report.Thread{{TID: 1}}}
+		Progress(p, mk(strings.Split(waits, ",")...))
+		if p.Threads[0].Progress != want {
+			t.Errorf("waits %q: %s, want %s", waits, p.Threads[0].Progress, want)
+		}
 	}
 }
