@@ -56,9 +56,29 @@ func NameFDs(p *report.Process, fds FDNamer, mem io.ReaderAt) {
 	sets := make([][]int, len(p.Threads))
 	counts := make([]int, len(p.Threads))
 	var all []int
+	seen := map[int]bool{}
+	type watched struct {
+		fds []int
+		n   int
+		ok  bool
+	}
+	epolls := map[int]watched{} // (a pool's threads share one instance)
+	epoll := func(fd int) ([]int, int, bool) {
+		w, ok := epolls[fd]
+		if !ok {
+			w.fds, w.n, w.ok = fds.EpollWatched(fd, report.MaxWatched)
+			epolls[fd] = w
+		}
+		return w.fds, w.n, w.ok
+	}
 	for i := range p.Threads {
-		sets[i], counts[i] = callFDs(&p.Threads[i], fds, mem)
-		all = append(all, sets[i]...)
+		sets[i], counts[i] = callFDs(&p.Threads[i], epoll, mem)
+		for _, fd := range sets[i] {
+			if !seen[fd] { // (a pool's threads share their descriptors)
+				seen[fd] = true
+				all = append(all, fd)
+			}
+		}
 	}
 	fds.Want(all)
 	names := map[int]*report.FD{} // (threads share descriptors)
@@ -109,7 +129,7 @@ func NameFDs(p *report.Process, fds FDNamer, mem io.ReaderAt) {
 // callFDs lists the descriptors thread t's system call is on: its first
 // argument, or that and the ones it watches (at most MaxWatched), and how
 // many it watches (-1 unknown).
-func callFDs(t *report.Thread, fds FDNamer, mem io.ReaderAt) ([]int, int) {
+func callFDs(t *report.Thread, epoll func(int) ([]int, int, bool), mem io.ReaderAt) ([]int, int) {
 	sc := t.Syscall
 	if sc == nil || !sc.InCall {
 		return nil, -1
@@ -124,7 +144,7 @@ func callFDs(t *report.Thread, fds FDNamer, mem io.ReaderAt) ([]int, int) {
 		if fd < 0 {
 			return nil, -1
 		}
-		w, n, ok := fds.EpollWatched(fd, report.MaxWatched)
+		w, n, ok := epoll(fd)
 		if !ok {
 			n = -1
 		}

@@ -14,6 +14,7 @@
  *   sleeploop   "taker-0..1" lock a mutex, sleep 1 ms, unlock, forever
  *   spin        "spinner" spins in a loop that makes no call
  *   idle N      "idle-0..N-1" wait on condition variables nobody signals
+ *   readers N   "reader-0..N-1" read one empty pipe
  *   holder      "holder" locks a mutex, then reads an empty pipe;
  *               "waiter-0..1" wait for the mutex
  * Main prints "ready" and NAME=VALUE pairs (thread ids, descriptors,
@@ -41,7 +42,7 @@
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
-#define MAXT 64
+#define MAXT 600
 
 static atomic_int started;
 static int tids[MAXT];
@@ -221,6 +222,14 @@ int main(int argc, char **argv) {
 		spawn("taker-1", taker);
 	} else if (!strcmp(mode, "spin")) {
 		spawn("spinner", spinner);
+	} else if (!strcmp(mode, "readers")) {
+		static char nm[MAXT][16];
+		int n = argc > 2 ? atoi(argv[2]) : 4;
+		if (pipe(pipefd)) abort();
+		for (int i = 0; i < n && i < MAXT; i++) {
+			snprintf(nm[i], sizeof nm[i], "reader-%d", i);
+			spawn(nm[i], piper);
+		}
 	} else if (!strcmp(mode, "holder")) {
 		if (pipe(pipefd)) abort();
 		spawn("holder", holder);
