@@ -60,7 +60,7 @@ type Thread struct {
 	Signal  int
 	// Diagnosis (see diagnosis.go); zero when not diagnosed.
 	WaitingFor *WaitingFor
-	Progress   string  // ProgressStuck | ProgressSpinning | ProgressMoving; "" single snapshot
+	Progress   string  // ProgressStuck | ProgressSpinning | ProgressWaiting | ProgressMoving; "" single snapshot
 	SameStackS float64 // seconds the user stack stayed the same across snapshots
 	// FDWait names the descriptors a blocked system call is on; nil none.
 	FDWait *FDWait
