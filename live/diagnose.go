@@ -15,14 +15,22 @@ import (
 // not to (--no-group).
 const GroupAuto = 64
 
-// cpuTimes reads each thread's time on a CPU (schedstat), after the
+// cpuTimes reads each thread's accounting (schedstat: time on a CPU and
+// queued for one; status: voluntary context switches), after the
 // capture: reading it needs no stop.
-func cpuTimes(pid int, p *report.Process) map[int]uint64 {
-	out := make(map[int]uint64, len(p.Threads))
+func cpuTimes(pid int, p *report.Process) map[int]diagnose.CPU {
+	out := make(map[int]diagnose.CPU, len(p.Threads))
 	for i := range p.Threads {
-		if st, err := procmaps.ReadSchedStat(pid, p.Threads[i].TID); err == nil {
-			out[p.Threads[i].TID] = st.RunNS
+		tid := p.Threads[i].TID
+		st, err := procmaps.ReadSchedStat(pid, tid)
+		if err != nil {
+			continue
 		}
+		c := diagnose.CPU{RunNS: st.RunNS, WaitNS: st.WaitNS}
+		if ts, err := procmaps.ReadTaskStatus(pid, tid); err == nil {
+			c.Vol, c.HasVol = ts.VolCtx, true
+		}
+		out[tid] = c
 	}
 	return out
 }
@@ -39,6 +47,10 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[in
 	} else {
 		diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
 	}
+	// What blocked threads' descriptors are: /proc of the target's own
+	// namespaces, and a poll's or select's arguments (plain integers) read
+	// from its memory.
+	diagnose.NameFDs(rp, procmaps.NewFDReader(raw.MemPID()), ptrace.MemReader{PID: raw.MemPID()})
 	if s.o.Group || (!s.o.NoGroup && len(rp.Threads) > GroupAuto) {
 		diagnose.Group(rp)
 	}
@@ -72,7 +84,8 @@ func (s *Session) dumpSnapshots(pids []int) ([]*report.Process, int, error) {
 			if err != nil {
 				return nil, err
 			}
-			sample := diagnose.Sample(rp, cpuTimes(p.PID, rp))
+			at := time.Now()
+			sample := diagnose.Sample(rp, cpuTimes(p.PID, rp), at)
 			return func() { snaps[p.PID] = append(snaps[p.PID], sample); last[p.PID] = rp }, nil
 		})
 		if err != nil {

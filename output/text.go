@@ -140,6 +140,9 @@ func syscallLine(t *report.Thread) string {
 	if t.Syscall == nil || !t.Syscall.InCall {
 		return "    --- kernel / user boundary ---\n"
 	}
+	if l := fdSyscallLine(t); l != "" {
+		return l
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "    --- %s(", t.Syscall.Name)
 	for i, a := range t.Syscall.Args {

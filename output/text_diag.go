@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"sort"
+	"stackshot/internal/term"
 	"stackshot/report"
 	"strings"
 )
@@ -41,7 +43,75 @@ func waitText(w *report.WaitingFor) string {
 	if w.OwnerTID != nil {
 		b.WriteString(" held by ")
 		b.WriteString(ownerText(*w.OwnerTID, w.OwnerName))
+		b.WriteString(ownerStateText(w.OwnerState))
 	}
+	return b.String()
+}
+
+// ownerStateText is what a lock's owner is doing: `, itself blocked in
+// read(7) on pipe:[8812]`; "" unknown.
+func ownerStateText(st *report.OwnerState) string {
+	switch {
+	case st == nil:
+		return ""
+	case st.Waiting != nil:
+		w := *st.Waiting
+		w.OwnerState = nil
+		return ", itself waiting for " + waitText(&w)
+	case st.Syscall != "" && st.FD != nil:
+		return fmt.Sprintf(", itself blocked in %s(%d) on %s", st.Syscall, st.FD.Num, fdText(st.FD))
+	case st.Syscall != "":
+		return ", itself blocked in " + st.Syscall
+	case st.State == "R":
+		return ", itself running"
+	}
+	return ""
+}
+
+// fdText names a descriptor: its path, pipe or socket ends; the kind of
+// an anonymous one (the target's strings escaped).
+func fdText(f *report.FD) string {
+	switch f.Kind {
+	case report.FDFile, report.FDPipe, report.FDSocket:
+		return term.Escape(f.Target)
+	}
+	return f.Kind
+}
+
+// fdSyscallLine is the system call line of a thread blocked on
+// descriptors: `    --- read(7, …) on pipe:[8812] ---`, `    ---
+// epoll_wait(5, …) on epoll watching 3: 4 tcp 127.0.0.1:6379 (listening),
+// 6 pipe:[12], 7 eventfd ---`; "" when none was named.
+func fdSyscallLine(t *report.Thread) string {
+	fw := t.FDWait
+	if fw == nil || t.Syscall == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("    --- " + t.Syscall.Name + "(")
+	if fw.FD != nil {
+		fmt.Fprintf(&b, "%d, …) on %s", fw.FD.Num, fdText(fw.FD))
+	} else {
+		b.WriteString("…)")
+	}
+	if fw.WatchedCount >= 0 || len(fw.Watched) > 0 {
+		b.WriteString(" watching")
+		if fw.WatchedCount >= 0 {
+			fmt.Fprintf(&b, " %d", fw.WatchedCount)
+		}
+		for i := range fw.Watched {
+			if i == 0 {
+				b.WriteString(":")
+			} else {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " %d %s", fw.Watched[i].Num, fdText(&fw.Watched[i]))
+		}
+		if n := fw.WatchedCount - len(fw.Watched); n > 0 && len(fw.Watched) > 0 {
+			fmt.Fprintf(&b, " and %d more", n)
+		}
+	}
+	b.WriteString(" ---\n")
 	return b.String()
 }
 
@@ -69,6 +139,11 @@ func progressMark(t *report.Thread) string {
 		return fmt.Sprintf(" [stuck %.1fs]", t.SameStackS)
 	case report.ProgressSpinning:
 		return " [spinning]"
+	case report.ProgressWaiting:
+		if t.WakeNS > 0 {
+			return " [waiting, wakes every ~" + period(t.WakeNS) + "]"
+		}
+		return " [waiting]"
 	}
 	return ""
 }
@@ -88,8 +163,8 @@ func textDiagnosis(w *bufio.Writer, p *report.Process) {
 		w.WriteString(deadlockLine(d, byTID) + "\n")
 	}
 	if s := p.ProgressSummary; s != nil {
-		fmt.Fprintf(w, "Progress over %d snapshots %.1fs apart: %d stuck, %d spinning, %d moving\n",
-			s.Snapshots, s.IntervalS, s.Stuck, s.Spinning, s.Moving)
+		fmt.Fprintf(w, "Progress over %d snapshots %.1fs apart: %d stuck, %d spinning, %d waiting, %d moving\n",
+			s.Snapshots, s.IntervalS, s.Stuck, s.Spinning, s.Waiting, s.Moving)
 	}
 }
 
@@ -163,7 +238,7 @@ func Verdict(p *report.Process) string {
 	var example = map[target]*report.WaitingFor{}
 	for i := range p.Threads {
 		w := p.Threads[i].WaitingFor
-		if w == nil || inCycle[p.Threads[i].TID] {
+		if w == nil || inCycle[p.Threads[i].TID] || idleWait(w) {
 			continue
 		}
 		k := target{w.Kind, w.Address, -1}
@@ -199,10 +274,10 @@ func Verdict(p *report.Process) string {
 	if g := goroutineLockWaits(p); g != "" {
 		parts = append(parts, g)
 	}
-	if s := p.ProgressSummary; s != nil && s.Stuck+s.Spinning > 0 {
+	if s := p.ProgressSummary; s != nil && stuckOnSomething(p)+s.Spinning > 0 {
 		var ps []string
-		if s.Stuck > 0 {
-			ps = append(ps, fmt.Sprintf("%d thread%s stuck", s.Stuck, plural(s.Stuck)))
+		if n := stuckOnSomething(p); n > 0 {
+			ps = append(ps, fmt.Sprintf("%d thread%s stuck", n, plural(n)))
 		}
 		if s.Spinning > 0 {
 			ps = append(ps, fmt.Sprintf("%d spinning", s.Spinning))
@@ -210,12 +285,96 @@ func Verdict(p *report.Process) string {
 		parts = append(parts, strings.Join(ps, ", ")+fmt.Sprintf(" over %d snapshots", s.Snapshots))
 	}
 	if len(parts) == 0 {
-		return "no deadlock found, no thread waits on a lock"
+		return nothingWrong(p)
 	}
 	if len(p.Deadlocks) == 0 {
 		parts = append([]string{"no deadlock found"}, parts...)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// idleWait reports whether a wait is for an event rather than for
+// something another thread holds: a condition variable, a semaphore.
+func idleWait(w *report.WaitingFor) bool {
+	return w.Kind == report.WaitCondvar || w.Kind == report.WaitSemaphore
+}
+
+// stuckOnSomething counts the stuck threads that are not at rest: a
+// thread stuck in an interruptible system call waiting for nothing that
+// another thread holds (a condition variable, an event loop, a read) is
+// idle, which is no finding; one stuck on a lock, in uninterruptible
+// sleep (state D) or outside a system call is.
+func stuckOnSomething(p *report.Process) int {
+	n := 0
+	for i := range p.Threads {
+		t := &p.Threads[i]
+		if t.Progress != report.ProgressStuck {
+			continue
+		}
+		inCall := t.Syscall != nil && t.Syscall.InCall
+		if !inCall || t.State == "D" || t.WaitingFor != nil && !idleWait(t.WaitingFor) {
+			n++
+		}
+	}
+	return n
+}
+
+// nothingWrong is the verdict of a process where nothing provably is
+// wrong: no thread waits for a lock, no cycle, nothing spins or is stuck
+// on something; then what most threads do alike, never one idle thread
+// singled out.
+func nothingWrong(p *report.Process) string {
+	out := "nothing is wrong: no thread waits for a lock, no deadlock"
+	if s := p.ProgressSummary; s != nil {
+		out += fmt.Sprintf(", nothing spinning or stuck on a lock over %d snapshots", s.Snapshots)
+	}
+	groups := p.Groups
+	if groups == nil {
+		groups = report.GroupThreads(p.Threads)
+	}
+	// (GroupThreads' order: the largest first, equal ones by first TID)
+	if len(groups) == 0 || len(groups[0].Members) == 0 || groups[0].Members[0] >= len(p.Threads) {
+		return out
+	}
+	g := &groups[0]
+	if g.Count == 1 && len(p.Threads) > 1 {
+		return out + fmt.Sprintf("; no two of its %d threads are alike", len(p.Threads))
+	}
+	t := &p.Threads[g.Members[0]]
+	out += fmt.Sprintf("; the largest group: %d thread%s (%s) ", g.Count, plural(g.Count), strings.Join(quoteAll(g.Names), ", "))
+	switch {
+	case t.WaitingFor != nil:
+		out += "waiting for " + kindText(t.WaitingFor.Kind)
+	case t.Syscall != nil && t.Syscall.InCall:
+		out += "blocked in " + t.Syscall.Name
+	case t.State == "R":
+		out += "running"
+	default:
+		out += "in state " + term.Escape(stateOrUnknown(t.State))
+	}
+	if fn := ownCode(p, t.Frames); fn != "" {
+		out += " in " + term.Escape(fn)
+	}
+	return out
+}
+
+// ownCode is the innermost function of the program's own executable in
+// frames, else the innermost named user function; "" none.
+func ownCode(p *report.Process, frames []report.Frame) string {
+	first := ""
+	for i := range frames {
+		f := &frames[i]
+		if f.Kind != "user" || f.Function == "" {
+			continue
+		}
+		if p.Exe != "" && f.Module == p.Exe {
+			return f.Function
+		}
+		if first == "" {
+			first = f.Function
+		}
+	}
+	return first
 }
 
 // goLockReasons are the wait reasons of goroutines blocked on a Go lock:
@@ -403,4 +562,21 @@ func tidRanges(tids []int) string {
 		i = j + 1
 	}
 	return "threads " + strings.Join(parts, ", ")
+}
+
+// period says a duration roughly, in two significant figures: "100ms",
+// "2.5ms", "1.5s", "40µs".
+func period(ns int64) string {
+	d := float64(ns)
+	switch {
+	case d >= 1e9:
+		return fmt.Sprintf("%.1fs", d/1e9)
+	case d >= 1e8:
+		return fmt.Sprintf("%.0fms", math.Round(d/1e7)*10)
+	case d >= 1e7:
+		return fmt.Sprintf("%.0fms", d/1e6)
+	case d >= 1e6:
+		return fmt.Sprintf("%.1fms", d/1e6)
+	}
+	return fmt.Sprintf("%.0fµs", d/1e3)
 }

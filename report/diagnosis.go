@@ -22,6 +22,8 @@ type WaitingFor struct {
 	// Note says why the owner is unknown, or what else was seen ("the
 	// kernel reported a PI deadlock"); "" when there is nothing to add.
 	Note string
+	// OwnerState is what the owner is doing; nil unknown.
+	OwnerState *OwnerState
 }
 
 // Deadlock is one cycle of the wait-for graph: TIDs[i] waits for the lock
@@ -46,6 +48,9 @@ const (
 	ProgressStuck    = "stuck"    // same user stack every time, no CPU time used
 	ProgressSpinning = "spinning" // CPU time used, same innermost function every time
 	ProgressMoving   = "moving"
+	// ProgressWaiting: the same wait (system call, lock) in every
+	// snapshot, little CPU: a timed wait or an event loop at rest.
+	ProgressWaiting = "waiting"
 )
 
 // ProgressSummary counts threads by progress over Snapshots snapshots.
@@ -53,4 +58,52 @@ type ProgressSummary struct {
 	Snapshots               int
 	IntervalS               float64
 	Stuck, Spinning, Moving int
+	Waiting                 int
+}
+
+// Kinds of file descriptor (FD.Kind).
+const (
+	FDFile     = "file"
+	FDPipe     = "pipe"
+	FDSocket   = "socket"
+	FDEventfd  = "eventfd"
+	FDEpoll    = "epoll"
+	FDTimerfd  = "timerfd"
+	FDSignalfd = "signalfd"
+	FDInotify  = "inotify"
+	FDAnon     = "anon"
+)
+
+// FD is a file descriptor a blocked thread waits on, as the target's
+// /proc shows it: Target is a path, "pipe:[ino]", or for a socket its
+// protocol and both ends ("tcp 10.0.0.4:40122 -> 10.0.0.9:5432"). Every
+// string is the target's (escape it before a terminal sees it).
+type FD struct {
+	Num    int
+	Kind   string
+	Target string
+}
+
+// FDWait is what a thread blocked in a system call on descriptors waits
+// on: FD the one its call is on (an epoll_wait's epoll instance, a read's
+// descriptor); Watched the descriptors a poll, select or epoll watches,
+// at most MaxWatched named, of WatchedCount (-1: not known).
+type FDWait struct {
+	FD           *FD
+	Watched      []FD
+	WatchedCount int
+}
+
+// MaxWatched is how many watched descriptors a report names.
+const MaxWatched = 8
+
+// OwnerState is what the owner of a lock a thread waits for is itself
+// doing, as the same report shows it: blocked in a system call (Syscall,
+// with its descriptor when one is named), waiting for a lock (Waiting),
+// or running (State "R").
+type OwnerState struct {
+	State   string
+	Syscall string
+	FD      *FD
+	Waiting *WaitingFor // kind, address and owner only
 }

@@ -60,8 +60,16 @@ type Thread struct {
 	Signal  int
 	// Diagnosis (see diagnosis.go); zero when not diagnosed.
 	WaitingFor *WaitingFor
-	Progress   string  // ProgressStuck | ProgressSpinning | ProgressMoving; "" single snapshot
+	Progress   string  // ProgressStuck | ProgressSpinning | ProgressWaiting | ProgressMoving; "" single snapshot
 	SameStackS float64 // seconds the user stack stayed the same across snapshots
+	// FDWait names the descriptors a blocked system call is on; nil none.
+	FDWait *FDWait
+	// CPUShares is the thread's CPU time over each interval between
+	// snapshots (1.0 = one CPU), CPUShare over all of them; WakeNS the
+	// mean time between its wake-ups when they could be counted (0 not).
+	CPUShares []float64
+	CPUShare  float64
+	WakeNS    int64
 }
 
 // Process is one process's symbolized resolve.

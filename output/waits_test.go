@@ -1,0 +1,59 @@
+package output
+
+import (
+	"testing"
+
+	"stackshot/report"
+)
+
+// A process where nothing is wrong: the verdict says so, then the largest
+// group of threads alike; among groups of one size the one whose first
+// thread comes first; with no two threads alike it names none of them.
+func TestVerdictNothingWrong(t *testing.T) {
+	in := func(fn, call string) []report.Frame {
+		return []report.Frame{{Kind: "kernel", Function: "do_" + call}, {Kind: "user", Function: "libc_" + call, Module: "/lib/libc.so.6"},
+			{Kind: "user", Function: fn, Module: "/srv/app"}, {Kind: "user", Function: "main", Module: "/srv/app"}}
+	}
+	th := func(tid int, name, fn, call string) report.Thread {
+		return report.Thread{TID: tid, Name: name, State: "S", Syscall: &report.Syscall{Name: call, InCall: true}, Frames: in(fn, call)}
+	}
+	p := &report.Process{Diagnosed: true, Exe: "/srv/app", Threads: []report.Thread{
+		th(10, "main", "loop", "epoll_wait"), th(11, "io-0", "io_wait", "read"), th(12, "gc-0", "gc_wait", "futex"),
+		th(13, "io-1", "io_wait", "read"), th(14, "gc-1", "gc_wait", "futex"),
+	}}
+	p.Threads[2].WaitingFor = &report.WaitingFor{Kind: report.WaitCondvar, Address: 0x1000}
+	p.Threads[4].WaitingFor = &report.WaitingFor{Kind: report.WaitCondvar, Address: 0x2000}
+	want := `nothing is wrong: no thread waits for a lock, no deadlock; the largest group: 2 threads ("io-*") blocked in read in io_wait`
+	if got := Verdict(p); got != want {
+		t.Errorf("verdict\n%q, want\n%q", got, want)
+	}
+	// Stuck idle threads and one waiting over snapshots: still nothing wrong.
+	p.ProgressSummary = &report.ProgressSummary{Snapshots: 3, Stuck: 4, Waiting: 1}
+	for i := 1; i < 5; i++ {
+		p.Threads[i].Progress = report.ProgressStuck
+	}
+	want = `nothing is wrong: no thread waits for a lock, no deadlock, nothing spinning or stuck on a lock over 3 snapshots; the largest group: 2 threads ("io-*") blocked in read in io_wait`
+	if got := Verdict(p); got != want {
+		t.Errorf("verdict\n%q, want\n%q", got, want)
+	}
+	// A thread stuck in uninterruptible sleep is a finding.
+	p.Threads[1].State = "D"
+	if got, want := Verdict(p), "no deadlock found; 1 thread stuck over 3 snapshots"; got != want {
+		t.Errorf("verdict\n%q, want\n%q", got, want)
+	}
+	p.Threads[1].State = "S"
+	// No two alike: none singled out.
+	p.Threads = p.Threads[:3]
+	p.ProgressSummary = nil
+	if got, want := Verdict(p), "nothing is wrong: no thread waits for a lock, no deadlock; no two of its 3 threads are alike"; got != want {
+		t.Errorf("verdict\n%q, want\n%q", got, want)
+	}
+}
+
+func TestWaitPeriod(t *testing.T) {
+	for ns, want := range map[int64]string{104e6: "100ms", 96e6: "96ms", 250e6: "250ms", 15e6: "15ms", 2.5e6: "2.5ms", 40e3: "40µs", 1.5e9: "1.5s"} {
+		if got := period(ns); got != want {
+			t.Errorf("period(%d) = %q, want %q", ns, got, want)
+		}
+	}
+}
