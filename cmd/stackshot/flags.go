@@ -189,7 +189,7 @@ func (c *common) parse(args []string, needPID bool) error {
 	if err := c.fs.Parse(args); err != nil {
 		return cli.FlagError(c.fs, err, c.badID)
 	}
-	if !c.quiet {
+	if cli.RouteLibraryLog(c.quiet); !c.quiet { // (net/http logs)
 		cli.WarnHidden(c.fs, cli.Say)
 	}
 	if args = c.fs.Args(); c.files {
