@@ -148,6 +148,9 @@ func (s *Session) snapshot(sr *series, pid, round int, deadline time.Time) {
 		s.endSeries(sr, pid, err, round)
 	case err != ErrInterrupted && err != errSaid:
 		s.o.Say(err.Error())
+		// Replaced while its first snapshot was read: nothing of either
+		// is shown, as the message says (not the newcomer's series).
+		sr.ended[pid] = sr.ended[pid] || replaced(err)
 	}
 }
 

@@ -146,3 +146,19 @@ echo "exit=$?" >&2
 		})
 	}
 }
+
+// A series whose target is replaced while its first snapshot is read: as
+// for one snapshot, neither process is shown (not the newcomer's series
+// instead), exit 1.
+func TestDumpSeriesPIDReusedAtFirst(t *testing.T) {
+	out, errOut, old := inPIDNamespace(t, `
+"$STACKSHOT" dump --json --interval 100ms --count 3 "$A"
+echo "exit=$?" >&2
+`, "STACKSHOT_TEST_AFTER_CAPTURE=echo >> \"$DIR/captures\"; [ $(wc -l < \"$DIR/captures\") = 1 ] || exit 0\n"+replaceScript)
+	if !strings.Contains(errOut, "stackshot: process "+old+" was replaced during the dump") || !strings.Contains(errOut, "exit=1\n") {
+		t.Errorf("the dump did not say the process was replaced, or exited 0:\n%s", errOut)
+	}
+	if strings.TrimSpace(out) != "" && strings.TrimSpace(out) != "[]" {
+		t.Errorf("a report was written for a process replaced at its first snapshot:\n%s", out)
+	}
+}
