@@ -25,11 +25,12 @@ import (
 // so a directory swapped for a link or another one afterwards is not
 // followed.
 func OpenDir(path, what string) (*os.File, error) {
-	base := filepath.Base(path)
+	clean := filepath.Clean(path) // ("spool/" is spool, in .)
+	base := filepath.Base(clean)
 	if path == "" || base == "." || base == ".." || base == "/" {
 		return nil, fmt.Errorf("cannot use %q as %s (give the directory by its name, such as /var/spool/stackshot)", path, what)
 	}
-	parent, err := openParent(filepath.Dir(path))
+	parent, err := openParent(filepath.Dir(clean))
 	if err != nil {
 		return nil, fmt.Errorf("cannot create %s %s or open it (%v)", what, path, err)
 	}
