@@ -109,7 +109,8 @@ func serveRaw(t *testing.T, answer func(c net.Conn, req string) bool, conns func
 
 // A debuginfod server that lies about its answers' length: stderr holds
 // stackshot's own one-line messages only, Go's HTTP client's complaint
-// among them as a warning (never its logger's raw, dated line).
+// among them as a warning (never its logger's raw, dated line); with -q,
+// nothing.
 func TestDebuginfodLyingLengthStderr(t *testing.T) {
 	sp := testutil.SplitTarget(t, "blocked", false)
 	tg := testutil.Start(t, sp.Exe)
@@ -126,6 +127,10 @@ func TestDebuginfodLyingLengthStderr(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("stderr lacks the HTTP client's complaint, as a warning:\n%s", errOut)
+	}
+	// -q: nothing at all.
+	if _, errOut := dumpEnv(t, debugEnv(cache, lyingServer(t)), "-q", "-s", fmt.Sprint(tg.PID)); errOut != "" {
+		t.Errorf("-q: stderr %q", errOut)
 	}
 	if files := testutil.CacheFiles(t, cache); len(files) != 0 {
 		t.Errorf("cache holds %v", files)
