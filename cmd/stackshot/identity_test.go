@@ -162,3 +162,68 @@ echo "exit=$?" >&2
 		t.Errorf("a report was written for a process replaced at its first snapshot:\n%s", out)
 	}
 }
+
+// dropScript is a target (python3 -c) that says "ready", then, once the
+// file drop appears in the directory argv[1], gives up root for nobody
+// (the same process: its pid and start time stay) and makes the file
+// dropped there.
+const dropScript = `
+import os, sys, time
+d = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)  # (nobody cannot walk to it)
+print("ready", flush=True)
+while not os.access("drop", os.F_OK, dir_fd=d):
+    time.sleep(0.01)
+os.setgroups([])
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+os.close(os.open("dropped", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=d))
+while True:
+    time.sleep(1)
+`
+
+// Whether a target's bytes are parsed in a sandboxed child is decided at
+// each snapshot of a series: a root process that becomes nobody's between
+// two snapshots (the same process) is parsed in the child from then on.
+// The child crashes on purpose (test hook), which shows it was asked: the
+// process loses its names, said in one line; the series is not ended.
+func TestDumpSeriesDecidesSandboxAgain(t *testing.T) {
+	needRoot(t)
+	python := testutil.Need(t, "python3")
+	bin := hookedBin(t)
+	marks := t.TempDir()
+	os.Chmod(marks, 0o777)
+	tg := testutil.Start(t, python, "-c", dropScript, marks)
+	hook := `[ "$STACKSHOT_SNAPSHOT" = 2 ] || exit 0
+touch "$MARKS/drop"
+n=0
+until [ -e "$MARKS/dropped" ]; do
+	n=$((n+1)); [ $n -lt 3000 ] || { echo "the target did not drop root" >&2; exit 9; }
+	sleep 0.01
+done`
+	cmd := exec.Command(bin, "dump", "--json", "--interval", "100ms", "--count", "3", fmt.Sprint(tg.PID))
+	cmd.Env = append(os.Environ(), "MARKS="+marks, "STACKSHOT_TEST_BEFORE_SNAPSHOT="+hook,
+		"STACKSHOT_TEST_SANDBOX_HOOK=crash", "STACKSHOT_SANDBOX=")
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, se.String())
+	}
+	if _, err := os.Stat(filepath.Join(marks, "dropped")); err != nil {
+		t.Fatalf("the target did not drop root: %s", se.String())
+	}
+	if want := fmt.Sprintf("names of process %d lost: the sandboxed parser failed", tg.PID); !strings.Contains(se.String(), want) ||
+		strings.Contains(se.String(), "not the process of the first snapshot") {
+		t.Errorf("stderr lacks %q (or ends the series):\n%s", want, se.String())
+	}
+	var p jProc
+	if err := json.Unmarshal([]byte(so.String()), &p); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, so.String())
+	}
+	for _, th := range p.Threads {
+		for _, f := range th.Frames {
+			if f.Function != nil && f.Kind == "user" {
+				t.Errorf("thread %s: %q named in-process after the target became nobody's", th.Name, *f.Function)
+			}
+		}
+	}
+}
