@@ -57,15 +57,31 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[in
 	return rp
 }
 
+// series is what a --count series knows of each target between
+// snapshots.
+type series struct {
+	snaps map[int][]diagnose.Snapshot
+	last  map[int]*report.Process // each pid's latest snapshot
+	at    map[int]int             // the round last[pid] is of
+	first map[int]procmaps.Identity
+	ended map[int]bool // its pid named another process: no more snapshots
+}
+
 // dumpSnapshots takes --count snapshots of every target, --interval
 // apart, and returns the last of each (for the targets the last round
 // read), its threads marked stuck, spinning or moving.
+//
+// Every snapshot is of the process the first one read: a pid that names
+// another process at a later snapshot (checked before it is read, after
+// its capture and after its resolution) ends that target's series with
+// a warning, counted as failed; its report is then its latest snapshot
+// before, with the progress of the snapshots before. Whether its bytes are
+// parsed in a sandboxed child is decided again at each snapshot.
 func (s *Session) dumpSnapshots(pids []int) ([]*report.Process, int, error) {
-	snaps := map[int][]diagnose.Snapshot{}
-	var last map[int]*report.Process
-	var failed int
+	sr := series{snaps: map[int][]diagnose.Snapshot{}, last: map[int]*report.Process{}, at: map[int]int{},
+		first: map[int]procmaps.Identity{}, ended: map[int]bool{}}
 	var began time.Time
-	for round := 0; round < s.o.Count; round++ {
+	for round := 0; round < s.o.Count && !s.Interrupted(); round++ {
 		if round > 0 {
 			select {
 			case <-time.After(time.Until(began.Add(s.o.Interval))):
@@ -73,32 +89,87 @@ func (s *Session) dumpSnapshots(pids []int) ([]*report.Process, int, error) {
 			}
 		}
 		began = time.Now()
-		last = map[int]*report.Process{}
-		final := round == s.o.Count-1
-		f, err := s.captureEach(pids, began.Add(s.o.Timeout), func(p *ptrace.Process) (func(), error) {
-			resolve := s.resolveCaptured
-			if final {
-				resolve = s.resolveLive // the last snapshot is the report
+		for _, pid := range pids {
+			if s.Interrupted() {
+				break
 			}
-			rp, err := resolve(p)
-			if err != nil {
-				return nil, err
+			if !sr.ended[pid] {
+				s.snapshot(&sr, pid, round, began.Add(s.o.Timeout))
 			}
-			at := time.Now()
-			sample := diagnose.Sample(rp, cpuTimes(p.PID, rp), at)
-			return func() { snaps[p.PID] = append(snaps[p.PID], sample); last[p.PID] = rp }, nil
-		})
-		if err != nil {
-			return nil, f, err
 		}
-		failed = f
+	}
+	if s.Interrupted() {
+		return nil, 0, ErrInterrupted
 	}
 	var procs []*report.Process
+	failed := 0
 	for _, pid := range pids {
-		if rp := last[pid]; rp != nil {
-			diagnose.Progress(rp, snaps[pid])
-			procs = append(procs, rp)
+		rp := sr.last[pid]
+		switch {
+		case sr.ended[pid]:
+			failed++
+			if rp == nil {
+				continue
+			}
+			if s.o.Group || (!s.o.NoGroup && len(rp.Threads) > GroupAuto) {
+				diagnose.Group(rp) // (no lock words: the process is gone)
+			}
+		case rp == nil || sr.at[pid] != s.o.Count-1:
+			failed++ // (said when its last round could not read it)
+			continue
 		}
+		diagnose.Progress(rp, sr.snaps[pid])
+		procs = append(procs, rp)
 	}
 	return procs, failed, nil
+}
+
+// snapshot takes snapshot round (from 0) of pid into sr; the last round's
+// is resolved whole (it is the report).
+func (s *Session) snapshot(sr *series, pid, round int, deadline time.Time) {
+	id, known := sr.first[pid]
+	if beforeSnapshotHook != nil && round > 0 {
+		beforeSnapshotHook(pid, round+1)
+	}
+	if !known {
+		id, _ = procmaps.ReadIdentity(pid) // a failure shows in the capture
+	} else if err := sameProcess(id); err != nil {
+		s.endSeries(sr, pid, err, round)
+		return
+	}
+	s.decideAgain(pid)
+	final := round == s.o.Count-1
+	err := s.captureOne(pid, deadline, id, func(p *ptrace.Process) (func(), error) {
+		resolve := s.resolveCaptured
+		if final {
+			resolve = s.resolveLive // the last snapshot is the report
+		}
+		rp, err := resolve(p)
+		if err != nil {
+			return nil, err
+		}
+		at := time.Now()
+		sample := diagnose.Sample(rp, cpuTimes(p.PID, rp), at)
+		return func() { sr.snaps[pid] = append(sr.snaps[pid], sample); sr.last[pid], sr.at[pid] = rp, round }, nil
+	})
+	switch {
+	case err == nil:
+		if !known && id.PID != 0 {
+			sr.first[pid] = id
+		}
+	case known && replaced(err):
+		s.endSeries(sr, pid, err, round)
+	case err != ErrInterrupted && err != errSaid:
+		s.o.Say(err.Error())
+		// Replaced while its first snapshot was read: nothing of either
+		// is shown, as the message says (not the newcomer's series).
+		sr.ended[pid] = sr.ended[pid] || replaced(err)
+	}
+}
+
+// endSeries ends pid's series at snapshot round (from 0): its pid names
+// another process now (err).
+func (s *Session) endSeries(sr *series, pid int, err error, round int) {
+	s.o.Say(seriesEnded(err, round+1, s.o.Count, len(sr.snaps[pid])))
+	sr.ended[pid] = true
 }

@@ -222,35 +222,57 @@ func (s *Session) captureEach(pids []int, deadline time.Time, use func(*ptrace.P
 			break
 		}
 		id, _ := procmaps.ReadIdentity(pid) // a failure shows in the capture
-		p, err := s.Capture(pid, deadline)
-		if s.Interrupted() {
-			break // (what the capture met is the interrupt's doing)
+		err := s.captureOne(pid, deadline, id, use)
+		if err == ErrInterrupted {
+			break
 		}
 		if err != nil {
-			s.o.Say(err.Error())
-		}
-		if err != nil || !p.Keep(s.o.Capture.TIDs, s.o.Say) {
+			if err != errSaid {
+				s.o.Say(err.Error())
+			}
 			failed++
-			continue
 		}
-		if afterCaptureHook != nil {
-			afterCaptureHook(pid)
-		}
-		keep, err := use(p)
-		if err == nil && id.PID != 0 {
-			err = sameProcess(id)
-		}
-		if err != nil {
-			s.o.Say(err.Error())
-			failed++
-			continue
-		}
-		keep()
 	}
 	if s.Interrupted() {
 		return failed, ErrInterrupted
 	}
 	return failed, nil
+}
+
+// errSaid is a failure already said (by ptrace.Process.Keep).
+var errSaid = errors.New("(said)")
+
+// captureOne captures pid and hands the capture to use (see captureEach);
+// id, read before, is the process pid is to name (PID 0: unknown): checked
+// after the capture, before use parses anything of it, and after use. Its
+// error says why nothing was kept (a *replacedError: pid names another
+// process); ErrInterrupted, a signal ended it.
+func (s *Session) captureOne(pid int, deadline time.Time, id procmaps.Identity, use func(*ptrace.Process) (keep func(), err error)) error {
+	p, err := s.Capture(pid, deadline)
+	if s.Interrupted() {
+		return ErrInterrupted // (what the capture met is the interrupt's doing)
+	}
+	if err != nil {
+		return err
+	}
+	if !p.Keep(s.o.Capture.TIDs, s.o.Say) {
+		return errSaid
+	}
+	if afterCaptureHook != nil {
+		afterCaptureHook(pid)
+	}
+	if err := sameProcess(id); err != nil {
+		return err // (none of it parsed, in-process or in a child)
+	}
+	keep, err := use(p)
+	if err == nil {
+		err = sameProcess(id)
+	}
+	if err != nil {
+		return err
+	}
+	keep()
+	return nil
 }
 
 // CaptureOnce captures each of pids once and hands each capture to use

@@ -33,11 +33,18 @@ import (
 // bad). A claim left by a run that died is given back after ten minutes.
 // The spool is bounded in files and bytes: when a new profile would pass
 // either bound, the oldest go first, each with a warning.
+//
+// The directory is opened once (safefile.OpenDir: no symbolic link
+// followed, its owner and mode checked, its parents as an output file's
+// are); listing, writing, claiming, reading and removing then go through
+// that descriptor, never the path: a spool swapped for a link, or for
+// another user's directory, while a run goes on is not followed.
 type Spool struct {
-	Dir      string
+	Dir      string // as given, for messages
 	MaxFiles int
 	MaxBytes int64
 	Warn     func(string)
+	dir      *os.File
 }
 
 const (
@@ -57,7 +64,7 @@ const (
 	DefaultSpoolBytes = 64 << 20
 )
 
-// OpenSpool checks dir (creating it, mode 0700, when it does not exist):
+// OpenSpool opens dir (creating it, mode 0700, when it does not exist):
 // it must be a real directory, not a symbolic link, belong to stackshot's
 // effective user and be writable by no one else (a profile planted there
 // would be sent as ours), and a file must be creatable in it.
@@ -68,34 +75,24 @@ func OpenSpool(dir string, maxFiles int, maxBytes int64, warn func(string)) (*Sp
 	if maxFiles <= 0 || maxBytes <= 0 {
 		return nil, errors.New("the spool's bounds must be positive")
 	}
-	var st unix.Stat_t
-	err := unix.Lstat(dir, &st)
-	if errors.Is(err, unix.ENOENT) {
-		if err := unix.Mkdir(dir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("cannot create the spool directory %s (%v; create it or give another)", dir, err)
-		}
-		err = unix.Lstat(dir, &st)
+	d, err := safefile.OpenDir(dir, "the spool directory")
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("cannot use the spool directory %s (%v)", dir, err)
-	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
-		return nil, fmt.Errorf("the spool directory %s is a symbolic link (stackshot spools only into a real directory: give the link's target)", dir)
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return nil, fmt.Errorf("the spool directory %s is not a directory (give a directory)", dir)
-	case int(st.Uid) != os.Geteuid():
-		return nil, fmt.Errorf("the spool directory %s belongs to uid %d, not to uid %d that stackshot runs as (give a directory of your own)", dir, st.Uid, os.Geteuid())
-	case st.Mode&0o022 != 0:
-		return nil, fmt.Errorf("the spool directory %s is writable by other users (they could plant or remove profiles; chmod go-w it)", dir)
+	probe, err := safefile.CreateAt(d, "probe"+spoolExt, safefile.Private)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("the spool directory %s is not writable (%v)", dir, err)
 	}
-	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
-		return nil, fmt.Errorf("the spool directory %s is not writable (%v; fix its permissions or give another)", dir, err)
-	}
-	if err := safefile.Check(filepath.Join(dir, "probe"+spoolExt)); err != nil {
-		return nil, fmt.Errorf("the spool directory %s cannot be written (%v)", dir, err)
-	}
-	return &Spool{Dir: dir, MaxFiles: maxFiles, MaxBytes: maxBytes, Warn: warn}, nil
+	probe.Abort()
+	return &Spool{Dir: dir, MaxFiles: maxFiles, MaxBytes: maxBytes, Warn: warn, dir: d}, nil
 }
+
+// Close releases the spool's directory.
+func (s *Spool) Close() error { return s.dir.Close() }
+
+// fd is the spool directory's descriptor.
+func (s *Spool) fd() int { return int(s.dir.Fd()) }
 
 func (s *Spool) warn(format string, args ...any) {
 	if s.Warn != nil {
@@ -112,12 +109,19 @@ func (s *Spool) Put(body []byte) (string, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	name := fmt.Sprintf("%020d-%d-%s%s", time.Now().UnixNano(), os.Getpid(), hex.EncodeToString(rnd[:]), spoolExt)
-	path := filepath.Join(s.Dir, name)
-	if err := safefile.WriteFile(path, body, safefile.Private); err != nil {
+	f, err := safefile.CreateAt(s.dir, name, safefile.Private)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.Write(body); err != nil {
+		f.Abort()
+		return "", fmt.Errorf("writing %s (%v; check the free space)", name, err)
+	}
+	if err := f.Commit(); err != nil {
 		return "", err
 	}
 	s.trim(name)
-	return path, nil
+	return filepath.Join(s.Dir, name), nil
 }
 
 type spooled struct {
@@ -128,24 +132,39 @@ type spooled struct {
 // list returns the spooled profiles, oldest first (their names start with
 // the time they were written).
 func (s *Spool) list() ([]spooled, error) {
-	ents, err := os.ReadDir(s.Dir)
+	names, err := s.names()
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the spool directory %s (%v)", s.Dir, err)
+		return nil, err
 	}
 	var out []spooled
-	for _, e := range ents {
-		n := e.Name()
-		if strings.HasPrefix(n, tmpPrefix) || !strings.HasSuffix(n, spoolExt) || !e.Type().IsRegular() {
+	for _, n := range names {
+		if strings.HasPrefix(n, tmpPrefix) || !strings.HasSuffix(n, spoolExt) {
 			continue
 		}
-		info, err := e.Info()
-		if err != nil {
-			continue // taken meanwhile
+		var st unix.Stat_t
+		if unix.Fstatat(s.fd(), n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue // taken meanwhile, or no profile
 		}
-		out = append(out, spooled{n, info.Size()})
+		out = append(out, spooled{n, st.Size})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
+}
+
+// names lists the spool directory through its descriptor (getdents on a
+// duplicate, read from its start each time).
+func (s *Spool) names() ([]string, error) {
+	fd, err := unix.Openat(s.fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the spool directory %s (%v)", s.Dir, err)
+	}
+	d := os.NewFile(uintptr(fd), s.Dir)
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the spool directory %s (%v)", s.Dir, err)
+	}
+	return names, nil
 }
 
 // trim drops the oldest profiles (never keep, the one just written) while
@@ -171,7 +190,7 @@ func (s *Spool) trim(keep string) {
 		// about) each file once; one another run claimed is leaving
 		// anyway.
 		if claim, ok := s.claim(f.name); ok {
-			os.Remove(filepath.Join(s.Dir, claim))
+			s.remove(claim)
 			s.warn("the spool %s is full (%d files, %d bytes; bounds %d and %d): dropped its oldest profile %s",
 				s.Dir, n, total, s.MaxFiles, s.MaxBytes, f.name)
 		}
@@ -186,7 +205,7 @@ func (s *Spool) claim(name string) (string, bool) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	claim := name + claimMark + fmt.Sprint(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
-	if err := os.Rename(filepath.Join(s.Dir, name), filepath.Join(s.Dir, claim)); err != nil {
+	if err := unix.Renameat(s.fd(), name, s.fd(), claim); err != nil {
 		return "", false
 	}
 	return claim, true
@@ -195,26 +214,29 @@ func (s *Spool) claim(name string) (string, bool) {
 // unclaim gives a claimed file back to the spool under its first name.
 func (s *Spool) unclaim(claim string) {
 	name, _, _ := strings.Cut(claim, claimMark)
-	os.Rename(filepath.Join(s.Dir, claim), filepath.Join(s.Dir, name))
+	unix.Renameat(s.fd(), claim, s.fd(), name)
 }
+
+// remove removes the spool's file name.
+func (s *Spool) remove(name string) { unix.Unlinkat(s.fd(), name, 0) }
 
 // recoverClaims gives back the claims of runs that died while sending
 // (untouched for staleClaim: renaming a file sets its change time).
 func (s *Spool) recoverClaims() {
-	ents, err := os.ReadDir(s.Dir)
+	names, err := s.names()
 	if err != nil {
 		return
 	}
-	for _, e := range ents {
-		if !strings.Contains(e.Name(), spoolExt+claimMark) {
+	for _, n := range names {
+		if !strings.Contains(n, spoolExt+claimMark) {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(s.Dir, e.Name()), &st) != nil {
+		if unix.Fstatat(s.fd(), n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 			continue
 		}
 		if time.Since(time.Unix(st.Ctim.Unix())) > staleClaim {
-			s.unclaim(e.Name())
+			s.unclaim(n)
 		}
 	}
 }
@@ -244,10 +266,9 @@ func (s *Spool) Flush(ctx context.Context, send func(context.Context, []byte) er
 		if !ok {
 			continue // another run is sending it
 		}
-		path := filepath.Join(s.Dir, claim)
-		body, err := s.read(path)
+		body, err := s.read(claim)
 		if err != nil {
-			os.Remove(path)
+			s.remove(claim)
 			s.warn("dropped the spooled profile %s (%v)", f.name, err)
 			continue
 		}
@@ -255,10 +276,10 @@ func (s *Spool) Flush(ctx context.Context, send func(context.Context, []byte) er
 		var e *Error
 		switch {
 		case err == nil:
-			os.Remove(path)
+			s.remove(claim)
 			sent++
 		case errors.As(err, &e) && e.Kind == Rejected:
-			os.Remove(path)
+			s.remove(claim)
 			s.warn("dropped the spooled profile %s: %v", f.name, err)
 		default:
 			s.unclaim(claim)
@@ -268,13 +289,14 @@ func (s *Spool) Flush(ctx context.Context, send func(context.Context, []byte) er
 	return sent, nil
 }
 
-// read reads a claimed file: a regular file of ours, within the bound.
-func (s *Spool) read(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+// read reads the claimed file name: a regular file of ours, within the
+// bound.
+func (s *Spool) read(name string) ([]byte, error) {
+	fd, err := unix.Openat(s.fd(), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), path)
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

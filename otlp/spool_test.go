@@ -26,7 +26,11 @@ func TestSpoolRefuses(t *testing.T) {
 	shared := filepath.Join(base, "shared")
 	os.Mkdir(shared, 0o700)
 	os.Chmod(shared, 0o777)
+	open := filepath.Join(base, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o777) // (not sticky: anyone may swap what is in it)
 	cases := map[string]string{
+		filepath.Join(open, "spool"):      "writable by every user and not sticky",
 		link:                              "is a symbolic link",
 		file:                              "is not a directory",
 		shared:                            "writable by other users",

@@ -14,6 +14,7 @@ func cmdDump(args []string) error {
 	if err := c.parse(args, true); err != nil {
 		return err
 	}
+	c.output = safefile.Expand(c.output, c.pids, c.started) // (%p %t %h, as record's -o)
 	if err := cli.CheckOutput(c.output); err != nil {
 		return err
 	}

@@ -189,7 +189,7 @@ func (c *common) parse(args []string, needPID bool) error {
 	if err := c.fs.Parse(args); err != nil {
 		return cli.FlagError(c.fs, err, c.badID)
 	}
-	if !c.quiet {
+	if cli.RouteLibraryLog(c.quiet); !c.quiet { // (net/http logs)
 		cli.WarnHidden(c.fs, cli.Say)
 	}
 	if args = c.fs.Args(); c.files {
@@ -230,10 +230,8 @@ func (c *common) check() error {
 		return cli.Usage(fmt.Sprintf("--stack-bytes %d", c.stackBytes), "want 0 (the default) or more", "")
 	case c.group && c.noGroup:
 		return cli.UsageError{Msg: "--group and --no-group disagree"}
-	case name == "dump" && (c.count < 1 || c.count > 1000):
-		return cli.UsageError{Msg: "--count must be between 1 and 1000"}
-	case c.count > 1 && c.interval <= 0:
-		return cli.UsageError{Msg: "--interval must be positive"}
+	case name == "dump" && cli.CheckSeries(c.fs, c.count, c.interval) != nil:
+		return cli.CheckSeries(c.fs, c.count, c.interval)
 	case c.consistent && mode == ptrace.ModeNoStop:
 		return cli.Usage("--consistent with --mode nostop", "a consistent capture stops every thread; nostop stops none",
 			"leave one of them out")

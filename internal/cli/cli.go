@@ -14,6 +14,7 @@ import (
 	"stackshot/internal/term"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -219,4 +220,20 @@ func CheckOutput(path string) error {
 // included.
 func Say(msg string) {
 	fmt.Fprintln(os.Stderr, "stackshot: "+term.Escape(strings.TrimSuffix(msg, "\n")))
+}
+
+// CheckSeries checks dump's --count N and --interval DUR (fs, its flags):
+// N from 1 to 1000, a positive DUR between snapshots, and no --interval
+// without --count (one snapshot is not taken silently for a series asked
+// with half its flags).
+func CheckSeries(fs *pflag.FlagSet, count int, interval time.Duration) error {
+	switch {
+	case count < 1 || count > 1000:
+		return UsageError{Msg: "--count must be between 1 and 1000"}
+	case fs.Changed("interval") && !fs.Changed("count"):
+		return Usage("--interval needs --count N", "it is the time between N snapshots", "e.g. '--interval 1s --count 5'")
+	case count > 1 && interval <= 0:
+		return UsageError{Msg: "--interval must be positive"}
+	}
+	return nil
 }

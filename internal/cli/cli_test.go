@@ -2,7 +2,9 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -52,5 +54,27 @@ func TestExitCodes(t *testing.T) {
 	}
 	if Exit(errors.New("cannot read process 1 (why; what)"), "dump", say) != ExitTarget || len(said) != 1 {
 		t.Errorf("an error: not exit 1 with it said (said %q)", said)
+	}
+}
+
+// A library's log messages come out as warnings: one line each, bounded,
+// each once, at most maxLibraryLines.
+func TestLibraryLog(t *testing.T) {
+	var said []string
+	l := &libraryLog{say: func(m string) { said = append(said, m) }}
+	l.Write([]byte("Unsolicited response received on idle HTTP channel starting with \"HTTP/1.1\"; err=<nil>\n"))
+	l.Write([]byte("Unsolicited response received on idle HTTP channel starting with \"HTTP/1.1\"; err=<nil>\n"))
+	l.Write([]byte("two\nlines\x1b[31m " + strings.Repeat("x", 500)))
+	if len(said) != 2 || said[0] != `warning: a library said: Unsolicited response received on idle HTTP channel starting with "HTTP/1.1"; err=<nil>` {
+		t.Fatalf("said %q", said)
+	}
+	if strings.Contains(said[1], "\n") || len(said[1]) > len("warning: a library said: ")+maxLibraryLine+3 || !strings.HasSuffix(said[1], "...") {
+		t.Errorf("long message said as %q", said[1])
+	}
+	for i := range 10 {
+		l.Write([]byte(fmt.Sprint("message ", i)))
+	}
+	if len(said) != maxLibraryLines {
+		t.Errorf("%d lines said, want at most %d", len(said), maxLibraryLines)
 	}
 }

@@ -242,22 +242,31 @@ func openDir(path string) (*os.File, string, error) {
 	if base == "." || base == ".." || base == "/" || path[len(path)-1] == '/' {
 		return nil, "", fmt.Errorf("cannot write %s (it names a directory; give a file name)", path)
 	}
-	dirName := filepath.Dir(path)
-	fd, err := walkDir(dirName)
+	dir, err := openParent(filepath.Dir(path))
 	if err != nil {
 		return nil, "", fmt.Errorf("cannot write %s (%v)", path, err)
 	}
-	dir := os.NewFile(uintptr(fd), dirName)
+	return dir, base, nil
+}
+
+// openParent opens directory name (walkDir) to make or replace a file in
+// it, refusing one every user may write to that is not sticky.
+func openParent(name string) (*os.File, error) {
+	fd, err := walkDir(name)
+	if err != nil {
+		return nil, err
+	}
+	dir := os.NewFile(uintptr(fd), name)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		dir.Close()
-		return nil, "", fmt.Errorf("cannot write %s (%v)", path, err)
+		return nil, err
 	}
 	if st.Mode&unix.S_IWOTH != 0 && st.Mode&unix.S_ISVTX == 0 {
 		dir.Close()
-		return nil, "", fmt.Errorf("cannot write %s (%s is writable by every user and not sticky: another user could replace the file; write elsewhere or chmod +t the directory)", path, dirName)
+		return nil, fmt.Errorf("%s is writable by every user and not sticky: another user could replace the file; write elsewhere or chmod +t the directory", name)
 	}
-	return dir, base, nil
+	return dir, nil
 }
 
 // maxLinks bounds the symlinks followed in one directory path, as the
