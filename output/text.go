@@ -99,16 +99,22 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	boundary := false
 	var prev *report.Frame // the frame body was made for
 	var body []byte
+	// The kernel's entry glue is said once, as the syscall line; -v and a
+	// thread in D state (the kernel's own wait is the answer) show it.
+	glueFrom, glueTo := glueRun(t)
+	if o.Verbose || t.State == "D" {
+		glueFrom = glueTo
+	}
 	for i := range t.Frames {
 		f := &t.Frames[i]
 		if f.Kind == "user" && !boundary {
 			boundary = true
-			if n > 0 || (t.Syscall != nil && t.Syscall.InCall) {
+			if n > 0 || glueFrom < glueTo || (t.Syscall != nil && t.Syscall.InCall) {
 				w.WriteString(syscallLine(t))
 				w.WriteString(waitLine(t))
 			}
 		}
-		if f.Inlined && !o.Inline {
+		if (f.Inlined && !o.Inline) || (i >= glueFrom && i < glueTo) {
 			continue
 		}
 		b := appendFrameNumber(w.AvailableBuffer(), n)
@@ -122,7 +128,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 		w.Write(b)
 		n++
 	}
-	if !boundary && n > 0 && t.Syscall != nil && t.Syscall.InCall {
+	if !boundary && (n > 0 || glueFrom < glueTo) && t.Syscall != nil && t.Syscall.InCall {
 		w.WriteString(syscallLine(t))
 		w.WriteString(waitLine(t))
 	}
