@@ -304,6 +304,7 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 	}
 	s.diagnose(rp, p, tasks)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))
+	rp.Cmdline, _ = procmaps.ReadArgs(p.MemPID(), report.MaxCmdline) // (its threads run again)
 	return rp, nil
 }
 

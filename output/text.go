@@ -13,6 +13,7 @@ import (
 	"stackshot/report"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // TextOptions control text rendering.
@@ -50,7 +51,11 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 		exe = "?"
 	}
 	// Names, paths and notes come from the target: escaped (term).
-	fmt.Fprintf(w, "Process %d (%s) %s: %d thread%s, state %s\n", p.PID, term.Escape(p.Comm), term.Escape(exe), len(p.Threads), plural(len(p.Threads)), term.Escape(stateOrUnknown(p.State)))
+	fmt.Fprintf(w, "Process %d (%s) %s%s: %d thread%s, state %s\n", p.PID, term.Escape(p.Comm), term.Escape(exe), startedAs(p),
+		len(p.Threads), plural(len(p.Threads)), term.Escape(stateOrUnknown(p.State)))
+	if c := strings.TrimSpace(p.Cmdline); c != "" && c != p.Exe && c != p.Comm {
+		fmt.Fprintf(w, "  command line: %s\n", term.Escape(cut(c, cmdlineShown)))
+	}
 	for _, wmsg := range p.Warnings {
 		fmt.Fprintf(w, "  note: %s\n", term.Escape(wmsg))
 	}
@@ -65,6 +70,35 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 	if o.Verbose {
 		textPauses(w, p)
 	}
+}
+
+// cmdlineShown is how much of a command line the text shows.
+const cmdlineShown = 256
+
+// startedAs says the name a process was started as (its argv[0]) when
+// its executable's name differs: a symlink the kernel resolved (Debian's
+// redis-server is redis-check-rdb), a login shell's "-bash". A program
+// that rewrites its arguments ("nginx: worker process") is named by their
+// first word.
+func startedAs(p *report.Process) string {
+	argv0, _, _ := strings.Cut(strings.TrimSpace(p.Cmdline), " ")
+	argv0 = filepath.Base(strings.TrimSuffix(argv0, ":"))
+	if argv0 == "." || argv0 == "/" || p.Exe == "" || argv0 == filepath.Base(strings.TrimSuffix(p.Exe, " (deleted)")) {
+		return ""
+	}
+	return ", started as " + term.Escape(argv0)
+}
+
+// cut shortens s to at most n bytes, on a character boundary, marking
+// the cut with "…".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // stateOrUnknown is a state as the text shows it: "?" when none is known

@@ -64,11 +64,16 @@ type Thread struct {
 	SameStackS float64 // seconds the user stack stayed the same across snapshots
 }
 
+// MaxCmdline bounds a process's command line as a report carries it (the
+// target writes it).
+const MaxCmdline = 4096
+
 // Process is one process's symbolized resolve.
 type Process struct {
 	PID      int
 	Comm     string
 	Exe      string
+	Cmdline  string // its arguments joined by spaces, at most MaxCmdline bytes ("": unknown or none)
 	Time     time.Time
 	State    string
 	Threads  []Thread

@@ -165,9 +165,19 @@ func TestTextRedisKernelGlue(t *testing.T) {
 	lines, euLines := strings.Count(text, "\n"), strings.Count(string(eu), "\n")
 	t.Logf("redis-server, %d threads: stackshot %d lines (-v %d), eu-stack %d, kernel frames kept %d",
 		len(stacks), lines, strings.Count(verbose, "\n"), euLines, kept)
-	if base := euLines + kept + len(stacks); lines*10 > base*12 {
-		t.Errorf("text of %d lines, more than 1.2x eu-stack's %d plus the %d kernel frames and %d syscall lines it cannot show:\n%s",
+	// (eu-stack shows neither the kernel frames, nor the syscall lines,
+	// nor the command line)
+	if base := euLines + kept + len(stacks) + 1; lines*10 > base*12 {
+		t.Errorf("text of %d lines, more than 1.2x eu-stack's %d plus the %d kernel frames, %d syscall lines and the command line it cannot show:\n%s",
 			lines, euLines, kept, len(stacks), text)
+	}
+	// Debian's redis-server is a symlink to redis-check-rdb: the header
+	// says both names.
+	if exe := procExe(t, pid); filepath.Base(exe) != "redis-server" {
+		want := fmt.Sprintf("Process %d (redis-server) %s, started as redis-server: ", pid, exe)
+		if !strings.HasPrefix(text, want) {
+			t.Errorf("want the header to start %q:\n%s", want, text)
+		}
 	}
 }
 
@@ -204,5 +214,136 @@ func TestTextDStateKeepsGlue(t *testing.T) {
 	}
 	if block := threadBlocks(out)[tg.PID]; !strings.Contains(block, "(state D") || !inOrder(block, stack) {
 		t.Errorf("thread in D: want every kernel frame %v in order in\n%s", stack, block)
+	}
+}
+
+// procCmdline reads a process's command line as ps shows it: arguments
+// joined by spaces (the test's own reading of /proc, at most max bytes).
+func procCmdline(t *testing.T, pid, max int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatalf("reading the command line of %d: %v", pid, err)
+	}
+	if len(b) > max {
+		b = b[:max]
+	}
+	return strings.TrimSpace(strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " "))
+}
+
+// TestTextCommandLineNginx dumps a real nginx master and its worker:
+// processes of one server that look alike by name and executable are
+// told apart by the command line they show (nginx rewrites its argv).
+func TestTextCommandLineNginx(t *testing.T) {
+	bin := testutil.Need(t, "nginx")
+	dir := t.TempDir()
+	port := strings.TrimPrefix(testutil.FreeAddr(t), "127.0.0.1:")
+	conf := fmt.Sprintf(`worker_processes 1;
+error_log %[1]s/error.log;
+pid %[1]s/nginx.pid;
+events { worker_connections 16; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy; fastcgi_temp_path %[1]s/fcgi;
+  uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
+  server { listen 127.0.0.1:%[2]s; }
+}
+`, dir, port)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-g", "daemon off;")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting nginx: %v", err)
+	}
+	master := cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(master, syscall.SIGKILL); cmd.Wait() })
+	worker := 0
+	for end := time.Now().Add(30 * time.Second); worker == 0; {
+		// The worker is the master's child that has renamed itself.
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", master, master))
+		for _, f := range strings.Fields(string(b)) {
+			var pid int
+			fmt.Sscan(f, &pid)
+			if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasPrefix(string(c), "nginx: worker process") {
+				worker = pid
+				t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("nginx (pid %d) started no worker within 30s", master)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !testutil.WaitSettled(master, 20*time.Second) || !testutil.WaitSettled(worker, 20*time.Second) {
+		t.Fatalf("nginx's processes did not settle within 20s")
+	}
+	out, errOut, code := runSS(t, fmt.Sprint(master), fmt.Sprint(worker))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, pid := range []int{master, worker} {
+		want := fmt.Sprintf("Process %d (nginx) %s: 1 thread, state S\n  command line: %s\n", pid, procExe(t, pid), procCmdline(t, pid, 4096))
+		if !strings.Contains(out, want) {
+			t.Errorf("want the header\n%s\nin\n%s", want, out)
+		}
+	}
+	p := dumpJSON(t, fmt.Sprint(worker))
+	if want := procCmdline(t, worker, 4096); p.Cmdline != want {
+		t.Errorf("JSON cmdline %q, want %q", p.Cmdline, want)
+	}
+}
+
+func procExe(t *testing.T, pid int) string {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// TestTextCommandLineHostile starts a program under a name and arguments
+// the test chose (exec -a): a terminal escape in its argv[0] and 10 KiB
+// of arguments. The header says the name it was started as, escaped; the
+// command line is read bounded (4 KiB in JSON) and shown shorter.
+func TestTextCommandLineHostile(t *testing.T) {
+	sh := testutil.Need(t, "bash")
+	long := strings.Repeat("a", 10<<10)
+	// bash again, under that name, reading its stdin (kept open) with the
+	// long argument as its $0.
+	cmd := exec.Command(sh, "-c", `exec -a "$(printf 'evil\033[2Jname')" "$0" -c 'read x' "$1"`, sh, long)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL); cmd.Wait() })
+	for end := time.Now().Add(20 * time.Second); !strings.HasPrefix(procCmdline(t, pid, 64), "evil"); {
+		if time.Now().After(end) {
+			t.Fatalf("pid %d did not exec sleep within 20s", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	testutil.WaitSettled(pid, 20*time.Second)
+	out, errOut, code := runSS(t, fmt.Sprint(pid))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	header, _, _ := strings.Cut(out, "\nVerdict")
+	if strings.ContainsRune(out, '\x1b') {
+		t.Errorf("a raw escape from the target's argv reached the text:\n%q", header)
+	}
+	if !strings.Contains(header, `, started as evil\x1b[2Jname: 1 thread`) {
+		t.Errorf("want the header to say the (escaped) name it was started as:\n%s", header)
+	}
+	line := header[strings.Index(header, "  command line: "):]
+	if len(line) > 300 || !strings.HasSuffix(strings.TrimSpace(line), "aaa…") {
+		t.Errorf("command line shown in %d bytes, want it cut short (about 256) with …:\n%s", len(line), line)
+	}
+	if p := dumpJSON(t, fmt.Sprint(pid)); p.Cmdline != procCmdline(t, pid, 4096) || len(p.Cmdline) != 4096 {
+		t.Errorf("JSON cmdline of %d bytes, want the first 4096 of /proc's", len(p.Cmdline))
 	}
 }
