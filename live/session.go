@@ -305,6 +305,9 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 	s.diagnose(rp, p, tasks)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))
 	rp.Cmdline, _ = procmaps.ReadArgs(p.MemPID(), report.MaxCmdline) // (its threads run again)
+	if len(s.o.Capture.TIDs) > 0 && len(tasks) > len(rp.Threads) {
+		rp.AllThreads = len(tasks)
+	}
 	return rp, nil
 }
 

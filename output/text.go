@@ -51,8 +51,8 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 		exe = "?"
 	}
 	// Names, paths and notes come from the target: escaped (term).
-	fmt.Fprintf(w, "Process %d (%s) %s%s: %d thread%s, state %s\n", p.PID, term.Escape(p.Comm), term.Escape(exe), startedAs(p),
-		len(p.Threads), plural(len(p.Threads)), term.Escape(stateOrUnknown(p.State)))
+	fmt.Fprintf(w, "Process %d (%s) %s%s: %s, state %s\n", p.PID, term.Escape(p.Comm), term.Escape(exe), startedAs(p),
+		threadCount(p), term.Escape(stateOrUnknown(p.State)))
 	if c := strings.TrimSpace(p.Cmdline); c != "" && c != p.Exe && c != p.Comm {
 		fmt.Fprintf(w, "  command line: %s\n", term.Escape(cut(c, cmdlineShown)))
 	}
@@ -67,9 +67,16 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 		textThread(w, &p.Threads[i], o)
 	}
 	textGoroutines(w, p, o)
-	if o.Verbose {
-		textPauses(w, p)
+}
+
+// threadCount says how many threads the report shows, and of how many
+// when it shows some (-t): "1 of 5 threads".
+func threadCount(p *report.Process) string {
+	n := len(p.Threads)
+	if p.AllThreads > n {
+		return fmt.Sprintf("%d of %d threads", n, p.AllThreads)
 	}
+	return fmt.Sprintf("%d thread%s", n, plural(n))
 }
 
 // cmdlineShown is how much of a command line the text shows.
@@ -124,9 +131,9 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	} else if t.Syscall != nil && t.Syscall.Running {
 		fmt.Fprintf(w, ", running")
 	}
-	fmt.Fprintf(w, ", %s", t.Capture)
+	fmt.Fprintf(w, ", %s", captureWords(t.Capture))
 	if o.Verbose && t.Capture == "ptrace" {
-		fmt.Fprintf(w, ", paused %.1fus", float64(t.PauseNS)/1000)
+		fmt.Fprintf(w, " for %.1fus", float64(t.PauseNS)/1000)
 	}
 	fmt.Fprintf(w, "):%s\n", progressMark(t))
 	n := 0
@@ -174,6 +181,22 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	if len(t.Frames) == 0 && t.Error == "" {
 		fmt.Fprintf(w, "    (no frames)\n")
 	}
+}
+
+// captureWords says how a thread was read (the JSON's capture value) in
+// plain words.
+func captureWords(c string) string {
+	switch c {
+	case "nostop":
+		return "read without stopping"
+	case "ptrace":
+		return "stopped"
+	case "proc-only":
+		return "would not stop: from /proc"
+	case "core":
+		return "from a core"
+	}
+	return term.Escape(c)
 }
 
 func syscallLine(t *report.Thread) string {
@@ -283,7 +306,10 @@ func appendHex16(b []byte, v uint64) []byte {
 	return append(b, d[:]...)
 }
 
-func textPauses(w *bufio.Writer, p *report.Process) {
+// CaptureStats says how p's capture went (for -v, on stderr: never inside
+// the report): how long it took, how its threads were read, and their
+// pauses.
+func CaptureStats(p *report.Process) []string {
 	var pauses []int64
 	var counts = map[string]int{}
 	for _, t := range p.Threads {
@@ -292,20 +318,22 @@ func textPauses(w *bufio.Writer, p *report.Process) {
 			pauses = append(pauses, t.PauseNS)
 		}
 	}
-	fmt.Fprintf(w, "\nCapture of %d threads took %.2fms:", len(p.Threads), float64(p.WallNS)/1e6)
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	how := make([]string, 0, len(keys))
 	for _, k := range keys {
-		fmt.Fprintf(w, " %d %s", counts[k], k)
+		how = append(how, fmt.Sprintf("%d %s", counts[k], captureWords(k)))
 	}
-	w.WriteString("\n")
+	out := []string{fmt.Sprintf("process %d: the capture of %d thread%s took %.2fms (%s)", p.PID, len(p.Threads),
+		plural(len(p.Threads)), float64(p.WallNS)/1e6, strings.Join(how, ", "))}
 	if len(pauses) > 0 {
 		med, p99, max := PauseStats(pauses)
-		fmt.Fprintf(w, "Per-thread pause: median %.1fus, p99 %.1fus, max %.1fus\n", med/1e3, p99/1e3, max/1e3)
+		out = append(out, fmt.Sprintf("process %d: each stopped thread's pause: median %.1fus, p99 %.1fus, max %.1fus", p.PID, med/1e3, p99/1e3, max/1e3))
 	}
+	return out
 }
 
 // PauseStats returns the median, 99th percentile and maximum of ns values.

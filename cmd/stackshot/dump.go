@@ -41,5 +41,12 @@ func (c *common) writeReport(procs []*report.Process) error {
 	if err != nil {
 		return err
 	}
+	if c.verbose && !c.quiet {
+		for _, p := range procs {
+			for _, l := range output.CaptureStats(p) {
+				cli.Say(l)
+			}
+		}
+	}
 	return safefile.Output(c.output, data, safefile.Public)
 }

@@ -215,6 +215,11 @@ func TestTextDStateKeepsGlue(t *testing.T) {
 	if block := threadBlocks(out)[tg.PID]; !strings.Contains(block, "(state D") || !inOrder(block, stack) {
 		t.Errorf("thread in D: want every kernel frame %v in order in\n%s", stack, block)
 	}
+	// A thread in vfork cannot stop: --mode stop reads it from /proc.
+	out, errOut, code = runSS(t, "--mode", "stop", fmt.Sprint(tg.PID))
+	if want := fmt.Sprintf("Thread %d ", tg.PID); code != 0 || !strings.Contains(out, "(state D, in vfork, would not stop: from /proc):") {
+		t.Errorf("--mode stop: exit %d, want %sto say it would not stop, read from /proc:\n%s%s", code, want, out, errOut)
+	}
 }
 
 // procCmdline reads a process's command line as ps shows it: arguments
@@ -345,5 +350,51 @@ func TestTextCommandLineHostile(t *testing.T) {
 	}
 	if p := dumpJSON(t, fmt.Sprint(pid)); p.Cmdline != procCmdline(t, pid, 4096) || len(p.Cmdline) != 4096 {
 		t.Errorf("JSON cmdline of %d bytes, want the first 4096 of /proc's", len(p.Cmdline))
+	}
+}
+
+// TestTextThreadsInPlainWords: -t says how many threads the process has
+// besides those shown; -v's capture statistics go to stderr, never into
+// the report; thread headers say how a thread was read in words, not the
+// JSON's values.
+func TestTextThreadsInPlainWords(t *testing.T) {
+	tg := testutil.Start(t, buildBlocked(t, blockedVariants[0].flags), "spin")
+	all := len(testutil.ThreadStates(tg.PID))
+	reader := 0
+	for tid := range testutil.ThreadStates(tg.PID) {
+		if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", tg.PID, tid)); strings.TrimSpace(string(c)) == "reader" {
+			reader = tid
+		}
+	}
+	out, errOut, code := runSS(t, "-v", "-t", fmt.Sprint(reader), fmt.Sprint(tg.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if want := fmt.Sprintf(": 1 of %d threads, state ", all); !strings.Contains(out, want) {
+		t.Errorf("-t: want %q in the header:\n%s", want, out)
+	}
+	if want := fmt.Sprintf(`Thread %d "reader" (state S, in read, read without stopping):`, reader); !strings.Contains(out, want) {
+		t.Errorf("want the header %q:\n%s", want, out)
+	}
+	if strings.Contains(strings.ToLower(out), "capture of") {
+		t.Errorf("-v: the capture's statistics are inside the report on stdout:\n%s", out)
+	}
+	if want := fmt.Sprintf("stackshot: process %d: the capture of 1 thread took ", tg.PID); !strings.Contains(errOut, want) {
+		t.Errorf("-v: want %q on stderr:\n%s", want, errOut)
+	}
+	out, errOut, code = runSS(t, "-v", "--mode", "stop", fmt.Sprint(tg.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !regexp.MustCompile(`"spinner" \(state R, running, stopped for \d+\.\dus\):`).MatchString(out) {
+		t.Errorf("--mode stop -v: want the spinner's header to say it was stopped, and for how long:\n%s", out)
+	}
+	if !strings.Contains(errOut, "each stopped thread's pause: median ") {
+		t.Errorf("--mode stop -v: want the pauses on stderr:\n%s", errOut)
+	}
+	for _, internal := range []string{"nostop)", "ptrace)", "proc-only)", ", paused "} {
+		if strings.Contains(out, internal) {
+			t.Errorf("a header says %q (the JSON's word):\n%s", internal, out)
+		}
 	}
 }
