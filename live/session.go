@@ -345,6 +345,15 @@ func ExplainCaptureError(pid int, err error) error {
 	return fmt.Errorf("cannot read process %d (%v)", pid, err)
 }
 
+// notDumpable reports whether process pid, whose ids are the caller's, is
+// not dumpable: the kernel then gives its /proc directory to root (in its
+// user namespace), whoever runs it (the files in /proc/PID, not the
+// directory itself).
+func notDumpable(pid int) bool {
+	var st syscall.Stat_t
+	return syscall.Stat(fmt.Sprintf("/proc/%d/mem", pid), &st) == nil && int(st.Uid) != os.Getuid()
+}
+
 // permissionHelp explains why ptrace may be refused.
 func permissionHelp(pid int) string {
 	var why []string
@@ -355,6 +364,9 @@ func permissionHelp(pid int) string {
 		if uid := os.Getuid(); uid != 0 && st.UID != uid {
 			// As root, ownership is no reason.
 			why = append(why, fmt.Sprintf("it belongs to uid %d: run as that user or as root", st.UID))
+		} else if uid != 0 && notDumpable(pid) {
+			why = append(why, "it is not dumpable (it dropped privileges, ran a setuid program, or called prctl(PR_SET_DUMPABLE, 0)): "+
+				"being its owner is not enough; run stackshot as root or with CAP_SYS_PTRACE")
 		}
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {

@@ -398,3 +398,54 @@ func TestTextThreadsInPlainWords(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorNotDumpable runs stackshot as an ordinary user against that
+// user's own process that made itself not dumpable: the error says so,
+// and what works (root, CAP_SYS_PTRACE), not "run as the process owner".
+func TestErrorNotDumpable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: setpriv runs the target and stackshot as another user")
+	}
+	setpriv := testutil.Need(t, "setpriv")
+	const uid = "1000" // a service account, neither root nor nobody
+	asUser := []string{"--reuid", uid, "--regid", uid, "--clear-groups", "--"}
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "undumpable.c")}, "-O0", "-g")
+	tg := testutil.Start(t, setpriv, append(asUser, bin)...)
+	if tg.Ready != "ready dumpable=0" {
+		t.Fatalf("the target says %q, want it not dumpable", tg.Ready)
+	}
+	// A copy of stackshot that the user may run.
+	dir, err := os.MkdirTemp("", "stackshot-user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ss := filepath.Join(dir, "stackshot")
+	b, err := os.ReadFile(stackshotBin)
+	if err == nil {
+		err = os.WriteFile(ss, b, 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(setpriv, append(asUser, ss, "--no-cache", fmt.Sprint(tg.PID))...)
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("stackshot as uid %s: %v, want exit 1\n%s%s", uid, err, so.String(), se.String())
+	}
+	msg := se.String()
+	for _, want := range []string{fmt.Sprintf("stackshot: cannot read process %d (", tg.PID), "it is not dumpable", "run stackshot as root or with CAP_SYS_PTRACE"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("want %q in the error:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "process owner") || strings.Count(strings.TrimSpace(msg), "\n") > 0 {
+		t.Errorf("want one line that does not send the owner to be the owner:\n%s", msg)
+	}
+}
