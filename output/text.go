@@ -306,34 +306,35 @@ func appendHex16(b []byte, v uint64) []byte {
 	return append(b, d[:]...)
 }
 
-// CaptureStats says how p's capture went (for -v, on stderr: never inside
-// the report): how long it took, how its threads were read, and their
-// pauses.
-func CaptureStats(p *report.Process) []string {
-	var pauses []int64
-	var counts = map[string]int{}
-	for _, t := range p.Threads {
-		counts[t.Capture]++
-		if t.Capture == "ptrace" {
-			pauses = append(pauses, t.PauseNS)
+// CaptureStats says, through say, how each capture went (for -v, on
+// stderr: never inside the report): how long it took, how its threads
+// were read, and their pauses.
+func CaptureStats(procs []*report.Process, say func(string)) {
+	for _, p := range procs {
+		var pauses []int64
+		var counts = map[string]int{}
+		for _, t := range p.Threads {
+			counts[t.Capture]++
+			if t.Capture == "ptrace" {
+				pauses = append(pauses, t.PauseNS)
+			}
+		}
+		keys := make([]string, 0, len(counts))
+		for k := range counts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		how := make([]string, 0, len(keys))
+		for _, k := range keys {
+			how = append(how, fmt.Sprintf("%d %s", counts[k], captureWords(k)))
+		}
+		say(fmt.Sprintf("process %d: the capture of %d thread%s took %.2fms (%s)", p.PID, len(p.Threads),
+			plural(len(p.Threads)), float64(p.WallNS)/1e6, strings.Join(how, ", ")))
+		if len(pauses) > 0 {
+			med, p99, max := PauseStats(pauses)
+			say(fmt.Sprintf("process %d: each stopped thread's pause: median %.1fus, p99 %.1fus, max %.1fus", p.PID, med/1e3, p99/1e3, max/1e3))
 		}
 	}
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	how := make([]string, 0, len(keys))
-	for _, k := range keys {
-		how = append(how, fmt.Sprintf("%d %s", counts[k], captureWords(k)))
-	}
-	out := []string{fmt.Sprintf("process %d: the capture of %d thread%s took %.2fms (%s)", p.PID, len(p.Threads),
-		plural(len(p.Threads)), float64(p.WallNS)/1e6, strings.Join(how, ", "))}
-	if len(pauses) > 0 {
-		med, p99, max := PauseStats(pauses)
-		out = append(out, fmt.Sprintf("process %d: each stopped thread's pause: median %.1fus, p99 %.1fus, max %.1fus", p.PID, med/1e3, p99/1e3, max/1e3))
-	}
-	return out
 }
 
 // PauseStats returns the median, 99th percentile and maximum of ns values.

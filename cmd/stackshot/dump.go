@@ -42,11 +42,7 @@ func (c *common) writeReport(procs []*report.Process) error {
 		return err
 	}
 	if c.verbose && !c.quiet {
-		for _, p := range procs {
-			for _, l := range output.CaptureStats(p) {
-				cli.Say(l)
-			}
-		}
+		output.CaptureStats(procs, cli.Say)
 	}
 	return safefile.Output(c.output, data, safefile.Public)
 }

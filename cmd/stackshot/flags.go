@@ -94,6 +94,7 @@ func newCommon(name string) *common {
 		fs.BoolVar(&c.noGoroutines, "no-goroutines", false, "no goroutines")
 	}
 	if name == "record" {
+		c.fs.BoolVarP(&c.verbose, "verbose", "v", false, "the summary says how threads were sampled and what was left out")
 		c.otlp = addOTLPFlags(c.fs)
 	}
 	if name == "symbolize" {
@@ -140,7 +141,9 @@ func (c *common) register(name string, set int, v *common) {
 	if set&fShow != 0 {
 		fs.BoolVarP(&v.source, "source", "s", false, "show file:line where debug info has it")
 		fs.BoolVarP(&v.inline, "inline", "i", false, "expand inlined functions into their own frames")
-		fs.BoolVarP(&v.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
+		if fs.Lookup("verbose") == nil { // (record's own)
+			fs.BoolVarP(&v.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
+		}
 	}
 	if set&fUnwind != 0 {
 		if name != "symbolize" {

@@ -51,11 +51,7 @@ func (o *otlpFlags) prepare(quiet bool) error {
 }
 
 // deliver sends prof within timeout, or spools it; went says what became
-// of it ("" without --otlp).
+// of it ("" without --otlp). A spooled profile is a warning -q keeps.
 func (o *otlpFlags) deliver(prof *output.Profile, timeout time.Duration, quiet bool) (went string, err error) {
-	var say func(string)
-	if !quiet {
-		say = cli.Say
-	}
-	return o.exp.Export(prof, timeout, say)
+	return o.exp.Export(prof, timeout, map[bool]func(string){false: cli.Say}[quiet], cli.Say)
 }

@@ -74,7 +74,7 @@ func checkShare(t *testing.T, what string, a, b int64) {
 func TestRecordFoldedShares(t *testing.T) {
 	tg := testutil.Start(t, buildHot(t))
 	out := filepath.Join(t.TempDir(), "p.folded")
-	_, errOut, code := runSS(t, "record", "-F", "199", "-d", "3s", "-o", out, fmt.Sprint(tg.PID))
+	_, errOut, code := runSS(t, "record", "-v", "-F", "199", "-d", "3s", "-o", out, fmt.Sprint(tg.PID))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -106,7 +106,7 @@ func TestRecordFoldedShares(t *testing.T) {
 func TestRecordPprof(t *testing.T) {
 	tg := testutil.Start(t, buildHot(t))
 	out := filepath.Join(t.TempDir(), "p.pb.gz")
-	_, errOut, code := runSS(t, "record", "-F", "199", "-d", "3s", "-o", out, fmt.Sprint(tg.PID))
+	_, errOut, code := runSS(t, "record", "-v", "-F", "199", "-d", "3s", "-o", out, fmt.Sprint(tg.PID))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
