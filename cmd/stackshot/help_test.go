@@ -27,7 +27,7 @@ func TestHelpSaysWhatTheContractSays(t *testing.T) {
 		}
 	}
 	line := func(out, flag string) string {
-		return regexp.MustCompile(`(?m)^.*--`+flag+` .*$`).FindString(out)
+		return regexp.MustCompile(`(?m)^.*--` + flag + ` .*$`).FindString(out)
 	}
 	for _, c := range []struct{ out, flag, want string }{
 		{dump, "group", "on past 64 threads or 256 goroutines"},
