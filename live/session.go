@@ -346,9 +346,8 @@ func ExplainCaptureError(pid int, err error) error {
 }
 
 // notDumpable reports whether process pid, whose ids are the caller's, is
-// not dumpable: the kernel then gives its /proc directory to root (in its
-// user namespace), whoever runs it (the files in /proc/PID, not the
-// directory itself).
+// not dumpable: the kernel then gives the files in its /proc/PID (not the
+// directory itself) to root of its user namespace, whoever runs it.
 func notDumpable(pid int) bool {
 	var st syscall.Stat_t
 	return syscall.Stat(fmt.Sprintf("/proc/%d/mem", pid), &st) == nil && int(st.Uid) != os.Getuid()
