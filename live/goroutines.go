@@ -10,9 +10,9 @@ import (
 	"stackshot/report"
 )
 
-// autoGroupGoroutines is the goroutine count past which goroutines are
+// GroupAutoGoroutines is the goroutine count past which goroutines are
 // grouped without --group.
-const autoGroupGoroutines = 256
+const GroupAutoGoroutines = 256
 
 // addGoroutines reads a Go process's goroutines into rp (see
 // goruntime.Live), grouped as the flags say.
@@ -26,7 +26,7 @@ func (s *Session) addGoroutines(p *ptrace.Process, rp *report.Process, deadline 
 		space := s.res.Space(p, ptrace.MemReader{PID: p.MemPID()})
 		goruntime.Live(p, rp, goruntime.SymbolizerFunc(s.res.Namer(space)), deadline, s.cancel)
 	}
-	if s.o.Group || (len(rp.Goroutines) > autoGroupGoroutines && !s.o.NoGroup) {
+	if s.o.Group || (len(rp.Goroutines) > GroupAutoGoroutines && !s.o.NoGroup) {
 		rp.GoroutineGroups = report.GroupGoroutines(rp.Goroutines)
 	}
 }

@@ -326,6 +326,10 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 	}
 	s.diagnose(rp, p, tasks)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))
+	rp.Cmdline, _ = procmaps.ReadArgs(p.MemPID(), report.MaxCmdline) // (its threads run again)
+	if len(s.o.Capture.TIDs) > 0 && len(tasks) > len(rp.Threads) {
+		rp.AllThreads = len(tasks)
+	}
 	return rp, nil
 }
 
@@ -363,6 +367,14 @@ func ExplainCaptureError(pid int, err error) error {
 	return fmt.Errorf("cannot read process %d (%v)", pid, err)
 }
 
+// notDumpable reports whether process pid, whose ids are the caller's, is
+// not dumpable: the kernel then gives the files in its /proc/PID (not the
+// directory itself) to root of its user namespace, whoever runs it.
+func notDumpable(pid int) bool {
+	var st syscall.Stat_t
+	return syscall.Stat(fmt.Sprintf("/proc/%d/mem", pid), &st) == nil && int(st.Uid) != os.Getuid()
+}
+
 // permissionHelp explains why ptrace may be refused.
 func permissionHelp(pid int) string {
 	var why []string
@@ -373,6 +385,9 @@ func permissionHelp(pid int) string {
 		if uid := os.Getuid(); uid != 0 && st.UID != uid {
 			// As root, ownership is no reason.
 			why = append(why, fmt.Sprintf("it belongs to uid %d: run as that user or as root", st.UID))
+		} else if uid != 0 && notDumpable(pid) {
+			why = append(why, "it is not dumpable (it dropped privileges, ran a setuid program, or called prctl(PR_SET_DUMPABLE, 0)): "+
+				"being its owner is not enough; run stackshot as root or with CAP_SYS_PTRACE")
 		}
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {

@@ -68,12 +68,13 @@ func Open(f Flags, version string, getenv func(string) string, changed func(flag
 }
 
 // Export sends prof within timeout (see Deliver), or spools it, and tells
-// say (nil: nothing) what became of it: the spooled profiles sent on the
-// way; the spool file an undelivered one is kept in. went says, for the
+// say (nil: nothing) the spooled profiles sent on the way, and warn the
+// spool file an undelivered one is kept in (a warning even a quiet run
+// gives: cron must learn that delivery failed). went says, for the
 // summary, what became of it ("sent to URL", "kept in the spool for URL",
 // "not delivered to URL"); the error (exit 1) is for a profile neither
 // sent nor spooled. A nil Exporter exports nothing (went "").
-func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say func(string)) (went string, err error) {
+func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say, warn func(string)) (went string, err error) {
 	if e == nil {
 		return "", nil
 	}
@@ -97,14 +98,11 @@ func (e *Exporter) Export(prof *output.Profile, timeout time.Duration, say func(
 	if out.Spooled != "" {
 		went = "kept in the spool for " + e.Sender.URL
 	}
-	if say == nil {
-		return went, nil
-	}
-	if out.Flushed > 0 {
+	if out.Flushed > 0 && say != nil {
 		say(fmt.Sprintf("sent %d spooled profiles to %s", out.Flushed, e.Sender.URL))
 	}
-	if out.Spooled != "" {
-		say(fmt.Sprintf("warning: the profile was not delivered (%v); kept in %s: the next run with --spool %s sends it", out.Reason, out.Spooled, e.dir))
+	if out.Spooled != "" && warn != nil {
+		warn(fmt.Sprintf("warning: the profile was not delivered (%v); kept in %s: the next run with --spool %s sends it", out.Reason, out.Spooled, e.dir))
 	}
 	return went, nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"mime"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -157,6 +158,13 @@ func (s *Sender) post(ctx context.Context, body []byte) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		// A name that does not exist will not exist in a second either:
+		// keep the profile, try no more (a DNS server that did not answer
+		// is retried).
+		var dns *net.DNSError
+		if errors.As(err, &dns) && dns.IsNotFound {
+			return &Error{Kind: Keep, Msg: fmt.Sprintf("cannot reach the collector at %s (%v)", s.URL, netReason(err))}
+		}
 		return &Error{Kind: Retry, Msg: fmt.Sprintf("cannot reach the collector at %s (%v)", s.URL, netReason(err))}
 	}
 	defer resp.Body.Close()

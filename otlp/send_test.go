@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -353,5 +354,56 @@ func TestSendTLS(t *testing.T) {
 	}
 	if _, err := Resolve(c.srv.URL, nil, env(map[string]string{EnvClientCert: ca})); err == nil {
 		t.Error("a client certificate without its key was accepted")
+	}
+}
+
+// nxdomain serves DNS on a local UDP port, answering every question
+// "no such name" (NXDOMAIN), and counts the questions.
+func nxdomain(t *testing.T) (*net.Resolver, *atomic.Int32) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	var asked atomic.Int32
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			q := buf[:n]
+			end := 12 // the question: its name's labels, a 0, type and class
+			for end < n && q[end] != 0 {
+				end += int(q[end]) + 1
+			}
+			if n < 12 || end+5 > n {
+				continue
+			}
+			asked.Add(1)
+			ans := append([]byte{q[0], q[1], 0x81, 0x83, 0, 1, 0, 0, 0, 0, 0, 0}, q[12:end+5]...)
+			pc.WriteTo(ans, from)
+		}
+	}()
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "udp", pc.LocalAddr().String())
+	}}
+	return r, &asked
+}
+
+// A collector's name that does not exist is not retried: the profile is
+// kept at once (Keep), not after six tries in the backoff.
+func TestSendNoSuchHostFailsAtOnce(t *testing.T) {
+	r, asked := nxdomain(t)
+	s := mustSender(t, Settings{URL: "http://collector.invalid.:4318" + ProfilesPath}, "", nil)
+	s.Client = &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Resolver: r}).DialContext}}
+	err := s.Send(deadline(t, time.Minute), body(t, 1))
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != Keep || !strings.Contains(e.Msg, "no such host") {
+		t.Fatalf("error %v (%#v), want Keep: no such host", err, e)
+	}
+	if n := asked.Load(); n == 0 || n > 2 {
+		t.Errorf("%d DNS questions, want one lookup (A and AAAA at most): no retry", n)
 	}
 }

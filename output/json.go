@@ -16,6 +16,7 @@ type jsonProcess struct {
 	PID      int          `json:"pid"`
 	Comm     string       `json:"comm"`
 	Exe      string       `json:"exe"`
+	Cmdline  string       `json:"cmdline"`
 	Time     string       `json:"time"`
 	State    string       `json:"state"`
 	Warnings []string     `json:"warnings,omitempty"`
@@ -67,7 +68,7 @@ type jsonFrame struct {
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
 
 func toJSON(p *report.Process) jsonProcess {
-	jp := jsonProcess{Schema: Schema, PID: p.PID, Comm: p.Comm, Exe: p.Exe,
+	jp := jsonProcess{Schema: Schema, PID: p.PID, Comm: p.Comm, Exe: p.Exe, Cmdline: p.Cmdline,
 		Time: p.Time.UTC().Format(time.RFC3339Nano), State: p.State, Warnings: p.Warnings,
 		WallUS: p.WallNS / 1000, Threads: []jsonThread{}}
 	for i := range p.Threads {

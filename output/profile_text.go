@@ -194,17 +194,44 @@ func clockText(p *Profile) string {
 	return "on-CPU: running threads only"
 }
 
-// WriteSummary writes the few lines `record` prints on stderr at its end:
-// how it ended (end), what it sampled, how, and where the profile went
-// (went: "written to FILE", "sent to URL").
-func WriteSummary(w io.Writer, p *Profile, end, went string) {
+// Summary is what record's summary says besides the profile's own
+// figures.
+type Summary struct {
+	End     string // how the recording ended ("completed", "interrupted", ...)
+	Went    string // where the profile went: "written to FILE", "sent to URL"
+	Verbose bool   // -v: how it sampled, and what it left out
+	Quiet   bool   // -q: only the warning of an empty profile
+}
+
+// WriteSummary writes what record says on stderr at its end: one line
+// (how it ended, what it sampled, where the profile went); with -v, how
+// it sampled and what it left out. An empty on-CPU profile is a warning
+// even with -q: nothing ran on a CPU, and --idle is what shows a process
+// that waits.
+func WriteSummary(w io.Writer, p *Profile, s Summary) {
 	st := &p.Stats
+	if st.Samples == 0 && !p.OffCPU {
+		fmt.Fprintf(w, "stackshot: warning: nothing ran on a CPU in %s: the profile is empty (record samples running threads only; --idle samples the threads that wait, as an idle or hung process's do)\n",
+			p.Duration.Round(time.Millisecond))
+	}
+	if s.Quiet {
+		return
+	}
 	what := "on-CPU samples"
 	if p.OffCPU {
 		what = "samples (on and off CPU)"
 	}
-	fmt.Fprintf(w, "stackshot: %s after %s: %d ticks (%.1f Hz of %d), %d %s of %d threads, %d unique stacks, %s\n",
-		end, p.Duration.Round(time.Millisecond), st.Ticks, st.AchievedHz, p.FreqHz, st.Samples, what, st.Threads, st.UniqueStacks, went)
+	how := map[string]string{"perf": " (perf events)", "ptrace": " (ptrace stops)"}[st.Sampler]
+	fmt.Fprintf(w, "stackshot: %s after %s: %d ticks (%.1f Hz of %d), %d %s of %d threads%s, %d unique stacks, %s\n",
+		s.End, p.Duration.Round(time.Millisecond), st.Ticks, st.AchievedHz, p.FreqHz, st.Samples, what, st.Threads, how, st.UniqueStacks, s.Went)
+	if s.Verbose {
+		writeSampling(w, p)
+	}
+}
+
+// writeSampling says how record sampled, and what it left out (-v).
+func writeSampling(w io.Writer, p *Profile) {
+	st := &p.Stats
 	if !p.OffCPU && st.OffCPU > 0 {
 		fmt.Fprintf(w, "stackshot: %d captures of threads not running left out (--idle keeps them)\n", st.OffCPU)
 	}

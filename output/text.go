@@ -13,6 +13,7 @@ import (
 	"stackshot/report"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // TextOptions control text rendering.
@@ -50,7 +51,11 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 		exe = "?"
 	}
 	// Names, paths and notes come from the target: escaped (term).
-	fmt.Fprintf(w, "Process %d (%s) %s: %d thread%s, state %s\n", p.PID, term.Escape(p.Comm), term.Escape(exe), len(p.Threads), plural(len(p.Threads)), term.Escape(stateOrUnknown(p.State)))
+	fmt.Fprintf(w, "Process %d (%s) %s%s: %s, state %s\n", p.PID, term.Escape(p.Comm), term.Escape(exe), startedAs(p),
+		threadCount(p), term.Escape(stateOrUnknown(p.State)))
+	if c := strings.TrimSpace(p.Cmdline); c != "" && c != p.Exe && c != p.Comm {
+		fmt.Fprintf(w, "  command line: %s\n", term.Escape(cut(c, cmdlineShown)))
+	}
 	for _, wmsg := range p.Warnings {
 		fmt.Fprintf(w, "  note: %s\n", term.Escape(wmsg))
 	}
@@ -62,9 +67,45 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 		textThread(w, &p.Threads[i], o)
 	}
 	textGoroutines(w, p, o)
-	if o.Verbose {
-		textPauses(w, p)
+}
+
+// threadCount says how many threads the report shows, and of how many
+// when it shows some (-t): "1 of 5 threads".
+func threadCount(p *report.Process) string {
+	n := len(p.Threads)
+	if p.AllThreads > n {
+		return fmt.Sprintf("%d of %d threads", n, p.AllThreads)
 	}
+	return fmt.Sprintf("%d thread%s", n, plural(n))
+}
+
+// cmdlineShown is how much of a command line the text shows.
+const cmdlineShown = 256
+
+// startedAs says the name a process was started as (its argv[0]) when
+// its executable's name differs: a symlink the kernel resolved (Debian's
+// redis-server is redis-check-rdb), a login shell's "-bash". A program
+// that rewrites its arguments ("nginx: worker process") is named by their
+// first word.
+func startedAs(p *report.Process) string {
+	argv0, _, _ := strings.Cut(strings.TrimSpace(p.Cmdline), " ")
+	argv0 = filepath.Base(strings.TrimSuffix(argv0, ":"))
+	if argv0 == "." || argv0 == "/" || p.Exe == "" || argv0 == filepath.Base(strings.TrimSuffix(p.Exe, " (deleted)")) {
+		return ""
+	}
+	return ", started as " + term.Escape(argv0)
+}
+
+// cut shortens s to at most n bytes, on a character boundary, marking
+// the cut with "…".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // stateOrUnknown is a state as the text shows it: "?" when none is known
@@ -90,25 +131,31 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	} else if t.Syscall != nil && t.Syscall.Running {
 		fmt.Fprintf(w, ", running")
 	}
-	fmt.Fprintf(w, ", %s", t.Capture)
+	fmt.Fprintf(w, ", %s", captureWords(t.Capture))
 	if o.Verbose && t.Capture == "ptrace" {
-		fmt.Fprintf(w, ", paused %.1fus", float64(t.PauseNS)/1000)
+		fmt.Fprintf(w, " for %.1fus", float64(t.PauseNS)/1000)
 	}
 	fmt.Fprintf(w, "):%s\n", progressMark(t))
 	n := 0
 	boundary := false
 	var prev *report.Frame // the frame body was made for
 	var body []byte
+	// The kernel's entry glue is said once, as the syscall line; -v and a
+	// thread in D state (the kernel's own wait is the answer) show it.
+	glueFrom, glueTo := glueRun(t)
+	if o.Verbose || t.State == "D" {
+		glueFrom = glueTo
+	}
 	for i := range t.Frames {
 		f := &t.Frames[i]
 		if f.Kind == "user" && !boundary {
 			boundary = true
-			if n > 0 || (t.Syscall != nil && t.Syscall.InCall) {
+			if n > 0 || glueFrom < glueTo || (t.Syscall != nil && t.Syscall.InCall) {
 				w.WriteString(syscallLine(t))
 				w.WriteString(waitLine(t))
 			}
 		}
-		if f.Inlined && !o.Inline {
+		if (f.Inlined && !o.Inline) || (i >= glueFrom && i < glueTo) {
 			continue
 		}
 		b := appendFrameNumber(w.AvailableBuffer(), n)
@@ -122,7 +169,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 		w.Write(b)
 		n++
 	}
-	if !boundary && n > 0 && t.Syscall != nil && t.Syscall.InCall {
+	if !boundary && (n > 0 || glueFrom < glueTo) && t.Syscall != nil && t.Syscall.InCall {
 		w.WriteString(syscallLine(t))
 		w.WriteString(waitLine(t))
 	}
@@ -134,6 +181,22 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	if len(t.Frames) == 0 && t.Error == "" {
 		fmt.Fprintf(w, "    (no frames)\n")
 	}
+}
+
+// captureWords says how a thread was read (the JSON's capture value) in
+// plain words.
+func captureWords(c string) string {
+	switch c {
+	case "nostop":
+		return "read without stopping"
+	case "ptrace":
+		return "stopped"
+	case "proc-only":
+		return "would not stop: from /proc"
+	case "core":
+		return "from a core"
+	}
+	return term.Escape(c)
 }
 
 func syscallLine(t *report.Thread) string {
@@ -246,28 +309,34 @@ func appendHex16(b []byte, v uint64) []byte {
 	return append(b, d[:]...)
 }
 
-func textPauses(w *bufio.Writer, p *report.Process) {
-	var pauses []int64
-	var counts = map[string]int{}
-	for _, t := range p.Threads {
-		counts[t.Capture]++
-		if t.Capture == "ptrace" {
-			pauses = append(pauses, t.PauseNS)
+// CaptureStats says, through say, how each capture went (for -v, on
+// stderr: never inside the report): how long it took, how its threads
+// were read, and their pauses.
+func CaptureStats(procs []*report.Process, say func(string)) {
+	for _, p := range procs {
+		var pauses []int64
+		var counts = map[string]int{}
+		for _, t := range p.Threads {
+			counts[t.Capture]++
+			if t.Capture == "ptrace" {
+				pauses = append(pauses, t.PauseNS)
+			}
 		}
-	}
-	fmt.Fprintf(w, "\nCapture of %d threads took %.2fms:", len(p.Threads), float64(p.WallNS)/1e6)
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, " %d %s", counts[k], k)
-	}
-	w.WriteString("\n")
-	if len(pauses) > 0 {
-		med, p99, max := PauseStats(pauses)
-		fmt.Fprintf(w, "Per-thread pause: median %.1fus, p99 %.1fus, max %.1fus\n", med/1e3, p99/1e3, max/1e3)
+		keys := make([]string, 0, len(counts))
+		for k := range counts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		how := make([]string, 0, len(keys))
+		for _, k := range keys {
+			how = append(how, fmt.Sprintf("%d %s", counts[k], captureWords(k)))
+		}
+		say(fmt.Sprintf("process %d: the capture of %d thread%s took %.2fms (%s)", p.PID, len(p.Threads),
+			plural(len(p.Threads)), float64(p.WallNS)/1e6, strings.Join(how, ", ")))
+		if len(pauses) > 0 {
+			med, p99, max := PauseStats(pauses)
+			say(fmt.Sprintf("process %d: each stopped thread's pause: median %.1fus, p99 %.1fus, max %.1fus", p.PID, med/1e3, p99/1e3, max/1e3))
+		}
 	}
 }
 

@@ -72,16 +72,24 @@ type Thread struct {
 	WakeNS    int64
 }
 
+// MaxCmdline bounds a process's command line as a report carries it (the
+// target writes it).
+const MaxCmdline = 4096
+
 // Process is one process's symbolized resolve.
 type Process struct {
-	PID      int
-	Comm     string
-	Exe      string
-	Time     time.Time
-	State    string
-	Threads  []Thread
-	Warnings []string
-	WallNS   int64
+	PID     int
+	Comm    string
+	Exe     string
+	Cmdline string // its arguments joined by spaces, at most MaxCmdline bytes ("": unknown or none)
+	Time    time.Time
+	State   string
+	Threads []Thread
+	// AllThreads is how many threads the process had when only some
+	// were asked for (-t); 0 otherwise.
+	AllThreads int
+	Warnings   []string
+	WallNS     int64
 	// Diagnosis (see diagnosis.go); Diagnosed is true when it ran.
 	Diagnosed       bool
 	Deadlocks       []Deadlock

@@ -53,7 +53,7 @@ func TestHelpPerCommand(t *testing.T) {
 	flagRE := regexp.MustCompile(`(?m)^  (?:-\w, )?\s*--([\w-]+)`)
 	want := map[string][]string{
 		"dump": {"pid", "format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "no-debuginfod", "no-cache", "mode", "consistent", "timeout", "stack-bytes", "verbose", "quiet", "max-debug-bytes", "group", "no-group", "interval", "count", "goroutines", "no-goroutines", "no-sandbox"},
-		"record": {"pid", "format", "json", "output", "tid", "kernel", "no-kernel", "max-frames", "debug-dir", "no-demangle", "no-debuginfod", "no-cache", "mode", "consistent", "timeout", "stack-bytes", "freq", "duration", "per-thread", "idle", "sampler", "quiet", "max-debug-bytes",
+		"record": {"pid", "format", "json", "output", "tid", "kernel", "no-kernel", "max-frames", "debug-dir", "no-demangle", "no-debuginfod", "no-cache", "mode", "consistent", "timeout", "stack-bytes", "freq", "duration", "per-thread", "idle", "sampler", "quiet", "verbose", "max-debug-bytes",
 			"otlp", "otlp-header", "service", "spool", "spool-max-files", "spool-max-mb", "no-sandbox"},
 		"capture":   {"pid", "format", "core-memory", "output", "tid", "kernel", "no-kernel", "mode", "consistent", "timeout", "stack-bytes", "quiet", "no-sandbox"},
 		"report":    {"format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "no-debuginfod", "no-cache", "verbose", "quiet", "max-debug-bytes", "perf-map", "sysroot", "no-sandbox"},

@@ -42,5 +42,8 @@ func (c *common) writeReport(procs []*report.Process) error {
 	if err != nil {
 		return err
 	}
+	if c.verbose && !c.quiet {
+		output.CaptureStats(procs, cli.Say)
+	}
 	return safefile.Output(c.output, data, safefile.Public)
 }

@@ -86,7 +86,7 @@ func newCommon(name string) *common {
 	c.register(name, flagSets[name], c)
 	if name == "dump" {
 		fs := c.fs
-		fs.BoolVar(&c.group, "group", false, fmt.Sprintf("fold threads with the same stack into one entry (on past %d threads)", live.GroupAuto))
+		fs.BoolVar(&c.group, "group", false, fmt.Sprintf("fold threads, and goroutines, with the same stack into one entry (on past %d threads or %d goroutines, unless --no-group)", live.GroupAuto, live.GroupAutoGoroutines))
 		fs.BoolVar(&c.noGroup, "no-group", false, "never fold threads")
 		fs.DurationVar(&c.interval, "interval", time.Second, "with --count: time between snapshots")
 		fs.IntVar(&c.count, "count", 1, "take N snapshots --interval apart; say which threads are stuck, spinning or moving")
@@ -94,10 +94,11 @@ func newCommon(name string) *common {
 		fs.BoolVar(&c.noGoroutines, "no-goroutines", false, "no goroutines")
 	}
 	if name == "record" {
+		c.fs.BoolVarP(&c.verbose, "verbose", "v", false, "the summary says how threads were sampled and what was left out")
 		c.otlp = addOTLPFlags(c.fs)
 	}
 	if name == "symbolize" {
-		c.fs.StringVarP(&c.exe, "exe", "e", "", "resolve addresses in this ELF file (addresses are its virtual addresses)")
+		c.fs.StringVarP(&c.exe, "exe", "e", "", "resolve addresses in this ELF `FILE` (addresses are its virtual addresses)")
 		c.fs.BoolVarP(&c.showAddr, "addresses", "a", false, "print each address before its lines")
 		c.fs.BoolVar(&c.addrJSON, "json", false, "write a JSON array of {address, frames: [{function, file, line, inlined}]}")
 	}
@@ -128,7 +129,7 @@ func (c *common) register(name string, set int, v *common) {
 		}
 	}
 	if set&fOutput != 0 {
-		fs.StringVarP(&v.output, "output", "o", "", "write to FILE instead of stdout")
+		fs.StringVarP(&v.output, "output", "o", "", "write to `FILE` instead of stdout")
 	}
 	if set&fTID != 0 {
 		fs.VarP(cli.IDList{IDs: &v.tids, What: "thread", Bad: &c.badID}, "tid", "t", "only these threads (repeatable)")
@@ -140,17 +141,19 @@ func (c *common) register(name string, set int, v *common) {
 	if set&fShow != 0 {
 		fs.BoolVarP(&v.source, "source", "s", false, "show file:line where debug info has it")
 		fs.BoolVarP(&v.inline, "inline", "i", false, "expand inlined functions into their own frames")
-		fs.BoolVarP(&v.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
+		if fs.Lookup("verbose") == nil { // (record's own)
+			fs.BoolVarP(&v.verbose, "verbose", "v", false, "unwind methods, pauses, reasons stacks ended")
+		}
 	}
 	if set&fUnwind != 0 {
 		if name != "symbolize" {
 			fs.IntVar(&v.maxFrames, "max-frames", unwind.DefaultMaxFrames, "stop unwinding a thread after N frames")
 		}
-		fs.StringArrayVar(&v.debugDirs, "debug-dir", nil, "extra root for separate debug files (repeatable)")
+		fs.StringArrayVar(&v.debugDirs, "debug-dir", nil, "extra root `DIR` for separate debug files (repeatable)")
 		fs.Int64Var(&v.maxDebugBytes, "max-debug-bytes", 0, "most bytes of symbols and debug info read in all (default 512 MiB; a section gets half)")
 		if name == "report" {
-			fs.StringVar(&v.perfMap, "perf-map", "", "the JIT perf map (perf-PID.map) of the captured process")
-			fs.StringVar(&v.sysroot, "sysroot", "/", "look the capture's files up under DIR first (checked by build id)")
+			fs.StringVar(&v.perfMap, "perf-map", "", "the JIT perf map `FILE` (perf-PID.map) of the captured process")
+			fs.StringVar(&v.sysroot, "sysroot", "/", "look the capture's files up under `DIR` first (checked by build id)")
 		}
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
 		if v == c { // (new: not among the flags every command once took)
@@ -162,14 +165,14 @@ func (c *common) register(name string, set int, v *common) {
 		fs.StringVar(&v.mode, "mode", "auto", "capture: auto, stop or nostop")
 		fs.BoolVar(&v.consistent, "consistent", false, "stop all threads first, resume together")
 		if name == "record" {
-			fs.DurationVar(&v.timeout, "timeout", 0, "bound on the whole command, recording included (default: the duration + 10s)")
+			fs.DurationVar(&v.timeout, "timeout", 0, "bound on the whole command, recording included; threads that will not stop are reported from /proc (default: the duration and 10s more)")
 		} else {
-			fs.DurationVar(&v.timeout, "timeout", 10*time.Second, "bound on the whole command")
+			fs.DurationVar(&v.timeout, "timeout", 10*time.Second, "bound on the whole command; threads that will not stop are reported from /proc")
 		}
-		fs.IntVar(&v.stackBytes, "stack-bytes", 0, "most stack bytes copied per thread (default: the thread's stack, capped at 4 MiB)")
+		fs.IntVar(&v.stackBytes, "stack-bytes", 0, "most stack bytes copied per thread (default: enough for the thread's stack, capped at 4 MiB"+map[bool]string{true: "; perf events copy 8 KiB, at most 63 KiB"}[name == "record"]+")")
 	}
 	if set&fRecord != 0 {
-		fs.IntVarP(&v.freq, "freq", "F", 99, "samples per second")
+		fs.IntVarP(&v.freq, "freq", "F", 99, "sample `HZ` times per second")
 		fs.DurationVarP(&v.duration, "duration", "d", 10*time.Second, "how long to record")
 		fs.BoolVar(&v.perThread, "per-thread", false, "thread name as the root frame")
 		fs.BoolVar(&v.idle, "idle", false, "also sample threads that are not running (a wall-clock profile)")

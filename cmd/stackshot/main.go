@@ -72,11 +72,11 @@ func run(args []string) int {
 //go:embed help/*.txt
 var helpFiles embed.FS
 
-// help prints the overview, or a command's help with the flags it takes,
-// to stdout.
+// help prints the overview with dump's flags, or a command's help with
+// the flags it takes, to stdout.
 func help(args []string) int {
-	if len(args) == 0 || commands[args[0]] == nil {
+	if len(args) > 0 && commands[args[0]] == nil {
 		return cli.Help(os.Stdout, helpFiles, args, nil)
 	}
-	return cli.Help(os.Stdout, helpFiles, args, newCommon(args[0]).fs)
+	return cli.Help(os.Stdout, helpFiles, args, newCommon(append(args, "dump")[0]).fs) // (the overview: the main use's)
 }

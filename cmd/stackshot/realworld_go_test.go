@@ -36,9 +36,27 @@ func TestRealGo(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			bin := buildGoTarget(t, "gotarget", v.flags...)
 			tg := testutil.Start(t, bin, "spin")
+			// The spinning goroutine is on a thread in most dumps; on a
+			// loaded machine some catch it between threads (preempted by
+			// the runtime, its next thread not yet running it): then it
+			// is in the goroutine list, running or runnable. Dump until
+			// it was on a thread once (its chain is what is checked), 5
+			// dumps at least, 60 at most. (A generous --timeout: the names
+			// are checked, not the speed; at a load of 40 on 2 cores the
+			// default 10s cut symbolization short.)
 			spinSeen := false
-			for round := 0; round < 5; round++ {
-				p := dumpJSON(t, strconv.Itoa(tg.PID))
+			for round := 0; round < 5 || (!spinSeen && round < 60); round++ {
+				out, errOut, code := runSS(t, "dump", "--json", "--timeout", "120s", strconv.Itoa(tg.PID))
+				var p jProc
+				var gs struct {
+					Goroutines []struct {
+						Status string   `json:"status"`
+						Frames []jFrame `json:"frames"`
+					} `json:"goroutines"`
+				}
+				if code != 0 || json.Unmarshal([]byte(out), &p) != nil || json.Unmarshal([]byte(out), &gs) != nil {
+					t.Fatalf("dump: exit %d, %s\n%s", code, errOut, out)
+				}
 				m := mustThreadWith(t, p, "main.stdinB")
 				if f := fnames(m); !hasChain(f, []string{"main.stdinB", "main.stdinA", "main.main", "runtime.main", "runtime.goexit"}) {
 					t.Errorf("main goroutine: want main.stdinB, main.stdinA, main.main, runtime.main, runtime.goexit in %v", f)
@@ -57,10 +75,19 @@ func TestRealGo(t *testing.T) {
 					} else if !hasChain(f, []string{"main.spinB", "main.spinA", "runtime.goexit"}) {
 						t.Errorf("spinning goroutine: want main.spinB, main.spinA, runtime.goexit in %v", f)
 					}
+				} else {
+					between := false
+					for _, g := range gs.Goroutines {
+						between = between || g.Status == "runnable" || g.Status == "running" ||
+							hasChain(fnames(jThread{Frames: g.Frames}), []string{"main.spinB"})
+					}
+					if !between {
+						t.Errorf("round %d: the spinning goroutine is on no thread and not runnable either: %+v", round, gs.Goroutines)
+					}
 				}
 			}
 			if !spinSeen {
-				t.Errorf("the spinning goroutine main.spinB was in no dump of 5")
+				t.Errorf("the spinning goroutine main.spinB was on no thread in 60 dumps")
 			}
 			assertUntouched(t, tg.PID, false)
 		})

@@ -85,9 +85,7 @@ func cmdRecord(args []string) error {
 	if sent != "" {
 		went = append(went, sent)
 	}
-	if !c.quiet {
-		output.WriteSummary(os.Stderr, prof, end.String(), strings.Join(went, ", "))
-	}
+	output.WriteSummary(os.Stderr, prof, output.Summary{End: end.String(), Went: strings.Join(went, ", "), Verbose: c.verbose, Quiet: c.quiet})
 	c.symbolizerNotes(s)
 	return sendErr
 }

@@ -56,7 +56,7 @@ func TestRecordPerfEventsNoStop(t *testing.T) {
 			tg := testutil.Start(t, buildBlocked(t, v.flags), "spin", "busy")
 			for _, sampler := range []string{"auto", "ptrace"} {
 				out := filepath.Join(t.TempDir(), "p.folded")
-				_, errOut, code := runSS(t, "record", "-F", "99", "-d", "2s", "--per-thread", "--sampler", sampler, "-o", out, fmt.Sprint(tg.PID))
+				_, errOut, code := runSS(t, "record", "-v", "-F", "99", "-d", "2s", "--per-thread", "--sampler", sampler, "-o", out, fmt.Sprint(tg.PID))
 				if code != 0 {
 					t.Fatalf("%s: exit %d: %s", sampler, code, errOut)
 				}
@@ -138,7 +138,7 @@ func TestRecordPerfAsAnotherUser(t *testing.T) {
 	as := []string{"--reuid", fmt.Sprint(serviceUID), "--regid", fmt.Sprint(serviceUID), "--clear-groups", "--"}
 	tg := testutil.Start(t, setpriv, append(as, buildBlocked(t, blockedVariants[1].flags), "busy")...)
 	// (the target's pid is setpriv's: it execs)
-	cmd := exec.Command(setpriv, append(as, bin, "record", "-F", "99", "-d", "2s", "--per-thread", "-o", "-", "--format", "folded", fmt.Sprint(tg.PID))...)
+	cmd := exec.Command(setpriv, append(as, bin, "record", "-v", "-F", "99", "-d", "2s", "--per-thread", "-o", "-", "--format", "folded", fmt.Sprint(tg.PID))...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Run(); err != nil {

@@ -185,10 +185,16 @@ func NewFlagSet(name string) *pflag.FlagSet {
 // command, its page (help/NAME.txt: the usage, a line "examples:", the
 // examples) with the flags it takes (flags) before the examples. A name
 // that is not a command (flags nil) is bad usage, said on stderr.
+//
+// The overview (no argument) lists flags too: those of 'stackshot PID',
+// the main use (dump's).
 func Help(w io.Writer, pages fs.FS, args []string, flags *pflag.FlagSet) int {
 	if len(args) == 0 {
 		b, _ := fs.ReadFile(pages, "help/overview.txt")
 		w.Write(b)
+		if flags != nil {
+			fmt.Fprintf(w, "\nflags of 'stackshot PID' (and 'stackshot dump'):\n%s", FlagUsages(flags))
+		}
 		return ExitOK
 	}
 	if flags == nil {
@@ -197,7 +203,7 @@ func Help(w io.Writer, pages fs.FS, args []string, flags *pflag.FlagSet) int {
 	}
 	b, _ := fs.ReadFile(pages, "help/"+args[0]+".txt")
 	text, examples, _ := strings.Cut(string(b), "\nexamples:\n")
-	fmt.Fprintf(w, "usage: %s\nflags:\n%s\nexamples:\n%s", text, flags.FlagUsages(), examples)
+	fmt.Fprintf(w, "usage: %s\nflags:\n%s\nexamples:\n%s", text, FlagUsages(flags), examples)
 	return ExitOK
 }
 

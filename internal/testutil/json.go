@@ -9,6 +9,7 @@ type DumpProcess struct {
 	PID      int          `json:"pid"`
 	Comm     string       `json:"comm"`
 	Exe      string       `json:"exe"`
+	Cmdline  string       `json:"cmdline"`
 	Time     string       `json:"time"`
 	State    string       `json:"state"`
 	Warnings []string     `json:"warnings"`
