@@ -46,6 +46,7 @@ type Options struct {
 	Timeout    time.Duration
 	Quiet      bool // no warnings (errors are still said)
 	Goroutines bool // list the goroutines of Go processes
+	NoPython   bool // leave out the Python frames of CPython programs
 	// Group and NoGroup fold threads (and goroutines) with the same
 	// stack, or never; neither: past groupAuto threads.
 	Group, NoGroup bool
@@ -302,6 +303,7 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 			return nil, err
 		}
 	}
+	s.addPython(p, rp)
 	s.diagnose(rp, p, tasks)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))
 	return rp, nil

@@ -48,9 +48,10 @@ type jsonThread struct {
 }
 
 type jsonFrame struct {
-	PC              string  `json:"pc"`
+	PC              *string `json:"pc"` // null: a Python frame
 	Kind            string  `json:"kind"`
 	Function        *string `json:"function,omitempty"`
+	QualName        string  `json:"qualname,omitempty"`
 	Offset          *uint64 `json:"offset,omitempty"`
 	Module          string  `json:"module,omitempty"`
 	ModuleOffset    string  `json:"module_offset,omitempty"`

@@ -13,6 +13,10 @@ type DumpProcess struct {
 	State    string       `json:"state"`
 	Warnings []string     `json:"warnings"`
 	Threads  []DumpThread `json:"threads"`
+	Runtime  *struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"runtime"`
 	// The diagnosis: what the process waits for.
 	Verdict   string `json:"verdict"`
 	Deadlocks *[]struct {
@@ -66,6 +70,7 @@ type JSONFrame struct {
 	PC              string  `json:"pc"`
 	Kind            string  `json:"kind"`
 	Function        *string `json:"function"`
+	QualName        string  `json:"qualname"` // a Python frame's
 	Offset          *uint64 `json:"offset"`
 	Module          string  `json:"module"`
 	ModuleOffset    string  `json:"module_offset"`

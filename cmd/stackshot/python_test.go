@@ -1,0 +1,165 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"stackshot/internal/testutil"
+)
+
+// pythons are the CPython interpreters the Python tests run: Debian's
+// (and its debug build), and each 3.8-3.13 under $(pyenv root)/versions.
+func pythons() []struct{ name, path string } {
+	out := []struct{ name, path string }{{"debian-3.11", "/usr/bin/python3.11"}, {"debian-3.11-dbg", "/usr/bin/python3.11-dbg"}}
+	root := os.Getenv("PYENV_ROOT")
+	if b, err := exec.Command("pyenv", "root").Output(); err == nil {
+		root = strings.TrimSpace(string(b))
+	}
+	for minor := 8; minor <= 13; minor++ {
+		v := fmt.Sprintf("3.%d", minor)
+		path := filepath.Join(root, "versions", v+".*", "bin", "python"+v)
+		if m, _ := filepath.Glob(path); len(m) > 0 && root != "" {
+			path = m[len(m)-1]
+		}
+		out = append(out, struct{ name, path string }{"pyenv-" + v, path})
+	}
+	return out
+}
+
+// scenes is what testdata/python/scenes.py says of itself at ready time.
+type scenes struct {
+	Threads map[string][][4]any `json:"threads"` // [name, qualname, file, line], innermost first
+	Names   map[string]int      `json:"names"`
+	Version string              `json:"version"`
+}
+
+// startScenes runs scenes.py under python and reads its own account.
+func startScenes(t *testing.T, python string) (*testutil.Target, scenes) {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		testutil.Skip(t, python+" is not installed on this machine")
+	}
+	tg := testutil.Start(t, python, testutil.Testdata("python", "scenes.py"))
+	var sc scenes
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(tg.Ready, "ready ")), &sc); err != nil {
+		t.Fatalf("scenes.py's ready line: %v\n%s", err, tg.Ready)
+	}
+	return tg, sc
+}
+
+// pyFrames lists a thread's Python frames as [qualname, file, line].
+func pyFrames(th jThread) []string {
+	var out []string
+	for _, f := range th.Frames {
+		if f.Kind == "python" {
+			out = append(out, fmt.Sprintf("%s %s:%d", f.QualName, f.File, f.Line))
+		}
+	}
+	return out
+}
+
+// TestPythonFrames dumps scenes.py under every CPython here and compares
+// each thread's Python frames, frame by frame with lines, with what the
+// program printed of itself (sys._current_frames()), and checks where
+// they sit among the native frames: each run inside an eval frame, and
+// the ctypes callback's frames inside qsort, inside sort_with_callback.
+func TestPythonFrames(t *testing.T) {
+	for _, py := range pythons() {
+		t.Run(py.name, func(t *testing.T) {
+			tg, sc := startScenes(t, py.path)
+			var p jProc
+			var mismatch []string
+			// A dump taken while the busy thread is between two frames
+			// may place that thread's frames by order only: the blocked
+			// ones never are.
+			for try := 0; try < 3; try++ {
+				p = dumpJSON(t, "-p", strconv.Itoa(tg.PID))
+				if mismatch = checkScenes(p, sc); len(mismatch) == 0 {
+					break
+				}
+			}
+			if len(mismatch) > 0 {
+				t.Fatalf("CPython %s:\n%s\nwarnings: %q", sc.Version, strings.Join(mismatch, "\n"), p.Warnings)
+			}
+			if p.Runtime == nil || p.Runtime.Name != "python" || p.Runtime.Version != sc.Version {
+				t.Errorf("runtime %+v, want python %s", p.Runtime, sc.Version)
+			}
+			off := dumpJSON(t, "--no-python", "-p", strconv.Itoa(tg.PID))
+			for _, th := range off.Threads {
+				if n := len(pyFrames(th)); n > 0 {
+					t.Errorf("--no-python: thread %d has %d Python frames", th.TID, n)
+				}
+			}
+		})
+	}
+}
+
+// checkScenes compares dump p with the program's account sc; it returns
+// what differs.
+func checkScenes(p jProc, sc scenes) (bad []string) {
+	byTID := map[int]jThread{}
+	for _, th := range p.Threads {
+		byTID[th.TID] = th
+	}
+	for name, tid := range sc.Names {
+		th, ok := byTID[tid]
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s: thread %d not in the dump", name, tid))
+			continue
+		}
+		var want []string
+		for _, f := range sc.Threads[strconv.Itoa(tid)] {
+			want = append(want, fmt.Sprintf("%s %s:%v", f[1], f[2], f[3]))
+		}
+		got := pyFrames(th)
+		if name == "busy" { // its line moves: the functions only
+			want, got = stripLines(want), stripLines(got)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			bad = append(bad, fmt.Sprintf("%s (thread %d): Python frames\n  got  %q\n  want %q", name, tid, got, want))
+			continue
+		}
+		if why := placement(th, name); why != "" {
+			bad = append(bad, fmt.Sprintf("%s (thread %d): %s", name, tid, why))
+		}
+	}
+	return bad
+}
+
+func stripLines(fs []string) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f[:strings.LastIndexByte(f, ':')]
+	}
+	return out
+}
+
+// placement checks that each run of Python frames ends just inside a
+// native eval frame, and for the ctypes callback that qsort lies between
+// compare and sort_with_callback.
+func placement(th jThread, name string) string {
+	fs := th.Frames
+	var seq []string
+	for i, f := range fs {
+		if f.Kind == "python" {
+			seq = append(seq, "py:"+f.QualName)
+			if i+1 < len(fs) && fs[i+1].Kind != "python" && !strings.HasPrefix(fs[i+1].Fn(), "_PyEval_EvalFrameDefault") {
+				return fmt.Sprintf("Python frame %s is not just inside an eval frame (next: %s)", f.QualName, fs[i+1].Fn())
+			}
+		} else if f.Kind == "user" && (f.Fn() == "qsort" || strings.HasPrefix(f.Fn(), "msort")) {
+			seq = append(seq, "qsort")
+		}
+	}
+	if name == "callback" && !hasSubseq(seq, []string{"py:compare", "qsort", "py:sort_with_callback"}) {
+		return fmt.Sprintf("the callback's frames are not inside qsort: %q", seq)
+	}
+	return ""
+}
