@@ -94,7 +94,11 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	if o.Verbose && t.Capture == "ptrace" {
 		fmt.Fprintf(w, ", paused %.1fus", float64(t.PauseNS)/1000)
 	}
-	fmt.Fprintf(w, "):%s\n", progressMark(t))
+	gil := ""
+	if t.HoldsGIL {
+		gil = " [holds the GIL]"
+	}
+	fmt.Fprintf(w, ")%s:%s\n", gil, progressMark(t))
 	n := 0
 	boundary := false
 	var prev *report.Frame // the frame body was made for

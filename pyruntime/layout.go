@@ -38,6 +38,14 @@ type Layout struct {
 	CodeName      int
 	CodeFirstLine int
 
+	// The GIL: _PyRuntime.ceval.gil (a struct _gil_runtime_state, before
+	// 3.12) or PyInterpreterState.ceval.gil (a pointer to one, 3.12+);
+	// its locked flag and last holder (a thread state).
+	RuntimeGIL    int
+	InterpGIL     int
+	GILLocked     int
+	GILLastHolder int
+
 	ObType         int // PyObject.ob_type
 	VarSize        int // PyVarObject.ob_size
 	BytesData      int // PyBytesObject.ob_sval

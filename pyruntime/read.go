@@ -39,6 +39,8 @@ type Thread struct {
 	Interp   int    // the interpreter's index in _PyRuntime's list (0: the main one)
 	ThreadID uint64 // thread_id: the thread's pthread_t
 	NativeID int    // native_thread_id (3.11+), the thread's tid; 0 unknown
+	// HoldsGIL: the GIL is locked, and this thread state last took it.
+	HoldsGIL bool
 	Frames   []Frame
 	// Moved says the frames kept changing while read (a running thread):
 	// Frames are those of the last read.
@@ -102,6 +104,7 @@ func (rt *Runtime) Threads() ([]Thread, error) {
 		if err != nil {
 			return out, fmt.Errorf("interpreter %#x: %v", interp, err)
 		}
+		holder := r.gilHolder(interp)
 		for ts != 0 {
 			if len(out) == maxThreads || seen[ts] {
 				return out, fmt.Errorf("the thread list of interpreter %#x does not end within %d entries", interp, maxThreads)
@@ -111,7 +114,7 @@ func (rt *Runtime) Threads() ([]Thread, error) {
 			if err != nil {
 				return out, err
 			}
-			th.Interp = i
+			th.Interp, th.HoldsGIL = i, ts == holder
 			out = append(out, th)
 			ts = next
 		}
@@ -120,6 +123,24 @@ func (rt *Runtime) Threads() ([]Thread, error) {
 		}
 	}
 	return out, nil
+}
+
+// gilHolder is the thread state that holds interpreter interp's GIL, 0
+// when it is not locked (or cannot be read).
+func (r *reader) gilHolder(interp uint64) uint64 {
+	l := r.l
+	gil := r.rt.runtime + uint64(l.RuntimeGIL)
+	if l.RuntimeGIL < 0 {
+		var err error
+		if gil, err = r.u64(interp + uint64(l.InterpGIL)); err != nil {
+			return 0
+		}
+	}
+	b, err := r.read(gil, max(l.GILLocked+4, l.GILLastHolder+8))
+	if err != nil || binary.LittleEndian.Uint32(b[l.GILLocked:]) == 0 {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b[l.GILLastHolder:])
 }
 
 // thread reads thread state ts: its ids, frames, and the next state.

@@ -94,6 +94,7 @@ func Merge(rp *report.Process, rt *Runtime, threads []Thread) {
 		case t == nil:
 			continue
 		}
+		t.HoldsGIL = t.HoldsGIL || pt.HoldsGIL
 		if pt.Err != nil {
 			rp.Warnings = append(rp.Warnings, fmt.Sprintf("thread %d: Python frames incomplete (%v)", t.TID, pt.Err))
 		}

@@ -62,6 +62,8 @@ type Thread struct {
 	WaitingFor *WaitingFor
 	Progress   string  // ProgressStuck | ProgressSpinning | ProgressMoving; "" single snapshot
 	SameStackS float64 // seconds the user stack stayed the same across snapshots
+	// HoldsGIL: a CPython thread holding its interpreter's GIL.
+	HoldsGIL bool
 }
 
 // Process is one process's symbolized resolve.

@@ -68,8 +68,9 @@ func pyFrames(th jThread) []string {
 
 // TestPythonFrames dumps scenes.py under every CPython here and compares
 // each thread's Python frames, frame by frame with lines, with what the
-// program printed of itself (sys._current_frames()), and checks where
-// they sit among the native frames: each run inside an eval frame, and
+// program printed of itself (sys._current_frames()), checks that the one
+// thread running Python holds the GIL, and checks where the frames sit
+// among the native frames: each run inside an eval frame, and
 // the ctypes callback's frames inside qsort, inside sort_with_callback.
 func TestPythonFrames(t *testing.T) {
 	for _, py := range pythons() {
@@ -126,6 +127,11 @@ func checkScenes(p jProc, sc scenes) (bad []string) {
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			bad = append(bad, fmt.Sprintf("%s (thread %d): Python frames\n  got  %q\n  want %q", name, tid, got, want))
 			continue
+		}
+		// The busy thread is the only one that runs: it holds the GIL
+		// (no other asks for it), and no other does.
+		if th.GIL != (name == "busy") {
+			bad = append(bad, fmt.Sprintf("%s (thread %d): holds the GIL: %v", name, tid, th.GIL))
 		}
 		if why := placement(th, name); why != "" {
 			bad = append(bad, fmt.Sprintf("%s (thread %d): %s", name, tid, why))

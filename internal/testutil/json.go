@@ -59,6 +59,7 @@ type DumpThread struct {
 	Frames  []JSONFrame `json:"frames"`
 	Error   *string     `json:"error"`
 	Stop    string      `json:"stop"`
+	GIL     bool        `json:"gil"`
 	// The diagnosis of the thread.
 	WaitingFor *WaitingFor `json:"waiting_for"`
 	Progress   string      `json:"progress"`

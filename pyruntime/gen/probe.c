@@ -84,6 +84,15 @@ int main(void) {
 	P("CodeFilename", offsetof(PyCodeObject, co_filename));
 	P("CodeName", offsetof(PyCodeObject, co_name));
 	P("CodeFirstLine", offsetof(PyCodeObject, co_firstlineno));
+#if PY_VERSION_HEX >= 0x030C0000
+	P("RuntimeGIL", -1);
+	P("InterpGIL", offsetof(PyInterpreterState, ceval.gil));
+#else
+	P("RuntimeGIL", offsetof(_PyRuntimeState, ceval.gil));
+	P("InterpGIL", -1);
+#endif
+	P("GILLocked", offsetof(struct _gil_runtime_state, locked));
+	P("GILLastHolder", offsetof(struct _gil_runtime_state, last_holder));
 	P("ObType", offsetof(PyObject, ob_type));
 	P("VarSize", offsetof(PyVarObject, ob_size));
 	P("BytesData", offsetof(PyBytesObject, ob_sval));
