@@ -5,35 +5,11 @@ package live
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
-	"stackshot/goruntime"
-	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/pyruntime"
 	"stackshot/report"
 )
-
-// pythonModules are the mapped files of p that may hold a CPython
-// interpreter (an executable named python*, a libpython3.X.so), the
-// lowest mapping of each.
-func pythonModules(p *ptrace.Process) []*procmaps.Mapping {
-	var out []*procmaps.Mapping
-	seen := map[string]bool{}
-	for i := range p.Maps {
-		m := &p.Maps[i]
-		base := filepath.Base(m.Path)
-		isExe := m.Path == p.Exe && strings.HasPrefix(base, "python")
-		if m.Kind != procmaps.KindFile || seen[m.Path] || !isExe && !strings.HasPrefix(base, "libpython3.") {
-			continue
-		}
-		seen[m.Path] = true
-		out = append(out, procmaps.Maps(p.Maps).FirstOfFile(m))
-	}
-	return out
-}
 
 // addPython reads the Python frames of a CPython process into rp's
 // threads (pyruntime), after every thread runs again; a process that is
@@ -42,7 +18,7 @@ func (s *Session) addPython(p *ptrace.Process, rp *report.Process) {
 	if s.o.NoPython {
 		return
 	}
-	cands := pythonModules(p)
+	cands := pyruntime.Candidates(p.Exe, p.Maps)
 	if len(cands) == 0 {
 		return
 	}
@@ -50,24 +26,7 @@ func (s *Session) addPython(p *ptrace.Process, rp *report.Process) {
 		rp.Warnings = append(rp.Warnings, "Python frames not read: the process belongs to another user, and its memory is parsed in a sandboxed child, which does not read them yet (run as the process's owner to see them)")
 		return
 	}
-	mem := ptrace.MemReader{PID: p.MemPID()}
-	var mods []pyruntime.Module
-	for _, m := range cands {
-		f, err := os.Open(procmaps.MapFilesPath(p.MemPID(), m))
-		if err != nil {
-			continue
-		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil || !st.Mode().IsRegular() {
-			continue
-		}
-		bias, ok := goruntime.LoadBias(f, m.Start, m.Offset)
-		if ok {
-			mods = append(mods, pyruntime.Module{Path: m.Path, File: f, Size: st.Size(), Bias: bias})
-		}
-	}
-	rt, err := pyruntime.Open(mem, mods)
+	rt, err := pyruntime.OpenLive(p.MemPID(), cands, ptrace.MemReader{PID: p.MemPID()})
 	var unknown *pyruntime.UnknownVersionError
 	switch {
 	case errors.Is(err, pyruntime.ErrNotPython):

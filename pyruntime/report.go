@@ -1,6 +1,7 @@
 package pyruntime
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -105,4 +106,32 @@ func Merge(rp *report.Process, rt *Runtime, threads []Thread) {
 			rp.Warnings = append(rp.Warnings, fmt.Sprintf("thread %d: Python frames placed by order only (%s: it ran between the two reads, or its native stack is incomplete)", t.TID, why))
 		}
 	}
+}
+
+// ByTID matches threads to the process's threads tids (see MatchTIDs)
+// and indexes them by thread id.
+func ByTID(rt *Runtime, threads []Thread, tids map[int]bool) map[int]*Thread {
+	rt.MatchTIDs(threads, tids)
+	out := make(map[int]*Thread, len(threads))
+	for i := range threads {
+		if threads[i].NativeID != 0 && len(threads[i].Frames) > 0 {
+			out[threads[i].NativeID] = &threads[i]
+		}
+	}
+	return out
+}
+
+// AppendKey appends what tells pt's Python frames from others' to a
+// sample's key.
+func AppendKey(b []byte, pt *Thread) []byte {
+	b = append(b, 2)
+	for _, f := range pt.Frames {
+		b = append(append(b, f.QualName...), 0)
+		b = append(append(b, f.File...), 0)
+		b = binary.LittleEndian.AppendUint32(b, uint32(f.Line))
+		if f.Entry {
+			b = append(b, 1)
+		}
+	}
+	return b
 }

@@ -192,3 +192,38 @@ func BenchmarkPythonDump(b *testing.B) {
 		})
 	}
 }
+
+// TestPythonRecordShares records hot.py under Debian's CPython 3.11: its
+// two hot Python functions appear in the folded stacks, with the shares
+// of the samples the program's own clock gives them, within 10
+// points.
+func TestPythonRecordShares(t *testing.T) {
+	py := testutil.Need(t, "/usr/bin/python3.11")
+	tg := testutil.Start(t, py, testutil.Testdata("python", "hot.py"))
+	spent := func() (a, b float64) {
+		fmt.Sscan(tg.Ask("spent"), &a, &b)
+		return a, b
+	}
+	a0, b0 := spent()
+	out := filepath.Join(t.TempDir(), "p.folded")
+	_, errOut, code := runSS(t, "record", "-F", "99", "-d", "3s", "-o", out, strconv.Itoa(tg.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	a1, b1 := spent()
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := foldedShares(t, string(data), "hot_a", "hot_b")
+	if got["hot_a"]+got["hot_b"] < 50 {
+		t.Fatalf("only %d samples in hot_a+hot_b:\n%s", got["hot_a"]+got["hot_b"], data)
+	}
+	want := (a1 - a0) / (a1 - a0 + b1 - b0)
+	share := float64(got["hot_a"]) / float64(got["hot_a"]+got["hot_b"])
+	if share < want-0.1 || share > want+0.1 {
+		t.Errorf("hot_a has %.0f%% of the samples in hot_a or hot_b (%d/%d); the program spent %.0f%% of that time in it",
+			share*100, got["hot_a"], got["hot_a"]+got["hot_b"], want*100)
+	}
+	t.Logf("hot_a %.1f%% of samples, %.1f%% of the program's time", share*100, want*100)
+}
