@@ -36,7 +36,7 @@ type Frame struct {
 
 // Thread is one Python thread state and its frames.
 type Thread struct {
-	Interp   int    // the interpreter's index in _PyRuntime's list (0: the main one)
+	Interp   int    // the interpreter's index in _PyRuntime's list (newest first)
 	ThreadID uint64 // thread_id: the thread's pthread_t
 	NativeID int    // native_thread_id (3.11+), the thread's tid; 0 unknown
 	// HoldsGIL: the GIL is locked, and this thread state last took it.

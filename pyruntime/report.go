@@ -2,6 +2,7 @@ package pyruntime
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -79,20 +80,19 @@ func appendFrames(out []report.Frame, fs []Frame) []report.Frame {
 // running while read, Python and native stacks that did not match.
 func Merge(rp *report.Process, rt *Runtime, threads []Thread) {
 	tids := map[int]bool{}
-	byTID := map[int]*report.Thread{}
 	for i := range rp.Threads {
 		tids[rp.Threads[i].TID] = true
-		byTID[rp.Threads[i].TID] = &rp.Threads[i]
 	}
-	rt.MatchTIDs(threads, tids)
+	byTID := ByTID(rt, threads, tids)
 	for i := range threads {
-		pt := &threads[i]
-		t := byTID[pt.NativeID]
-		switch {
-		case t == nil && len(pt.Frames) > 0:
+		if pt := &threads[i]; !tids[pt.NativeID] && len(pt.Frames) > 0 {
 			rp.Warnings = append(rp.Warnings, fmt.Sprintf("Python frames of thread state %#x (thread_id) not shown: no thread of the process matches it", pt.ThreadID))
-			continue
-		case t == nil:
+		}
+	}
+	for i := range rp.Threads {
+		t := &rp.Threads[i]
+		pt := byTID[t.TID]
+		if pt == nil {
 			continue
 		}
 		t.HoldsGIL = t.HoldsGIL || pt.HoldsGIL
@@ -109,14 +109,26 @@ func Merge(rp *report.Process, rt *Runtime, threads []Thread) {
 }
 
 // ByTID matches threads to the process's threads tids (see MatchTIDs)
-// and indexes them by thread id.
+// and indexes them by thread id. A thread that runs a subinterpreter has
+// a thread state in each interpreter it entered: their frames are joined,
+// the newer interpreter's (earlier in the list) inside.
 func ByTID(rt *Runtime, threads []Thread, tids map[int]bool) map[int]*Thread {
 	rt.MatchTIDs(threads, tids)
 	out := make(map[int]*Thread, len(threads))
 	for i := range threads {
-		if threads[i].NativeID != 0 && len(threads[i].Frames) > 0 {
-			out[threads[i].NativeID] = &threads[i]
+		pt := &threads[i]
+		if !tids[pt.NativeID] {
+			continue
 		}
+		prev := out[pt.NativeID]
+		if prev == nil {
+			out[pt.NativeID] = pt
+			continue
+		}
+		both := *prev
+		both.Frames = append(append([]Frame(nil), prev.Frames...), pt.Frames...)
+		both.HoldsGIL, both.Moved, both.Err = prev.HoldsGIL || pt.HoldsGIL, prev.Moved || pt.Moved, errors.Join(prev.Err, pt.Err)
+		out[pt.NativeID] = &both
 	}
 	return out
 }

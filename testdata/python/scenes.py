@@ -81,6 +81,23 @@ def sort_with_callback():
     libc.qsort(arr, 2, ctypes.sizeof(ctypes.c_int), CMP(compare))
 
 
+# A subinterpreter (3.12+) whose code sleeps in sub_wait: its frames are
+# those of SUB (lines 4 and 5 of "<string>"), inside the main
+# interpreter's frames of the thread that runs it.
+SUB = "import time\n\ndef sub_wait():\n    time.sleep(100000)\nsub_wait()\n"
+SUB_FRAMES = [["sub_wait", "sub_wait", "<string>", 4], ["<module>", "<module>", "<string>", 5]]
+
+
+def subinterp():
+    try:
+        import _interpreters as interpreters
+    except ImportError:
+        import _xxsubinterpreters as interpreters
+    interp = interpreters.create()
+    arrive("subinterp")
+    interpreters.run_string(interp, SUB)
+
+
 class Holder:
     def wait_here(self):
         arrive("method")
@@ -99,7 +116,8 @@ def describe(frame):
 def settled(frames, names):
     """Each thread's innermost frame is where it blocks (the busy one aside)."""
     tops = {"sleeper": "nap", "receiver": "receiver", "generator": "produce", "coroutine": "co_inner",
-            "deep": "recurse", "callback": "compare", "method": "wait_here", "main": "main_idle"}
+            "deep": "recurse", "callback": "compare", "method": "wait_here", "main": "main_idle",
+            "subinterp": "subinterp"}
     for name, tid in names.items():
         f = frames.get(tid)
         if name != "busy" and (f is None or f.f_code.co_name != tops[name]):
@@ -117,6 +135,8 @@ def reporter(main_ident):
             break
         time.sleep(0.01)
     want = {str(tid): describe(frames[tid]) for tid in names.values()}
+    if "subinterp" in names:
+        want[str(names["subinterp"])][:0] = SUB_FRAMES
     print("ready " + json.dumps({"threads": want, "names": {k: v for k, v in names.items()},
                                  "version": sys.version.split()[0]}), flush=True)
 
@@ -129,6 +149,8 @@ def main():
     a, b = socket.socketpair()
     targets = [(sleeper, ()), (receiver, (a,)), (spin, ()), (consume, ()), (drive, ()),
                (recurse, (500,)), (sort_with_callback, ()), (Holder().wait_here, ())]
+    if sys.version_info >= (3, 12):
+        targets.append((subinterp, ()))
     for fn, args in targets:
         threading.Thread(target=fn, args=args, daemon=True).start()
     while len(started) < len(targets):
