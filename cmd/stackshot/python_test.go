@@ -227,3 +227,30 @@ func TestPythonRecordShares(t *testing.T) {
 	}
 	t.Logf("hot_a %.1f%% of samples, %.1f%% of the program's time", share*100, want*100)
 }
+
+// TestPythonGarbage dumps a process that looks like CPython 3.11 but
+// whose _PyRuntime points only at itself: native frames, no Python ones,
+// warnings saying what did not check out.
+func TestPythonGarbage(t *testing.T) {
+	bin := testutil.Build(t, "gcc", []string{testutil.Testdata("python", "garbage.c")}, "-O0", "-g", "-rdynamic")
+	exe := filepath.Join(t.TempDir(), "python3.11")
+	if out, err := exec.Command("cp", bin, exe).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	tg := testutil.Start(t, exe)
+	p := dumpJSON(t, "-p", strconv.Itoa(tg.PID))
+	if len(p.Threads) != 1 {
+		t.Fatalf("%d threads", len(p.Threads))
+	}
+	assertMainChain(t, p.Threads[0], "__GI___libc_read", "main")
+	if n := len(pyFrames(p.Threads[0])); n > 0 {
+		t.Errorf("%d Python frames read from garbage", n)
+	}
+	if p.Runtime == nil || p.Runtime.Name != "python" || p.Runtime.Version != "3.11.2" {
+		t.Errorf("runtime %+v, want python 3.11.2 (Py_Version)", p.Runtime)
+	}
+	said := strings.Join(p.Warnings, "\n")
+	if !strings.Contains(said, "does not end") || !strings.Contains(said, "Python frames") {
+		t.Errorf("warnings do not say what did not check out: %q", p.Warnings)
+	}
+}
