@@ -254,3 +254,53 @@ func TestPythonGarbage(t *testing.T) {
 		t.Errorf("warnings do not say what did not check out: %q", p.Warnings)
 	}
 }
+
+// TestPythonVsGdbPyBt compares each blocked thread's Python frames with
+// those gdb's py-bt (python3.11-dbg's gdb extension) prints for it: file,
+// line and function, frame by frame.
+func TestPythonVsGdbPyBt(t *testing.T) {
+	gdb := testutil.Need(t, "gdb")
+	py := testutil.Need(t, "/usr/bin/python3.11-dbg")
+	tg, sc := startScenes(t, py)
+	p := dumpJSON(t, "-p", strconv.Itoa(tg.PID))
+	out, err := exec.Command(gdb, "-p", strconv.Itoa(tg.PID), "-batch", "-ex", "thread apply all py-bt").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	want := map[int][]string{} // by LWP
+	lwp := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		if i := strings.Index(l, "(LWP "); strings.HasPrefix(l, "Thread ") && i > 0 {
+			fmt.Sscan(l[i+5:], &lwp)
+		}
+		var file, fn string
+		var line int
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "File \"") {
+			rest := l[len("File \""):]
+			q := strings.IndexByte(rest, '"')
+			file = rest[:q]
+			if _, err := fmt.Sscanf(rest[q+1:], ", line %d, in %s", &line, &fn); err == nil {
+				want[lwp] = append(want[lwp], fmt.Sprintf("%s %s:%d", fn, file, line))
+			}
+		}
+	}
+	compared := 0
+	for _, th := range p.Threads {
+		if th.TID == sc.Names["busy"] {
+			continue // it runs: gdb stops it elsewhere
+		}
+		var got []string
+		for _, f := range th.Frames {
+			if f.Kind == "python" {
+				got = append(got, fmt.Sprintf("%s %s:%d", f.Fn(), f.File, f.Line))
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want[th.TID], "\n") {
+			t.Errorf("thread %d:\n  stackshot %q\n  py-bt     %q", th.TID, got, want[th.TID])
+		}
+		compared += len(got)
+	}
+	if compared < 500 {
+		t.Errorf("only %d frames compared (the recursion alone has 500)", compared)
+	}
+}
