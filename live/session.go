@@ -24,6 +24,7 @@ import (
 	"stackshot/debuginfod"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
+	"stackshot/pyruntime"
 	"stackshot/report"
 	"stackshot/resolve"
 	"stackshot/sandbox"
@@ -305,6 +306,7 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 	}
 	s.addPython(p, rp)
 	s.diagnose(rp, p, tasks)
+	pyruntime.NameLockWaits(rp)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))
 	return rp, nil
 }

@@ -147,3 +147,49 @@ func AppendKey(b []byte, pt *Thread) []byte {
 	}
 	return b
 }
+
+// lockAcquirers are the native functions of CPython's _thread module that
+// block acquiring a threading lock, and the wait kind of each.
+var lockAcquirers = []struct{ fn, kind, what string }{
+	{"lock_PyThread_acquire_lock", report.WaitPythonLock, "threading.Lock"},
+	{"rlock_acquire", report.WaitPythonRLock, "threading.RLock"},
+}
+
+// NameLockWaits says of each thread of rp blocked on a semaphore inside
+// one of the _thread module's acquire functions that it waits for a
+// Python lock, and at which Python frame it asked (Lock.acquire itself,
+// or Condition.wait, Semaphore.acquire, Queue.get, which wait on one). A
+// Lock records no owner: none is named. An RLock records one, not read
+// here yet: none is named either.
+func NameLockWaits(rp *report.Process) {
+	for i := range rp.Threads {
+		t := &rp.Threads[i]
+		if t.WaitingFor == nil || t.WaitingFor.Kind != report.WaitSemaphore {
+			continue
+		}
+		for j, f := range t.Frames {
+			k := -1
+			for n, a := range lockAcquirers {
+				if f.Kind == "user" && (f.Function == a.fn || strings.HasPrefix(f.Function, a.fn+".")) {
+					k = n
+				}
+			}
+			if k < 0 {
+				continue
+			}
+			a := lockAcquirers[k]
+			note := a.what + " records no owner"
+			if a.kind == report.WaitPythonRLock {
+				note = a.what + "'s owner is not read"
+			}
+			for _, py := range t.Frames[j+1:] {
+				if py.Kind == "python" {
+					note += fmt.Sprintf("; asked at %s (%s:%d)", py.Function, py.File, py.Line)
+					break
+				}
+			}
+			t.WaitingFor.Kind, t.WaitingFor.Note = a.kind, note
+			break
+		}
+	}
+}

@@ -304,3 +304,49 @@ func TestPythonVsGdbPyBt(t *testing.T) {
 		t.Errorf("only %d frames compared (the recursion alone has 500)", compared)
 	}
 }
+
+// TestPythonLockWaits: threads blocked on a threading.Lock, an RLock and
+// a queue.Queue say they wait for a Python lock, at the Python line that
+// asked (found in locks.py's source), and name no owner.
+func TestPythonLockWaits(t *testing.T) {
+	py := testutil.Need(t, "/usr/bin/python3.11")
+	src := testutil.Testdata("python", "locks.py")
+	tg := testutil.Start(t, py, src)
+	var ids map[string]int
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(tg.Ready, "ready ")), &ids); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lineOf := func(code string) int {
+		for i, l := range strings.Split(string(text), "\n") {
+			if strings.TrimSpace(l) == code {
+				return i + 1
+			}
+		}
+		t.Fatalf("%q not in locks.py", code)
+		return 0
+	}
+	want := map[string]struct{ kind, note string }{
+		"lock":  {"python-lock", fmt.Sprintf("threading.Lock records no owner; asked at take_lock (%s:%d)", src, lineOf("lock.acquire()"))},
+		"rlock": {"python-rlock", fmt.Sprintf("asked at take_rlock (%s:%d)", src, lineOf("rlock.acquire()"))},
+		"queue": {"python-lock", "asked at Condition.wait ("},
+	}
+	p := dumpJSON(t, "-p", strconv.Itoa(tg.PID))
+	for name, w := range want {
+		th := jThread{}
+		for _, x := range p.Threads {
+			if x.TID == ids[name] {
+				th = x
+			}
+		}
+		switch wf := th.WaitingFor; {
+		case wf == nil:
+			t.Errorf("%s (thread %d): waits for nothing", name, ids[name])
+		case wf.Kind != w.kind || !strings.Contains(wf.Note, w.note) || wf.OwnerTID != nil:
+			t.Errorf("%s (thread %d): waiting for %+v, want kind %s, a note with %q, no owner", name, ids[name], *wf, w.kind, w.note)
+		}
+	}
+}
