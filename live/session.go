@@ -24,6 +24,7 @@ import (
 	"stackshot/debuginfod"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
+	"stackshot/pyruntime"
 	"stackshot/report"
 	"stackshot/resolve"
 	"stackshot/sandbox"
@@ -46,6 +47,7 @@ type Options struct {
 	Timeout    time.Duration
 	Quiet      bool // no warnings (errors are still said)
 	Goroutines bool // list the goroutines of Go processes
+	NoPython   bool // leave out the Python frames of CPython programs
 	// Group and NoGroup fold threads (and goroutines) with the same
 	// stack, or never; neither: past groupAuto threads.
 	Group, NoGroup bool
@@ -324,7 +326,9 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 			return nil, err
 		}
 	}
+	s.addPython(p, rp)
 	s.diagnose(rp, p, tasks)
+	pyruntime.NameLockWaits(rp)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))
 	rp.Cmdline, _ = procmaps.ReadArgs(p.MemPID(), report.MaxCmdline) // (its threads run again)
 	if len(s.o.Capture.TIDs) > 0 && len(tasks) > len(rp.Threads) {

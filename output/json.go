@@ -45,13 +45,15 @@ type jsonThread struct {
 	Error   *string      `json:"error"`
 	Stop    string       `json:"stop,omitempty"`
 	Torn    bool         `json:"torn,omitempty"`
+	GIL     bool         `json:"gil,omitempty"` // holds a CPython GIL
 	jsonThreadDiag
 }
 
 type jsonFrame struct {
-	PC              string  `json:"pc"`
+	PC              *string `json:"pc"` // null: a Python frame
 	Kind            string  `json:"kind"`
 	Function        *string `json:"function,omitempty"`
+	QualName        string  `json:"qualname,omitempty"`
 	Offset          *uint64 `json:"offset,omitempty"`
 	Module          string  `json:"module,omitempty"`
 	ModuleOffset    string  `json:"module_offset,omitempty"`
@@ -74,7 +76,7 @@ func toJSON(p *report.Process) jsonProcess {
 	for i := range p.Threads {
 		t := &p.Threads[i]
 		jt := jsonThread{TID: t.TID, Name: t.Name, State: t.State, Capture: t.Capture,
-			PauseUS: (t.PauseNS + 500) / 1000, Frames: []jsonFrame{}, Stop: t.Stop, Torn: t.Torn}
+			PauseUS: (t.PauseNS + 500) / 1000, Frames: []jsonFrame{}, Stop: t.Stop, Torn: t.Torn, GIL: t.HoldsGIL}
 		if t.Syscall != nil && t.Syscall.InCall {
 			js := &jsonSyscall{Nr: t.Syscall.Nr, Name: t.Syscall.Name, SP: hex(t.Syscall.SP), PC: hex(t.Syscall.PC)}
 			for _, a := range t.Syscall.Args {

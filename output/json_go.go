@@ -7,6 +7,7 @@ import "stackshot/report"
 // "goroutines" is null when they could not be read.
 type jsonGo struct {
 	Runtime         *jsonRuntime         `json:"runtime,omitempty"`
+	Runtimes        []jsonRuntime        `json:"runtimes,omitempty"` // several: each
 	Goroutines      *[]jsonGoroutine     `json:"goroutines,omitempty"`
 	Skipped         int                  `json:"goroutines_skipped,omitempty"`
 	GoroutineGroups []jsonGoroutineGroup `json:"goroutine_groups,omitempty"`
@@ -49,6 +50,9 @@ func goJSON(p *report.Process) jsonGo {
 		return out
 	}
 	out.Runtime = &jsonRuntime{Name: p.Runtime.Name, Version: p.Runtime.Version}
+	for _, r := range p.Runtimes {
+		out.Runtimes = append(out.Runtimes, jsonRuntime{Name: r.Name, Version: r.Version})
+	}
 	gs := []jsonGoroutine(nil)
 	if p.Goroutines != nil {
 		gs = make([]jsonGoroutine, 0, len(p.Goroutines))

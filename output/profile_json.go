@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"stackshot/report"
+	"strings"
 	"time"
 )
 
@@ -112,9 +113,13 @@ type jsonStack struct {
 
 // frameJSON renders a frame exactly as `dump --json` does.
 func frameJSON(f *report.Frame) jsonFrame {
-	jf := jsonFrame{PC: hex(f.PC), Kind: f.Kind, Inlined: f.Inlined, Method: f.Method,
+	jf := jsonFrame{Kind: f.Kind, Inlined: f.Inlined, Method: f.Method,
 		BuildIDMismatch: f.BuildIDMismatch, ModuleMissing: f.ModuleMissing, SignalFrame: f.SignalFrame,
 		File: f.File, Line: f.Line, BuildID: f.BuildID, Module: f.Module}
+	if f.Kind != "python" {
+		pc := hex(f.PC)
+		jf.PC = &pc
+	}
 	if f.Function != "" {
 		fn := f.Function
 		jf.Function = &fn
@@ -125,6 +130,12 @@ func frameJSON(f *report.Frame) jsonFrame {
 	}
 	if f.HasModule {
 		jf.ModuleOffset = hex(f.ModuleOffset)
+	}
+	if f.Kind == "python" && jf.Function != nil {
+		// (the compiler makes co_name co_qualname's last part)
+		jf.QualName = f.Function
+		short := f.Function[strings.LastIndexByte(f.Function, '.')+1:]
+		jf.Function = &short
 	}
 	return jf
 }
@@ -138,13 +149,18 @@ func inlinedOffsets(frames []jsonFrame) {
 		if !frames[i].Inlined || frames[i].Offset != nil {
 			continue
 		}
-		for j := i + 1; j < len(frames) && frames[j].PC == frames[i].PC; j++ {
+		for j := i + 1; j < len(frames) && samePC(&frames[j], &frames[i]); j++ {
 			if !frames[j].Inlined {
 				frames[i].Offset = frames[j].Offset
 				break
 			}
 		}
 	}
+}
+
+// samePC reports whether two frames have one pc.
+func samePC(a, b *jsonFrame) bool {
+	return a.PC != nil && b.PC != nil && *a.PC == *b.PC
 }
 
 // WriteProfileJSON writes p as the JSON object documented above.

@@ -135,7 +135,11 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	if o.Verbose && t.Capture == "ptrace" {
 		fmt.Fprintf(w, " for %.1fus", float64(t.PauseNS)/1000)
 	}
-	fmt.Fprintf(w, "):%s\n", progressMark(t))
+	gil := ""
+	if t.HoldsGIL {
+		gil = " [holds the GIL]"
+	}
+	fmt.Fprintf(w, ")%s:%s\n", gil, progressMark(t))
 	n := 0
 	boundary := false
 	var prev *report.Frame // the frame body was made for
@@ -261,6 +265,9 @@ func appendFrameBody(b []byte, f *report.Frame, o TextOptions) []byte {
 		}
 		return append(b, " [kernel]\n"...)
 	}
+	if f.Kind == "python" {
+		return appendPythonBody(b, f)
+	}
 	b = append(appendHex16(b, f.PC), " in "...)
 	switch {
 	case f.SignalFrame:
@@ -295,6 +302,19 @@ func appendFrameBody(b []byte, f *report.Frame, o TextOptions) []byte {
 		b = append(append(append(b, " ["...), f.Method...), ']')
 	}
 	return append(b, '\n')
+}
+
+// appendPythonBody appends a Python frame's line after its number:
+// "Repo.fetch_rows at /srv/app/repo.py:88 [python]".
+func appendPythonBody(b []byte, f *report.Frame) []byte {
+	b = append(b, term.Escape(f.Function)...)
+	if f.File != "" {
+		b = append(append(b, " at "...), term.Escape(f.File)...)
+		if f.Line > 0 {
+			b = strconv.AppendInt(append(b, ':'), int64(f.Line), 10)
+		}
+	}
+	return append(b, " [python]\n"...)
 }
 
 // appendHex16 appends v as fmt's 0x%016x does.

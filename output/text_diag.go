@@ -18,6 +18,8 @@ func kindText(kind string) string {
 		return "condition variable"
 	case report.WaitRustMutex:
 		return "Rust std Mutex"
+	case report.WaitPythonLock, report.WaitPythonRLock:
+		return "Python lock"
 	case "":
 		return "lock"
 	}

@@ -9,6 +9,9 @@ const (
 	WaitCondvar   = "condvar"   // pthread_cond_t (std::condition_variable)
 	WaitSemaphore = "semaphore" // sem_t
 	WaitRustMutex = "rust-mutex"
+	// A CPython threading lock: a Lock (no owner recorded) or an RLock.
+	WaitPythonLock  = "python-lock"
+	WaitPythonRLock = "python-rlock"
 )
 
 // WaitingFor says what a blocked thread waits for and, when the lock

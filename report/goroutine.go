@@ -1,9 +1,22 @@
 package report
 
-// Runtime names the language runtime a process runs on (Go).
+// Runtime names the language runtime a process runs on (Go, Python).
 type Runtime struct {
-	Name    string // "go"
-	Version string // "go1.26.8"
+	Name    string // "go", "python"
+	Version string // "go1.26.8", "3.11.2"
+}
+
+// AddRuntime records that the process runs r: Runtime when it is the
+// first, and then every one in Runtimes.
+func (p *Process) AddRuntime(r Runtime) {
+	switch {
+	case p.Runtime == nil:
+		p.Runtime = &r
+	case len(p.Runtimes) == 0:
+		p.Runtimes = []Runtime{*p.Runtime, r}
+	default:
+		p.Runtimes = append(p.Runtimes, r)
+	}
 }
 
 // Goroutine is one goroutine of a Go process, read from its runtime.

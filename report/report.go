@@ -11,8 +11,8 @@ import "time"
 type Frame struct {
 	PC           uint64
 	SP           uint64 // user frames: the stack pointer in this frame (its callee's CFA); 0 unknown
-	Kind         string // "kernel" | "user"
-	Function     string // "" unknown
+	Kind         string // "kernel" | "user" | "python" (no PC, no module)
+	Function     string // "" unknown; Python: co_qualname (co_name before 3.11)
 	Offset       uint64 // PC minus the function's start
 	Module       string // path as the target sees it
 	ModuleOffset uint64 // address in the module's ELF address space
@@ -70,6 +70,8 @@ type Thread struct {
 	CPUShares []float64
 	CPUShare  float64
 	WakeNS    int64
+	// HoldsGIL: a CPython thread holding its interpreter's GIL.
+	HoldsGIL bool
 }
 
 // MaxCmdline bounds a process's command line as a report carries it (the
@@ -95,7 +97,10 @@ type Process struct {
 	Deadlocks       []Deadlock
 	Groups          []Group // nil when grouping is off
 	ProgressSummary *ProgressSummary
-	// Runtime is set for a Go process. Goroutines is then its goroutine
+	// Runtimes lists every runtime read when a process runs several
+	// (Runtime is then the first); nil when it runs one or none.
+	Runtimes []Runtime
+	// Runtime is set for a Go or Python process. Goroutines is then its goroutine
 	// list (empty: none), or nil when it could not be read (a warning
 	// says why); GoroutinesSkipped counts those that changed while read.
 	Runtime           *Runtime

@@ -36,6 +36,7 @@ import (
 	"stackshot/perfsample"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
+	"stackshot/pyruntime"
 	"stackshot/report"
 	"stackshot/resolve"
 	"stackshot/sandbox"
@@ -179,6 +180,10 @@ type target struct {
 	tids     map[int]bool
 	perf     *perfsample.Set     // nil: running threads are stopped
 	latest   map[int]*perfThread // each thread's most recent perf samples
+	// py is its CPython interpreter (nil: none, or not read); pyOpened
+	// says whether it was looked for.
+	py       *pyruntime.Runtime
+	pyOpened bool
 }
 
 // maxCatchUp is how many of a thread's perf samples are kept between
@@ -631,6 +636,7 @@ func (s *Sampler) flush(t *target, p *ptrace.Process) {
 		s.ptrs = append(s.ptrs, &s.batch[i].th)
 	}
 	maps := procmaps.Maps(p.Maps)
+	py := s.pythonThreads(t, p)
 	t.parse.walk(p, s.ptrs, func(i int, fr []unwind.Frame, stop unwind.StopReason, ok bool, failed string) {
 		th, w := s.ptrs[i], s.batch[i].w
 		switch {
@@ -650,13 +656,48 @@ func (s *Sampler) flush(t *target, p *ptrace.Process) {
 			}
 		}
 		s.agg.key = stackKey(s.agg.key[:0], t.pid, th, fr, s.cfg.Kernel)
+		pt := py[th.TID]
+		if pt != nil {
+			s.agg.key = pyruntime.AppendKey(s.agg.key, pt)
+		}
 		s.stats.Samples += w
 		s.agg.add(s.agg.key, w, func() output.Sample {
-			return output.Sample{PID: t.pid, TID: th.TID, Thread: th.Name, Frames: t.parse.frames(th, fr, ok)}
+			frames := t.parse.frames(th, fr, ok)
+			if pt != nil {
+				rt := report.Thread{Frames: frames}
+				pyruntime.Inline(&rt, pt)
+				frames = rt.Frames
+			}
+			return output.Sample{PID: t.pid, TID: th.TID, Thread: th.Name, Frames: frames}
 		})
 	})
 	clear(s.batch) // (no stack copies kept past the tick)
 	s.batch = s.batch[:0]
+}
+
+// pythonThreads reads the Python threads of t's CPython interpreter (the
+// first time, looked for in capture p's maps), by thread id; nil when it
+// runs none or they are not read: in a sandboxed child's target (said
+// once).
+func (s *Sampler) pythonThreads(t *target, p *ptrace.Process) map[int]*pyruntime.Thread {
+	if !t.pyOpened {
+		t.pyOpened = true
+		cands := pyruntime.Candidates(p.Exe, p.Maps)
+		if _, boxed := t.parse.(*boxed); boxed && len(cands) > 0 {
+			s.cfg.Warn(fmt.Sprintf("process %d: Python frames not recorded: its memory is parsed in a sandboxed child, which does not read them yet", t.pid))
+		} else if len(cands) > 0 {
+			t.py, _ = pyruntime.OpenLive(p.MemPID(), cands, ptrace.MemReader{PID: p.MemPID()})
+		}
+	}
+	if t.py == nil {
+		return nil
+	}
+	threads, _ := t.py.Threads()
+	tids := map[int]bool{}
+	for i := range p.Threads {
+		tids[p.Threads[i].TID] = true
+	}
+	return pyruntime.ByTID(t.py, threads, tids)
 }
 
 // sandboxFor is the child that parses process pid's bytes, or nil.

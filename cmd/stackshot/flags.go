@@ -41,7 +41,7 @@ type common struct {
 	sampler                    sampler.Source     // record: how running threads are sampled
 	started                    time.Time          // when the command began: --timeout counts from here
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
-	group, noGroup             bool               // dump: fold threads with the same stack, or never
+	group, noGroup, noPython   bool               // dump: fold threads with the same stack, or never; no Python frames
 	interval                   time.Duration      // dump: between snapshots
 	count                      int                // dump: snapshots
 	goroutines, noGoroutines   bool               // dump: goroutines of Go processes
@@ -92,6 +92,7 @@ func newCommon(name string) *common {
 		fs.IntVar(&c.count, "count", 1, "take N snapshots --interval apart; say which threads are stuck, spinning or moving")
 		fs.BoolVar(&c.goroutines, "goroutines", true, "list the goroutines of Go processes")
 		fs.BoolVar(&c.noGoroutines, "no-goroutines", false, "no goroutines")
+		fs.BoolVar(&c.noPython, "no-python", false, "leave out the Python frames of CPython programs")
 	}
 	if name == "record" {
 		c.fs.BoolVarP(&c.verbose, "verbose", "v", false, "the summary says how threads were sampled and what was left out")

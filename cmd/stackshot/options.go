@@ -38,8 +38,7 @@ func (c *common) newSession(sampling bool) *live.Session {
 	ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true, KernelAddrs: c.format == "json", Sampler: sampling}
 	o := live.Options{Resolve: ropts, Sandbox: c.sandboxConfig(ropts), NoSandbox: c.noSandbox,
 		Started: c.started, Timeout: c.timeout, Quiet: c.quiet, Goroutines: c.goroutines && !c.noGoroutines,
-		Group: c.group, NoGroup: c.noGroup, Count: c.count, Interval: c.interval,
-		Say: cli.Say}
+		Group: c.group, NoGroup: c.noGroup, Count: c.count, Interval: c.interval, NoPython: c.noPython, Say: cli.Say}
 	o.Capture.Mode, o.Capture.Consistent, o.Capture.StackBytes = mode, c.consistent, c.stackBytes
 	o.Capture.Kernel, o.Capture.TIDs = c.kernel, c.tids
 	sym := c.newSymbolizer() // (sets c.debuginfod)

@@ -14,6 +14,10 @@ type DumpProcess struct {
 	State    string       `json:"state"`
 	Warnings []string     `json:"warnings"`
 	Threads  []DumpThread `json:"threads"`
+	Runtime  *struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"runtime"`
 	// The diagnosis: what the process waits for.
 	Verdict   string `json:"verdict"`
 	Deadlocks *[]struct {
@@ -56,6 +60,7 @@ type DumpThread struct {
 	Frames  []JSONFrame `json:"frames"`
 	Error   *string     `json:"error"`
 	Stop    string      `json:"stop"`
+	GIL     bool        `json:"gil"`
 	// The diagnosis of the thread.
 	WaitingFor *WaitingFor `json:"waiting_for"`
 	Progress   string      `json:"progress"`
@@ -67,6 +72,7 @@ type JSONFrame struct {
 	PC              string  `json:"pc"`
 	Kind            string  `json:"kind"`
 	Function        *string `json:"function"`
+	QualName        string  `json:"qualname"` // a Python frame's
 	Offset          *uint64 `json:"offset"`
 	Module          string  `json:"module"`
 	ModuleOffset    string  `json:"module_offset"`

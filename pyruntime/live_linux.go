@@ -1,0 +1,54 @@
+//go:build linux
+
+package pyruntime
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"stackshot/goruntime"
+	"stackshot/procmaps"
+)
+
+// Candidates are the mapped files of a process that may hold a CPython
+// interpreter (an executable named python*, a libpython3.X.so), the
+// lowest mapping of each.
+func Candidates(exe string, maps procmaps.Maps) []*procmaps.Mapping {
+	var out []*procmaps.Mapping
+	seen := map[string]bool{}
+	for i := range maps {
+		m := &maps[i]
+		base := filepath.Base(m.Path)
+		isExe := m.Path == exe && strings.HasPrefix(base, "python")
+		if m.Kind != procmaps.KindFile || seen[m.Path] || !isExe && !strings.HasPrefix(base, "libpython3.") {
+			continue
+		}
+		seen[m.Path] = true
+		out = append(out, maps.FirstOfFile(m))
+	}
+	return out
+}
+
+// OpenLive opens the interpreter of live process pid (whose memory mem
+// reads) in one of cands, each opened through /proc/PID/map_files; the
+// files are closed again (a Runtime reads only memory).
+func OpenLive(pid int, cands []*procmaps.Mapping, mem io.ReaderAt) (*Runtime, error) {
+	var mods []Module
+	for _, m := range cands {
+		f, err := os.Open(procmaps.MapFilesPath(pid, m))
+		if err != nil {
+			continue
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		if bias, ok := goruntime.LoadBias(f, m.Start, m.Offset); ok {
+			mods = append(mods, Module{Path: m.Path, File: f, Size: st.Size(), Bias: bias})
+		}
+	}
+	return Open(mem, mods)
+}
