@@ -39,6 +39,7 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[in
 	} else {
 		diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
 	}
+	foreignOwners(rp)
 	if s.o.Group || (!s.o.NoGroup && len(rp.Threads) > GroupAuto) {
 		diagnose.Group(rp)
 	}

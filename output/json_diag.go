@@ -45,6 +45,11 @@ type jsonWaitingFor struct {
 	Address  *string `json:"address"`
 	OwnerTID *int    `json:"owner_tid"`
 	Note     string  `json:"note,omitempty"`
+	// Additions (2): the lock's symbol; a process-shared lock's owner
+	// in another process.
+	Symbol    string `json:"symbol,omitempty"`
+	OwnerPID  int    `json:"owner_pid,omitempty"`
+	OwnerComm string `json:"owner_comm,omitempty"`
 }
 
 func processDiagJSON(p *report.Process) jsonProcessDiag {
@@ -86,7 +91,8 @@ func processDiagJSON(p *report.Process) jsonProcessDiag {
 func threadDiagJSON(t *report.Thread) jsonThreadDiag {
 	var d jsonThreadDiag
 	if w := t.WaitingFor; w != nil {
-		jw := &jsonWaitingFor{Kind: w.Kind, OwnerTID: w.OwnerTID, Note: w.Note}
+		jw := &jsonWaitingFor{Kind: w.Kind, OwnerTID: w.OwnerTID, Note: w.Note, Symbol: w.Symbol,
+			OwnerPID: w.OwnerPID, OwnerComm: w.OwnerComm}
 		if w.Address != 0 {
 			a := hex(w.Address)
 			jw.Address = &a

@@ -9,6 +9,8 @@ const (
 	WaitCondvar   = "condvar"   // pthread_cond_t (std::condition_variable)
 	WaitSemaphore = "semaphore" // sem_t
 	WaitRustMutex = "rust-mutex"
+	WaitJoin      = "join"       // pthread_join: the owner is the joined thread (Address its pthread_t)
+	WaitStdio     = "stdio-lock" // a glibc FILE's _IO_lock_t (Symbol: stdout, stderr, a FILE's symbol)
 )
 
 // WaitingFor says what a blocked thread waits for and, when the lock
@@ -22,6 +24,15 @@ type WaitingFor struct {
 	// Note says why the owner is unknown, or what else was seen ("the
 	// kernel reported a PI deadlock"); "" when there is nothing to add.
 	Note string
+	// Symbol names the lock when it is a global or static ("pool_lock",
+	// "accounts+0x40"), or the FILE of a stdio lock ("stdout").
+	Symbol string
+	// ForeignTID is the owner a process-shared lock records when it is
+	// no thread of this process; OwnerPID and OwnerComm are the process
+	// that thread belongs to, when proved (0 and "" otherwise).
+	ForeignTID int
+	OwnerPID   int
+	OwnerComm  string
 }
 
 // Deadlock is one cycle of the wait-for graph: TIDs[i] waits for the lock

@@ -60,8 +60,12 @@ type Thread struct {
 	Signal  int
 	// Diagnosis (see diagnosis.go); zero when not diagnosed.
 	WaitingFor *WaitingFor
-	Progress   string  // ProgressStuck | ProgressSpinning | ProgressMoving; "" single snapshot
-	SameStackS float64 // seconds the user stack stayed the same across snapshots
+	// CalleeSaved holds the callee-saved registers at the stop (x86-64:
+	// rbx, rbp, r12, r13, r14, r15), where a lock call keeps its lock;
+	// nil when the thread was read without a stop.
+	CalleeSaved []uint64
+	Progress    string  // ProgressStuck | ProgressSpinning | ProgressMoving; "" single snapshot
+	SameStackS  float64 // seconds the user stack stayed the same across snapshots
 }
 
 // Process is one process's symbolized resolve.

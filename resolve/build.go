@@ -138,7 +138,18 @@ func (r *Resolver) lookupKernel(want map[string]bool) {
 // its own.
 func Head(th *ptrace.Thread) report.Thread {
 	return report.Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
-		Capture: th.Method, PauseNS: th.PauseNS, Error: th.Err, Torn: th.Torn, Signal: th.Signal}
+		Capture: th.Method, PauseNS: th.PauseNS, Error: th.Err, Torn: th.Torn, Signal: th.Signal,
+		CalleeSaved: calleeSaved(th.Regs)}
+}
+
+// calleeSaved picks the registers a lock call keeps its lock in from a
+// stopped thread's register set (nil when it was not stopped).
+func calleeSaved(regs []uint64) []uint64 {
+	if len(regs) < arch.UserRegsCount {
+		return nil
+	}
+	return []uint64{regs[arch.UserRBX], regs[arch.UserRBP], regs[arch.UserR12], regs[arch.UserR13],
+		regs[arch.UserR14], regs[arch.UserR15]}
 }
 
 func (r *Resolver) thread(s *Space, th *ptrace.Thread) report.Thread {
