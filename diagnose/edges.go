@@ -142,3 +142,33 @@ func stdioWait(uaddr uint64, mem io.ReaderAt, tasks map[int]bool) *report.Waitin
 	setOwner(w, owner, note)
 	return w
 }
+
+// NameLocks names each lock waited for by its symbol where it is a global
+// or static (name: the symbolizer's data lookup, "" unknown); a stdio
+// lock by its FILE: glibc's locks of the standard streams are
+// _IO_stdfile_N_lock.
+func NameLocks(p *report.Process, name func(addr uint64) string) {
+	names := map[uint64]string{}
+	for i := range p.Threads {
+		w := p.Threads[i].WaitingFor
+		if w == nil || w.Address == 0 || w.Kind == report.WaitJoin {
+			continue
+		}
+		n, ok := names[w.Address]
+		if !ok {
+			n = name(w.Address)
+			names[w.Address] = n
+		}
+		if w.Kind == report.WaitStdio {
+			switch n {
+			case "_IO_stdfile_0_lock":
+				n = "stdin"
+			case "_IO_stdfile_1_lock":
+				n = "stdout"
+			case "_IO_stdfile_2_lock":
+				n = "stderr"
+			}
+		}
+		w.Symbol = n
+	}
+}

@@ -40,6 +40,12 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[in
 		diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
 	}
 	foreignOwners(rp)
+	if s.sandboxFor(raw.PID) == nil {
+		// (Another user's process: its files are parsed in the child
+		// only, which names frames, not locks yet.)
+		space := s.res.Space(raw, ptrace.MemReader{PID: raw.MemPID()})
+		diagnose.NameLocks(rp, space.DataName)
+	}
 	if s.o.Group || (!s.o.NoGroup && len(rp.Threads) > GroupAuto) {
 		diagnose.Group(rp)
 	}

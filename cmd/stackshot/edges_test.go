@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,7 +56,7 @@ func TestDeadlockThroughJoin(t *testing.T) {
 		t.Fatalf("deadlocks %+v, want [%d %d]", p.Deadlocks, main, joined)
 	}
 	out := dumpText(t, strconv.Itoa(tg.PID))
-	wantLine(t, out, fmt.Sprintf(`DEADLOCK: thread %d "edges" waits in pthread_join for thread %d "joined", which waits for mutex %s held by thread %d "edges"`,
+	wantLine(t, out, fmt.Sprintf(`DEADLOCK: thread %d "edges" waits in pthread_join for thread %d "joined", which waits for mutex pool_lock (%s) held by thread %d "edges"`,
 		main, joined, pool, main))
 }
 
@@ -71,7 +72,12 @@ func TestStdioLockOwner(t *testing.T) {
 	wantWait(t, p, holder, "mutex", addrOf(t, v, "gate"), tg.PID)
 	pw := threadByTID(t, p, printer).WaitingFor
 	if pw == nil || pw.Kind != "stdio-lock" || pw.OwnerTID == nil || *pw.OwnerTID != holder {
-		t.Fatalf("printer waits for %+v, want stdout's stdio-lock held by %d", pw, holder)
+		t.Fatalf("printer waits for %+v, want a stdio-lock held by %d", pw, holder)
+	}
+	// The standard streams' locks are named by libc's .symtab (its
+	// debug file, Debian's libc6-dbg).
+	if want := libcStdoutName(); pw.Symbol != want {
+		t.Errorf("printer's stdio lock is named %q, want %q", pw.Symbol, want)
 	}
 	wantDeadlocks(t, p, "")
 
@@ -89,8 +95,10 @@ func TestStdioLockOwner(t *testing.T) {
 		t.Errorf("cycle %v, want [%d %d]", got, lo, hi)
 	}
 	out := dumpText(t, strconv.Itoa(tg2.PID))
-	wantLine(t, out, fmt.Sprintf(`    --- waiting for stdio lock %s held by thread %d "holder" ---`,
-		*threadByTID(t, p, printer).WaitingFor.Address, holder))
+	if libcStdoutName() != "" {
+		wantLine(t, out, fmt.Sprintf(`    --- waiting for stdio lock of stdout (%s) held by thread %d "holder" ---`,
+			*threadByTID(t, p, printer).WaitingFor.Address, holder))
+	}
 }
 
 // A process-shared mutex held by a thread of a child process: the owner
@@ -141,4 +149,33 @@ func TestDeadlockPIRegisters(t *testing.T) {
 	wantWait(t, p, a, "pi-mutex", m1, b)
 	wantWait(t, p, b, "pi-mutex", m0, a)
 	wantDeadlocks(t, p, fmt.Sprint([]int{a, b}, []string{m1, m0}))
+}
+
+// libcStdoutName is what stdout's lock is named by: "stdout" when libc's
+// debug file (with its .symtab) is installed, else nothing.
+func libcStdoutName() string {
+	if out, err := exec.Command("dpkg-query", "-W", "-f", "${Status}", "libc6-dbg").Output(); err == nil &&
+		strings.Contains(string(out), "ok installed") {
+		return "stdout"
+	}
+	return ""
+}
+
+// A lock inside a global array of structs is named by the array and the
+// member's offset, as gdb says <accounts+152>.
+func TestLockNamedBySymbolAndOffset(t *testing.T) {
+	tg := testutil.Start(t, buildEdges(t), "accounts")
+	v := readyVals(t, tg.Ready)
+	debit, credit := tidOf(t, v, "debit"), tidOf(t, v, "credit")
+	lock, base := addrOf(t, v, "lock"), addrOf(t, v, "accounts")
+	l, _ := strconv.ParseUint(strings.TrimPrefix(lock, "0x"), 16, 64)
+	b, _ := strconv.ParseUint(strings.TrimPrefix(base, "0x"), 16, 64)
+	sym := fmt.Sprintf("accounts+%#x", l-b)
+	p := diagJSON(t, strconv.Itoa(tg.PID))
+	wantWait(t, p, credit, "mutex", lock, debit)
+	if w := threadByTID(t, p, credit).WaitingFor; w.Symbol != sym {
+		t.Errorf("lock named %q, want %q", w.Symbol, sym)
+	}
+	out := dumpText(t, strconv.Itoa(tg.PID))
+	wantLine(t, out, fmt.Sprintf(`    --- waiting for mutex %s (%s) held by thread %d "debit" ---`, sym, lock, debit))
 }
