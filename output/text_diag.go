@@ -192,7 +192,11 @@ func Verdict(p *report.Process) string {
 		parts = append(parts, fmt.Sprintf("%d thread%s (%s) %s %s%s", n, plural(n),
 			strings.Join(quoteAll(report.FoldNames(names[top])), ", "), verb, waitVerb(example[top].Kind), waitText(example[top])))
 	}
-	if g := goroutineLockWaits(p); g != "" {
+	g := goroutineLockWaits(p)
+	if g != "" {
+		parts = append(parts, g)
+	}
+	if g := goroutineGroupWait(p, g != ""); g != "" {
 		parts = append(parts, g)
 	}
 	if s := p.ProgressSummary; s != nil && s.Stuck+s.Spinning > 0 {
