@@ -51,6 +51,9 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 	}
 	// Names, paths and notes come from the target: escaped (term).
 	fmt.Fprintf(w, "Process %d (%s) %s: %d thread%s, state %s\n", p.PID, term.Escape(p.Comm), term.Escape(exe), len(p.Threads), plural(len(p.Threads)), term.Escape(stateOrUnknown(p.State)))
+	if s := signalName(p.FatalSignal); s != "" {
+		fmt.Fprintf(w, "terminated with signal %s\n", s)
+	}
 	for _, wmsg := range p.Warnings {
 		fmt.Fprintf(w, "  note: %s\n", term.Escape(wmsg))
 	}

@@ -91,4 +91,7 @@ type Process struct {
 	GoroutinesSkipped int
 	// GoroutineGroups folds identical goroutine stacks (--group), or nil.
 	GoroutineGroups []GoroutineGroup
+	// FatalSignal is the signal that ended the process (a core's
+	// NT_SIGINFO); 0 none known.
+	FatalSignal int
 }

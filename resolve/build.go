@@ -46,7 +46,7 @@ func CollectImages(p *ptrace.Process, mem io.ReaderAt) {
 // live target's memory (nil for a saved capture).
 func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *report.Process {
 	s := r.Space(p, mem)
-	out := &report.Process{PID: p.PID, Comm: p.Comm, Exe: p.Exe, Time: p.Time, State: p.State,
+	out := &report.Process{PID: p.PID, Comm: p.Comm, Exe: p.Exe, Time: p.Time, State: p.State, FatalSignal: p.FatalSignal,
 		Warnings: p.Warnings, WallNS: p.WallNS}
 	for i := range p.Threads {
 		out.Threads = append(out.Threads, r.safeThread(s, &p.Threads[i]))

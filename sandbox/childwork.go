@@ -125,6 +125,7 @@ func saved(cfg *setup, sym *symtab.Symbolizer, m *downMsg, f *os.File) upMsg {
 	}
 	for _, sv := range all {
 		p := sv.Process
+		tasks := capfile.Tasks(p)
 		missing := p.KeepThreads(m.TIDs)
 		var rp *report.Process
 		var why string
@@ -136,6 +137,10 @@ func saved(cfg *setup, sym *symtab.Symbolizer, m *downMsg, f *os.File) upMsg {
 					resolve.CollectImages(p, sv.Mem) // a core of another tool
 				}
 				rp = res.Process(p, sv.Mem)
+				if sv.Mem != nil {
+					// A core's lock words, read and interpreted here.
+					diagnose.Saved(rp, sv.Mem, tasks, res.Space(p, sv.Mem).DataName)
+				}
 			}); err != nil {
 				rp, why = nil, fmt.Sprintf("cannot show process %d (%v)", p.PID, err)
 			} else {
