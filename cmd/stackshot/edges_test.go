@@ -179,3 +179,29 @@ func TestLockNamedBySymbolAndOffset(t *testing.T) {
 	out := dumpText(t, strconv.Itoa(tg.PID))
 	wantLine(t, out, fmt.Sprintf(`    --- waiting for mutex %s (%s) held by thread %d "debit" ---`, sym, lock, debit))
 }
+
+// The stdio lock's owner exited holding it and its TID now belongs to
+// another thread (the target gives it by ns_last_pid): the owner recorded
+// is a thread descriptor whose tid is 0, and no thread is named.
+func TestStdioLockOwnerTIDReused(t *testing.T) {
+	tg := testutil.Start(t, buildEdges(t), "reuse")
+	if tg.Ready == "ready noreuse" {
+		testutil.Skip(t, "the target could not have a TID reused (ns_last_pid needs root, and the pid must be free)")
+	}
+	v := readyVals(t, tg.Ready)
+	holder, reuser, printer := tidOf(t, v, "holder"), tidOf(t, v, "reuser"), tidOf(t, v, "printer")
+	if holder != reuser {
+		t.Fatalf("holder %d, reuser %d: the TID was not reused", holder, reuser)
+	}
+	p := diagJSON(t, strconv.Itoa(tg.PID))
+	w := threadByTID(t, p, printer).WaitingFor
+	if w == nil || w.Kind != "stdio-lock" {
+		t.Fatalf("printer waits for %+v, want a stdio-lock", w)
+	}
+	if w.OwnerTID != nil {
+		t.Errorf("owner %d named for a lock whose owner exited (its TID reused by %q)", *w.OwnerTID, "reuser")
+	}
+	if w.Note != "the owner has exited" {
+		t.Errorf("note %q, want \"the owner has exited\"", w.Note)
+	}
+}

@@ -13,6 +13,10 @@
  *   chain     "a" waits for lock_a held by "b", which waits on a condition
  *             variable: a chain, not a cycle
  *   accounts  "debit" holds accounts[1].lock; "credit" waits for it
+ *   reuse     "holder" takes flockfile(stdout) and exits holding it; a new
+ *             thread "reuser" is given its TID (ns_last_pid, root only;
+ *             "ready noreuse" otherwise); "printer" blocks in printf:
+ *             the owner recorded is gone, its TID another thread's
  * When every thread is where the scenario wants it, main prints "ready"
  * and NAME=TID / NAME=ADDRESS pairs (the program's own view of who took
  * what), then waits for EOF on stdin (the join scenario's main is blocked
@@ -177,6 +181,69 @@ static void stdio(int cycle) {
 	wait_stdin();
 }
 
+static void nothing(int sig) { (void)sig; }
+
+static void *exit_holding(void *p) {
+	(void)p;
+	flockfile(stdout);
+	name(0, "holder");
+	return NULL;
+}
+
+static void *reuser(void *p) {
+	name(2, "reuser");
+	while (!*(volatile int *)p) pause();
+	return NULL;
+}
+
+/* reuse: the stdio lock's owner has exited and its TID is another
+ * thread's now (given by ns_last_pid, with a stack of another size so
+ * that glibc gives it another struct pthread). */
+static void reuse(void) {
+	/* Stacks of their own sizes: no later thread gets the holder's
+	 * struct pthread from glibc's cache of stacks (a thread that did
+	 * would be the lock's owner for glibc too: it could take it again). */
+	pthread_attr_t ha;
+	pthread_attr_init(&ha);
+	pthread_attr_setstacksize(&ha, 1 << 17);
+	pthread_t t;
+	if (pthread_create(&t, &ha, exit_holding, NULL) != 0) exit(1);
+	pthread_join(t, NULL);
+	int old = tids[0], got = 0;
+	static int stop;
+	for (int try = 0; try < 200 && got != old; try++) {
+		FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "w");
+		if (!f) break;
+		fprintf(f, "%d", old - 1);
+		if (fclose(f) != 0) break;
+		pthread_attr_t a;
+		pthread_attr_init(&a);
+		pthread_attr_setstacksize(&a, 1 << 20);
+		atomic_store(&tids[2], 0);
+		if (pthread_create(&t, &a, reuser, &stop) != 0) exit(1);
+		while (!(got = atomic_load(&tids[2]))) usleep(100);
+		if (got != old) {
+			stop = 1;
+			pthread_kill(t, SIGUSR1);
+			pthread_join(t, NULL);
+			stop = 0;
+		}
+	}
+	char buf[256];
+	int n;
+	if (got != old) {
+		n = snprintf(buf, sizeof buf, "ready noreuse\n");
+	} else {
+		spawn(printer, NULL);
+		while (atomic_load(&step) < 1) usleep(200);
+		atomic_store(&step, 2);
+		wait_futex(1);
+		n = snprintf(buf, sizeof buf, "ready holder=%d reuser=%d printer=%d\n", old, got, tids[1]);
+	}
+	if (write(1, buf, n) != n) exit(1);
+	wait_stdin();
+}
+
 static void pshared(void) {
 	pthread_mutex_t *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	int *flag = (int *)(m + 1);
@@ -217,6 +284,9 @@ int main(int argc, char **argv) {
 		stdio(0);
 	} else if (!strcmp(mode, "stdiocycle")) {
 		stdio(1);
+	} else if (!strcmp(mode, "reuse")) {
+		signal(SIGUSR1, nothing);
+		reuse();
 	} else if (!strcmp(mode, "pshared")) {
 		pshared();
 	} else if (!strcmp(mode, "chain")) {
