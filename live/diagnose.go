@@ -41,8 +41,8 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[in
 	}
 	foreignOwners(rp)
 	if s.sandboxFor(raw.PID) == nil {
-		// (Another user's process: its files are parsed in the child
-		// only, which names frames, not locks yet.)
+		// (Another user's process: the child names them, from the
+		// files it parses.)
 		space := s.res.Space(raw, ptrace.MemReader{PID: raw.MemPID()})
 		diagnose.NameLocks(rp, space.DataName)
 	}

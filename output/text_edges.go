@@ -3,6 +3,8 @@ package output
 import (
 	"fmt"
 
+	"stackshot/internal/term"
+
 	"stackshot/report"
 )
 
@@ -30,6 +32,8 @@ func lockText(kind string, addr uint64, symbol string) string {
 	if kind == report.WaitJoin {
 		return ""
 	}
+	// (A symbol's name comes from the target's files: escaped.)
+	symbol = term.Escape(symbol)
 	what := kindText(kind)
 	if kind == report.WaitStdio {
 		what = "stdio lock"
