@@ -339,6 +339,7 @@ func processFromNotes(notes []coreNoteRec, mem *coreMem, size int64) (*ptrace.Pr
 			}
 			th := ptrace.Thread{TID: int(int32(le.Uint32(n.desc[prstatusPID:]))), Method: ptrace.MethodCore,
 				Regs: getRegs(n.desc), Signal: int(le.Uint16(n.desc[prstatusCursig:]))}
+			th.Syscall = syscallFromRegs(th.Regs)
 			p.Threads = append(p.Threads, th)
 		case ntPrpsinfo:
 			if len(n.desc) < prpsinfoSize {
@@ -350,6 +351,12 @@ func processFromNotes(notes []coreNoteRec, mem *coreMem, size int64) (*ptrace.Pr
 			// stop)
 			if c := n.desc[prpsinfoSname]; c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' {
 				p.State = string(c)
+			}
+		case ntSiginfo:
+			if len(n.desc) >= 4 && p.FatalSignal == 0 {
+				if sig := int(int32(le.Uint32(n.desc))); dumpsCore(sig) {
+					p.FatalSignal = sig
+				}
 			}
 		case ntAuxv:
 			p.Auxv = append([]byte(nil), n.desc[:min(len(n.desc), procmaps.MaxAuxv)]...)
@@ -498,4 +505,14 @@ func cstring(b []byte) string {
 		b = b[:i]
 	}
 	return string(b)
+}
+
+// Tasks is the set of p's threads: a saved process's lock owner must be
+// one of them (diagnose), whichever of them are shown.
+func Tasks(p *ptrace.Process) map[int]bool {
+	out := make(map[int]bool, len(p.Threads))
+	for i := range p.Threads {
+		out[p.Threads[i].TID] = true
+	}
+	return out
 }

@@ -21,6 +21,7 @@ const (
 	ntPrpsinfo = 3
 	ntAuxv     = 6
 	ntFile     = 0x46494c45 // "FILE"
+	ntSiginfo  = 0x53494749 // "SIGI": the siginfo_t of the signal that dumped core
 	// ntStackshot, in a note named "STACKSHOT", carries what a core has
 	// no place for (thread names, capture methods, kernel stacks, system
 	// calls) as the capture file's JSON of the process, without the

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 
 	"stackshot/internal/arch"
+	"stackshot/procmaps"
 )
 
 // The x86-64 Linux layouts of a core's process notes (linux/elfcore.h,
@@ -74,4 +75,27 @@ func getRegs(b []byte) []uint64 {
 		r[i] = binary.LittleEndian.Uint64(b[prstatusReg+8*i:])
 	}
 	return r
+}
+
+// syscallFromRegs is the system call a core's thread was blocked in, from
+// its registers as the kernel left them when it was stopped for the dump:
+// orig_rax holds the call's number and rax the restart code (or -EINTR)
+// the call returns with when a signal interrupts it; the arguments are
+// rdi, rsi, rdx, r10, r8, r9. nil when the thread was not in a call.
+func syscallFromRegs(regs []uint64) *procmaps.Syscall {
+	if len(regs) < arch.UserRegsCount {
+		return nil
+	}
+	nr := int64(regs[arch.UserOrigRAX])
+	switch int64(regs[arch.UserRAX]) {
+	case -4, -512, -513, -514, -516: // EINTR, ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK
+	default:
+		return nil
+	}
+	if nr < 0 || nr > 1023 {
+		return nil
+	}
+	return &procmaps.Syscall{InCall: true, Nr: nr, SP: regs[arch.UserRSP], PC: regs[arch.UserRIP],
+		Args: [6]uint64{regs[arch.UserRDI], regs[arch.UserRSI], regs[arch.UserRDX], regs[arch.UserR10],
+			regs[arch.UserR8], regs[arch.UserR9]}}
 }

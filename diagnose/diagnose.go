@@ -17,6 +17,7 @@ package diagnose
 
 import (
 	"io"
+	"strings"
 
 	"stackshot/report"
 )
@@ -53,7 +54,7 @@ func inferPIParked(threads []report.Thread, names map[int]string) {
 	next := map[int]int{}
 	for i := range threads {
 		w := threads[i].WaitingFor
-		if w == nil || w.Kind != report.WaitPIMutex || w.Note == notePIParked {
+		if w == nil || w.Kind != report.WaitPIMutex || strings.HasPrefix(w.Note, notePIParked) {
 			continue
 		}
 		if w.OwnerTID == nil {
@@ -64,7 +65,7 @@ func inferPIParked(threads []report.Thread, names map[int]string) {
 	for i := range threads {
 		t := &threads[i]
 		w := t.WaitingFor
-		if w == nil || w.Note != notePIParked || w.OwnerTID != nil {
+		if w == nil || !strings.HasPrefix(w.Note, notePIParked) || w.OwnerTID != nil {
 			continue
 		}
 		var cands []int
@@ -85,7 +86,7 @@ func inferPIParked(threads []report.Thread, names map[int]string) {
 		if len(cands) == 1 {
 			o := cands[0]
 			w.OwnerTID, w.OwnerName = &o, names[o]
-			w.Note = notePIParked + "; its mutex was not found, its owner is the one thread whose PI waits lead back to it"
+			w.Note += "; its owner is the one thread whose PI waits lead back to it"
 		}
 	}
 }

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"testing"
 
 	"stackshot/report"
@@ -117,6 +118,9 @@ func TestClassify(t *testing.T) {
 		{fr("__futex_abstimed_wait_common", "__new_sem_wait_slow64.constprop.0", "main"), classSemaphore},
 		{fr("syscall", "<std::sys::sync::mutex::futex::Mutex>::lock_contended", "main"), classRustMutex},
 		{fr("__lll_lock_wait_private", "malloc"), classNone}, // an internal lock
+		{fr("__lll_lock_wait_private", "__vfprintf_internal", "printf", "main"), classStdio},
+		{fr("__lll_lock_wait_private", "_IO_puts", "main"), classStdio},
+		{fr("__futex_abstimed_wait_common", "__pthread_clockjoin_ex", "main"), classJoin},
 		{fr("+futex_wait", "+__condvar_acquire_lock", "+__condvar_cancel_waiting", "__pthread_cond_wait_common", "main"), classNone},
 		{fr("my_futex_wait_loop", "pthread_mutex_lock"), classNone},
 		{fr("syscall", "main"), classNone},
@@ -133,6 +137,7 @@ func FuzzLockDecoders(f *testing.F) {
 	f.Add(mutexBytes(2, 0, 200, 1, 0), 100)
 	f.Add(mutexBytes(0x80000000|200, 0, 200, 1, 16|32), 200)
 	f.Add(make([]byte, 56), 1)
+	f.Add(stdioImage(), 1) // a stdio lock held by thread 100
 	f.Fuzz(func(t *testing.T, b []byte, self int) {
 		tasks := map[int]bool{100: true, 200: true, self: true}
 		if m, ok := DecodeMutex(b); ok {
@@ -145,5 +150,57 @@ func FuzzLockDecoders(f *testing.F) {
 				t.Fatalf("writer %d is not a thread", o)
 			}
 		}
+		// The same bytes as the memory at 0x1000 holding a stdio lock
+		// (its owner a struct pthread in them) or a joined thread's tid.
+		mem := fuzzMem{base: 0x1000, b: b}
+		if w := stdioWait(0x1000, mem, tasks); w.OwnerTID != nil && !tasks[*w.OwnerTID] {
+			t.Fatalf("stdio lock owner %d is not a thread", *w.OwnerTID)
+		}
+		th := &report.Thread{TID: self}
+		if w := joinWait(th, 0x1000+pthreadTID, uint64(self), mem, tasks); w.OwnerTID != nil && !tasks[*w.OwnerTID] {
+			t.Fatalf("joined thread %d is not a thread", *w.OwnerTID)
+		}
 	})
+}
+
+// fuzzMem is memory of b at base, nothing elsewhere.
+type fuzzMem struct {
+	base uint64
+	b    []byte
+}
+
+func (m fuzzMem) ReadAt(p []byte, off int64) (int, error) {
+	a := uint64(off)
+	if a < m.base || a-m.base > uint64(len(m.b)) || uint64(len(p)) > uint64(len(m.b))-(a-m.base) {
+		return 0, io.EOF
+	}
+	return copy(p, m.b[a-m.base:]), nil
+}
+
+// stdioImage is memory at 0x1000 holding a held _IO_lock_t whose owner is
+// a struct pthread (at 0x1040) of thread 100.
+func stdioImage() []byte {
+	const pd = 0x40
+	b := make([]byte, pd+pthreadTID+8)
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], 1)
+	le.PutUint32(b[4:], 1)
+	le.PutUint64(b[8:], 0x1000+pd)
+	le.PutUint64(b[pd+pthreadTCB:], 0x1000+pd)
+	le.PutUint64(b[pd+pthreadSelf:], 0x1000+pd)
+	le.PutUint32(b[pd+pthreadTID:], 100)
+	return b
+}
+
+func TestStdioImageOwner(t *testing.T) {
+	w := stdioWait(0x1000, fuzzMem{base: 0x1000, b: stdioImage()}, map[int]bool{100: true})
+	if w.OwnerTID == nil || *w.OwnerTID != 100 || w.Kind != report.WaitStdio {
+		t.Fatalf("%+v, want a stdio lock held by 100", w)
+	}
+	// Its descriptor's self-pointer broken: no owner.
+	b := stdioImage()
+	b[0x40+pthreadSelf] ^= 8
+	if w := stdioWait(0x1000, fuzzMem{base: 0x1000, b: b}, map[int]bool{100: true}); w.OwnerTID != nil {
+		t.Fatalf("owner %d from a broken descriptor", *w.OwnerTID)
+	}
 }

@@ -159,6 +159,8 @@ const (
 	classCondvar
 	classSemaphore
 	classRustMutex
+	classJoin  // pthread_join: the futex is the joined thread's tid
+	classStdio // a stdio function waiting for its FILE's _IO_lock_t
 )
 
 // isWrapper tells the functions between a lock call and the futex system
@@ -201,6 +203,9 @@ func classOf(n string) lockClass {
 		"new_sem_wait_slow64", "new_sem_wait_slow",
 		"do_futex_wait":
 		return classSemaphore
+	case "pthread_join", "pthread_clockjoin_ex", "pthread_timedjoin_np",
+		"pthread_clockjoin_np", "pthread_timedjoin_ex":
+		return classJoin
 	}
 	return classNone
 }
@@ -261,6 +266,11 @@ func classify(frames []report.Frame) (lockClass, int) {
 		n := normName(f.Function)
 		if isWrapper(n) {
 			continue
+		}
+		if n == "lll_lock_wait_private" {
+			// glibc's private low-level lock: a stdio lock when a stdio
+			// function asked for it (_IO_lock_lock is a macro).
+			return stdioCaller(frames[i+1:]), i
 		}
 		if strings.HasPrefix(n, "condvar_") {
 			// glibc's condvar internals wait on the condvar's internal
@@ -327,6 +337,10 @@ func WaitingFor(t *report.Thread, mem io.ReaderAt, tasks map[int]bool) *report.W
 			Note: "Rust's std Mutex does not record its owner"}
 	case classRWLock:
 		return rwlockWait(t, uaddr, mem, tasks)
+	case classJoin:
+		return joinWait(t, uaddr, sc.Args[2], mem, tasks)
+	case classStdio:
+		return stdioWait(uaddr, mem, tasks)
 	}
 	// A mutex.
 	switch cmd {
@@ -375,6 +389,13 @@ func WaitingFor(t *report.Thread, mem io.ReaderAt, tasks map[int]bool) *report.W
 	}
 	owner, note := mutexOwner(m, t.TID, tasks)
 	setOwner(w, owner, note)
+	if owner == 0 && m.Kind&pthreadMutexPShared != 0 && m.Kind&pthreadMutexPI == 0 && m.Owner > 0 &&
+		int(m.Owner) < maxTID && !tasks[int(m.Owner)] && m.NUsers != 0 && m.Lock != 0 {
+		// A process-shared mutex owned elsewhere: which process is for
+		// the caller to prove (it reads /proc; see ForeignTID).
+		w.ForeignTID = int(m.Owner)
+		w.Note = "the owner is a thread of another process"
+	}
 	return w
 }
 
@@ -423,10 +444,17 @@ func parkedAfterDeadlock(t *report.Thread, lo, hi uint64, mem io.ReaderAt, tasks
 	if n, _ := mem.ReadAt(buf, int64(lo)); n != len(buf) {
 		return w
 	}
+	// The words of the frame, then the registers at the stop: what the
+	// lock call kept in a callee-saved register is there, not on the
+	// stack.
+	words := make([]uint64, 0, len(buf)/8+len(t.CalleeSaved))
+	for off := 0; off+8 <= len(buf); off += 8 {
+		words = append(words, binary.LittleEndian.Uint64(buf[off:]))
+	}
+	words = append(words, t.CalleeSaved...)
 	var found uint64
 	var owner int
-	for off := 0; off+8 <= len(buf); off += 8 {
-		v := binary.LittleEndian.Uint64(buf[off:])
+	for _, v := range words {
 		// The pointer itself, or glibc's &mutex->__data.__kind.
 		for _, cand := range []uint64{v, v - 16} {
 			if cand == 0 || cand%8 != 0 || cand == found || (cand >= lo && cand < hi) {
@@ -453,9 +481,13 @@ func parkedAfterDeadlock(t *report.Thread, lo, hi uint64, mem io.ReaderAt, tasks
 	if found != 0 {
 		w.Address = found
 		w.OwnerTID = &owner
+	} else if t.CalleeSaved == nil {
+		w.Note = notePIParked + "; " + notePINoRegs
 	}
 	return w
 }
+
+const notePINoRegs = "its mutex is not in its frame, and the thread was read without a stop (--mode stop gives its registers)"
 
 // rwlockWait identifies a rwlock from the futex a reader or writer waits
 // on: __readers (@0), __wrphase_futex (@8) or __writers_futex (@12). Only

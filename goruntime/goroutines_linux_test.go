@@ -199,7 +199,7 @@ func TestGoroutinesMatchRuntime(t *testing.T) {
 				status = g.WaitReason
 			}
 			var funcs []string
-			for _, f := range g.Funcs {
+			for _, f := range g.ShownFuncs() {
 				if shown(f) {
 					funcs = append(funcs, f)
 				}
@@ -226,7 +226,7 @@ func TestGoroutinesMatchRuntime(t *testing.T) {
 			found := false
 			for _, g := range snap.Goroutines {
 				var fs []string
-				for _, f := range g.Funcs {
+				for _, f := range g.ShownFuncs() {
 					if strings.HasPrefix(f, "main.") {
 						fs = append(fs, f)
 					}

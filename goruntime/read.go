@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -50,6 +51,10 @@ type Goroutine struct {
 	PCs []uint64
 	// Funcs names PCs' functions as the pclntab does (physical frames).
 	Funcs []string
+	// Wrappers are the indexes in PCs of compiler-generated wrappers: the
+	// runtime's traceback hides such a function's own frame but shows
+	// what was inlined into it (a promoted method's body).
+	Wrappers []int
 	// Cut says why PCs stop short of the goroutine's first frame: the
 	// stack is deeper than a walk goes. "" when whole.
 	Cut string
@@ -434,6 +439,21 @@ func (r *reader) parse(p *pending) {
 	p.g = g
 }
 
+// ShownFuncs is Funcs without the wrappers the runtime's traceback
+// hides (Wrappers): its physical frames as runtime.Stack names them.
+func (g *Goroutine) ShownFuncs() []string {
+	if len(g.Wrappers) == 0 {
+		return g.Funcs
+	}
+	out := make([]string, 0, len(g.Funcs))
+	for i, f := range g.Funcs {
+		if !slices.Contains(g.Wrappers, i) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // system reports whether g is one of the runtime's own goroutines, as the
 // runtime's isSystemGoroutine decides for its tracebacks: started in a
 // runtime function other than runtime.main.
@@ -477,12 +497,14 @@ func (r *reader) walkStack(pd *pending) string {
 		if !ok {
 			return fmt.Sprintf("pc %#x is not in Go code (%s, after %s)", pc, g.Status, strings.Join(g.Funcs, " < "))
 		}
-		if !fn.wrapper || elideNot[callee] {
-			// Wrappers are left out as the runtime's tracebacks do,
-			// unless they called a panic instead of what they wrap.
-			g.PCs = append(g.PCs, pc)
-			g.Funcs = append(g.Funcs, fn.name)
+		// Wrappers are left out as the runtime's tracebacks do, unless
+		// they called a panic instead of what they wrap; what was inlined
+		// into one stays (stackNamer drops the wrapper's own frame).
+		if fn.wrapper && !elideNot[callee] {
+			g.Wrappers = append(g.Wrappers, len(g.PCs))
 		}
+		g.PCs = append(g.PCs, pc)
+		g.Funcs = append(g.Funcs, fn.name)
 		callee = fn.name
 		if rootFuncs[fn.name] {
 			return ""

@@ -3,6 +3,7 @@ package goruntime
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"stackshot/report"
 )
@@ -78,6 +79,9 @@ func (n *stackNamer) frames(g *Goroutine) []report.Frame {
 	for _, pc := range g.PCs {
 		n.key = binary.LittleEndian.AppendUint64(n.key, pc)
 	}
+	for _, w := range g.Wrappers {
+		n.key = binary.LittleEndian.AppendUint64(n.key, ^uint64(w))
+	}
 	if fr, ok := n.stacks[string(n.key)]; ok {
 		return fr
 	}
@@ -95,6 +99,13 @@ func (n *stackNamer) frames(g *Goroutine) []report.Frame {
 				fr[0].Function = g.Funcs[k]
 			}
 			n.cache[pc] = fr
+		}
+		if slices.Contains(g.Wrappers, k) {
+			// A wrapper: its own (outermost) frame hidden, what was
+			// inlined into it shown, as the runtime's traceback does.
+			if len(fr) > 0 {
+				fr = fr[:len(fr)-1]
+			}
 		}
 		frames = append(frames, fr...)
 	}

@@ -51,6 +51,13 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[in
 	// namespaces, and a poll's or select's arguments (plain integers) read
 	// from its memory.
 	diagnose.NameFDs(rp, procmaps.NewFDReader(raw.MemPID()), ptrace.MemReader{PID: raw.MemPID()})
+	foreignOwners(rp)
+	if s.sandboxFor(raw.PID) == nil {
+		// (Another user's process: the child names them, from the
+		// files it parses.)
+		space := s.res.Space(raw, ptrace.MemReader{PID: raw.MemPID()})
+		diagnose.NameLocks(rp, space.DataName)
+	}
 	if s.o.Group || (!s.o.NoGroup && len(rp.Threads) > GroupAuto) {
 		diagnose.Group(rp)
 	}

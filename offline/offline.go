@@ -6,6 +6,7 @@ package offline
 
 import (
 	"stackshot/capfile"
+	"stackshot/diagnose"
 	"stackshot/report"
 	"stackshot/resolve"
 	"stackshot/symtab"
@@ -84,6 +85,7 @@ func (r *Reader) Read(path string) (procs []*report.Process, failed int, err err
 		ropts.Kernel = ropts.Kernel && sv.Kernel
 		res := resolve.NewResolver(r.sym, ropts)
 		p := sv.Process
+		tasks := capfile.Tasks(p)
 		if !p.Keep(r.o.TIDs, r.o.Say) {
 			continue
 		}
@@ -97,6 +99,9 @@ func (r *Reader) Read(path string) (procs []*report.Process, failed int, err err
 			continue
 		}
 		rp.Warnings = append(rp.Warnings, sv.Warnings...)
+		if sv.Mem != nil {
+			diagnose.Saved(rp, sv.Mem, tasks, res.Space(p, sv.Mem).DataName)
+		}
 		procs = append(procs, rp)
 	}
 	noteGoroutines(procs)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"time"
 
 	"stackshot/internal/contain"
 	"stackshot/report"
@@ -43,7 +42,7 @@ func safeJSON(p *report.Process) (jp jsonProcess) {
 		jp = toJSON(p)
 	})
 	if err != nil {
-		jp = jsonProcess{Schema: Schema, PID: p.PID, Time: p.Time.UTC().Format(time.RFC3339Nano),
+		jp = jsonProcess{Schema: Schema, PID: p.PID, Time: timeJSON(p.Time),
 			Warnings: []string{err.Error()}, Threads: []jsonThread{}}
 	}
 	return jp

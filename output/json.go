@@ -17,8 +17,9 @@ type jsonProcess struct {
 	Comm     string       `json:"comm"`
 	Exe      string       `json:"exe"`
 	Cmdline  string       `json:"cmdline"`
-	Time     string       `json:"time"`
+	Time     *string      `json:"time"` // null: not known (a core records none)
 	State    string       `json:"state"`
+	Signal   string       `json:"signal,omitempty"` // what ended it (a core's NT_SIGINFO)
 	Warnings []string     `json:"warnings,omitempty"`
 	WallUS   int64        `json:"wall_us"`
 	Threads  []jsonThread `json:"threads"`
@@ -69,9 +70,19 @@ type jsonFrame struct {
 
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
 
+// timeJSON is a capture's time in RFC 3339, or nil when not known (never
+// the zero time's year 1).
+func timeJSON(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339Nano)
+	return &s
+}
+
 func toJSON(p *report.Process) jsonProcess {
 	jp := jsonProcess{Schema: Schema, PID: p.PID, Comm: p.Comm, Exe: p.Exe, Cmdline: p.Cmdline,
-		Time: p.Time.UTC().Format(time.RFC3339Nano), State: p.State, Warnings: p.Warnings,
+		Time: timeJSON(p.Time), State: p.State, Signal: signalName(p.FatalSignal), Warnings: p.Warnings,
 		WallUS: p.WallNS / 1000, Threads: []jsonThread{}}
 	for i := range p.Threads {
 		t := &p.Threads[i]

@@ -75,6 +75,11 @@ type jsonWaitingFor struct {
 	Note     string  `json:"note,omitempty"`
 	// OwnerState: what the owner is doing, when the report shows it.
 	OwnerState *jsonOwnerState `json:"owner_state,omitempty"`
+	// Additions (2): the lock's symbol; a process-shared lock's owner
+	// in another process.
+	Symbol    string `json:"symbol,omitempty"`
+	OwnerPID  int    `json:"owner_pid,omitempty"`
+	OwnerComm string `json:"owner_comm,omitempty"`
 }
 
 func processDiagJSON(p *report.Process) jsonProcessDiag {
@@ -158,7 +163,8 @@ func waitingForJSON(w *report.WaitingFor) *jsonWaitingFor {
 	if w == nil {
 		return nil
 	}
-	jw := &jsonWaitingFor{Kind: w.Kind, OwnerTID: w.OwnerTID, Note: w.Note}
+	jw := &jsonWaitingFor{Kind: w.Kind, OwnerTID: w.OwnerTID, Note: w.Note, Symbol: w.Symbol,
+		OwnerPID: w.OwnerPID, OwnerComm: w.OwnerComm}
 	if w.Address != 0 {
 		a := hex(w.Address)
 		jw.Address = &a

@@ -56,6 +56,9 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 	if c := strings.TrimSpace(p.Cmdline); c != "" && c != p.Exe && c != p.Comm {
 		fmt.Fprintf(w, "  command line: %s\n", term.Escape(cut(c, cmdlineShown)))
 	}
+	if s := signalName(p.FatalSignal); s != "" {
+		fmt.Fprintf(w, "terminated with signal %s\n", s)
+	}
 	for _, wmsg := range p.Warnings {
 		fmt.Fprintf(w, "  note: %s\n", term.Escape(wmsg))
 	}

@@ -36,16 +36,13 @@ func ownerText(tid int, name string) string {
 // waitText describes a wait: `mutex 0x… held by thread 1236 "b"`.
 func waitText(w *report.WaitingFor) string {
 	var b strings.Builder
-	b.WriteString(kindText(w.Kind))
-	if w.Address != 0 {
-		fmt.Fprintf(&b, " %#x", w.Address)
-	} else {
-		b.WriteString(" at an unknown address")
-	}
+	b.WriteString(lockText(w.Kind, w.Address, w.Symbol))
 	if w.OwnerTID != nil {
-		b.WriteString(" held by ")
+		b.WriteString(heldBy(w.Kind))
 		b.WriteString(ownerText(*w.OwnerTID, w.OwnerName))
 		b.WriteString(ownerStateText(w.OwnerState))
+	} else if w.OwnerPID != 0 {
+		fmt.Fprintf(&b, " held by thread %d of process %d %q", w.ForeignTID, w.OwnerPID, w.OwnerComm)
 	}
 	return b.String()
 }
@@ -123,9 +120,9 @@ func waitLine(t *report.Thread) string {
 	if w == nil {
 		return ""
 	}
-	s := "    --- waiting for " + waitText(w)
+	s := "    --- waiting " + waitVerb(w.Kind) + waitText(w)
 	switch {
-	case w.OwnerTID != nil:
+	case w.OwnerTID != nil, w.OwnerPID != 0:
 	case w.Note != "":
 		s += " (owner unknown: " + w.Note + ")"
 	default:
@@ -189,19 +186,18 @@ func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
 		if t := byTID[tid]; t != nil && t.WaitingFor != nil {
 			kind = t.WaitingFor.Kind
 		}
+		sym := ""
+		if t := byTID[tid]; t != nil && t.WaitingFor != nil {
+			sym = t.WaitingFor.Symbol
+		}
 		if i == 0 {
 			b.WriteString(threadRef(tid, byTID))
-			b.WriteString(" waits for ")
+			b.WriteString(" waits " + waitVerb(kind))
 		} else {
-			b.WriteString(", which waits for ")
+			b.WriteString(", which waits " + waitVerb(kind))
 		}
-		b.WriteString(kindText(kind))
-		if d.Addresses[i] != 0 {
-			fmt.Fprintf(&b, " %#x", d.Addresses[i])
-		} else {
-			b.WriteString(" at an unknown address")
-		}
-		b.WriteString(" held by " + threadRef(d.TIDs[(i+1)%n], byTID))
+		b.WriteString(lockText(kind, d.Addresses[i], sym))
+		b.WriteString(heldBy(kind) + threadRef(d.TIDs[(i+1)%n], byTID))
 	}
 	return b.String()
 }
@@ -270,10 +266,14 @@ func Verdict(p *report.Process) string {
 		if n > 1 {
 			verb = "wait"
 		}
-		parts = append(parts, fmt.Sprintf("%d thread%s (%s) %s for %s", n, plural(n),
-			strings.Join(quoteAll(report.FoldNames(names[top])), ", "), verb, waitText(example[top])))
+		parts = append(parts, fmt.Sprintf("%d thread%s (%s) %s %s%s", n, plural(n),
+			strings.Join(quoteAll(report.FoldNames(names[top])), ", "), verb, waitVerb(example[top].Kind), waitText(example[top])))
 	}
-	if g := goroutineLockWaits(p); g != "" {
+	g := goroutineLockWaits(p)
+	if g != "" {
+		parts = append(parts, g)
+	}
+	if g := goroutineGroupWait(p, g != ""); g != "" {
 		parts = append(parts, g)
 	}
 	if s := p.ProgressSummary; s != nil && stuckOnSomething(p)+s.Spinning > 0 {

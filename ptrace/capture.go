@@ -108,6 +108,9 @@ type Process struct {
 	// the host need not be looked for again inside its root.
 	SharedRoot bool  `json:"shared_root,omitempty"`
 	WallNS     int64 `json:"wall_ns"`
+	// FatalSignal is the signal that ended the process, from an ELF
+	// core's NT_SIGINFO when it is one that dumps core; 0 otherwise.
+	FatalSignal int `json:"fatal_signal,omitempty"`
 }
 
 // MemPID is the id through which the process's memory is read: the pid,

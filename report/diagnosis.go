@@ -12,6 +12,8 @@ const (
 	// A CPython threading lock: a Lock (no owner recorded) or an RLock.
 	WaitPythonLock  = "python-lock"
 	WaitPythonRLock = "python-rlock"
+	WaitJoin        = "join"       // pthread_join: the owner is the joined thread (Address its pthread_t)
+	WaitStdio       = "stdio-lock" // a glibc FILE's _IO_lock_t (Symbol: stdout, stderr, a FILE's symbol)
 )
 
 // WaitingFor says what a blocked thread waits for and, when the lock
@@ -27,6 +29,15 @@ type WaitingFor struct {
 	Note string
 	// OwnerState is what the owner is doing; nil unknown.
 	OwnerState *OwnerState
+	// Symbol names the lock when it is a global or static ("pool_lock",
+	// "accounts+0x40"), or the FILE of a stdio lock ("stdout").
+	Symbol string
+	// ForeignTID is the owner a process-shared lock records when it is
+	// no thread of this process; OwnerPID and OwnerComm are the process
+	// that thread belongs to, when proved (0 and "" otherwise).
+	ForeignTID int
+	OwnerPID   int
+	OwnerComm  string
 }
 
 // Deadlock is one cycle of the wait-for graph: TIDs[i] waits for the lock

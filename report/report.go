@@ -72,6 +72,10 @@ type Thread struct {
 	WakeNS    int64
 	// HoldsGIL: a CPython thread holding its interpreter's GIL.
 	HoldsGIL bool
+	// CalleeSaved holds the callee-saved registers at the stop (x86-64:
+	// rbx, rbp, r12, r13, r14, r15), where a lock call keeps its lock;
+	// nil when the thread was read without a stop.
+	CalleeSaved []uint64
 }
 
 // MaxCmdline bounds a process's command line as a report carries it (the
@@ -108,4 +112,7 @@ type Process struct {
 	GoroutinesSkipped int
 	// GoroutineGroups folds identical goroutine stacks (--group), or nil.
 	GoroutineGroups []GoroutineGroup
+	// FatalSignal is the signal that ended the process (a core's
+	// NT_SIGINFO); 0 none known.
+	FatalSignal int
 }

@@ -46,7 +46,7 @@ func CollectImages(p *ptrace.Process, mem io.ReaderAt) {
 // live target's memory (nil for a saved capture).
 func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *report.Process {
 	s := r.Space(p, mem)
-	out := &report.Process{PID: p.PID, Comm: p.Comm, Exe: p.Exe, Time: p.Time, State: p.State,
+	out := &report.Process{PID: p.PID, Comm: p.Comm, Exe: p.Exe, Time: p.Time, State: p.State, FatalSignal: p.FatalSignal,
 		Warnings: p.Warnings, WallNS: p.WallNS}
 	for i := range p.Threads {
 		out.Threads = append(out.Threads, r.safeThread(s, &p.Threads[i]))
@@ -138,7 +138,18 @@ func (r *Resolver) lookupKernel(want map[string]bool) {
 // its own.
 func Head(th *ptrace.Thread) report.Thread {
 	return report.Thread{TID: th.TID, Name: th.Name, State: th.State, Syscall: convSyscall(th),
-		Capture: th.Method, PauseNS: th.PauseNS, Error: th.Err, Torn: th.Torn, Signal: th.Signal}
+		Capture: th.Method, PauseNS: th.PauseNS, Error: th.Err, Torn: th.Torn, Signal: th.Signal,
+		CalleeSaved: calleeSaved(th.Regs)}
+}
+
+// calleeSaved picks the registers a lock call keeps its lock in from a
+// stopped thread's register set (nil when it was not stopped).
+func calleeSaved(regs []uint64) []uint64 {
+	if len(regs) < arch.UserRegsCount {
+		return nil
+	}
+	return []uint64{regs[arch.UserRBX], regs[arch.UserRBP], regs[arch.UserR12], regs[arch.UserR13],
+		regs[arch.UserR14], regs[arch.UserR15]}
 }
 
 func (r *Resolver) thread(s *Space, th *ptrace.Thread) report.Thread {

@@ -272,7 +272,7 @@ func serveWork(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *reso
 		hookBefore(cfg.Hook, kLocks)
 		up.Kind = kLocks
 		var waits []*report.WaitingFor
-		waits, up.Deadlocks = locks(m, memc)
+		waits, up.Deadlocks = locks(m, res, memc)
 		up.WaitTab, up.WaitOf = shareWaits(waits)
 	case kSaved:
 		if fd < 0 {

@@ -66,7 +66,7 @@ func shareStacks(gs []report.Goroutine) (stacks [][]report.Frame, of []int) {
 
 // locks finds what m.report's blocked threads wait for and who holds it
 // (diagnose.Diagnose), reading the lock words from the target's memory.
-func locks(m *downMsg, memc *memClient) ([]*report.WaitingFor, []report.Deadlock) {
+func locks(m *downMsg, res *resolve.Resolver, memc *memClient) ([]*report.WaitingFor, []report.Deadlock) {
 	tasks := make(map[int]bool, len(m.Tasks))
 	for _, t := range m.Tasks {
 		tasks[t] = true
@@ -77,7 +77,13 @@ func locks(m *downMsg, memc *memClient) ([]*report.WaitingFor, []report.Deadlock
 	}
 	p := m.report
 	waits := make([]*report.WaitingFor, len(p.Threads))
-	if err := contain.Call("finding lock owners", func() { diagnose.Diagnose(p, mem, tasks) }); err != nil {
+	if err := contain.Call("finding lock owners", func() {
+		diagnose.Diagnose(p, mem, tasks)
+		if m.Proc != nil && res != nil && mem != nil {
+			// Globals and statics by name, from the files parsed here.
+			diagnose.NameLocks(p, res.Space(m.Proc, mem).DataName)
+		}
+	}); err != nil {
 		return waits, nil
 	}
 	for i := range p.Threads {
@@ -125,6 +131,7 @@ func saved(cfg *setup, sym *symtab.Symbolizer, m *downMsg, f *os.File) upMsg {
 	}
 	for _, sv := range all {
 		p := sv.Process
+		tasks := capfile.Tasks(p)
 		missing := p.KeepThreads(m.TIDs)
 		var rp *report.Process
 		var why string
@@ -136,6 +143,10 @@ func saved(cfg *setup, sym *symtab.Symbolizer, m *downMsg, f *os.File) upMsg {
 					resolve.CollectImages(p, sv.Mem) // a core of another tool
 				}
 				rp = res.Process(p, sv.Mem)
+				if sv.Mem != nil {
+					// A core's lock words, read and interpreted here.
+					diagnose.Saved(rp, sv.Mem, tasks, res.Space(p, sv.Mem).DataName)
+				}
 			}); err != nil {
 				rp, why = nil, fmt.Sprintf("cannot show process %d (%v)", p.PID, err)
 			} else {

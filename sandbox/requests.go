@@ -97,6 +97,12 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) {
 			err = untabulate(up.WaitTab, up.WaitOf, len(blocked), "thread", func(i int, w *report.WaitingFor) {
 				if w != nil {
 					x := *w
+					// What the parent proves itself is not taken from
+					// the child; a symbol's name is bounded.
+					x.OwnerPID, x.OwnerComm = 0, ""
+					if len(x.Symbol) > maxLockSymbol {
+						x.Symbol = x.Symbol[:maxLockSymbol]
+					}
 					if w.OwnerTID != nil {
 						o := *w.OwnerTID
 						x.OwnerTID = &o
@@ -127,6 +133,10 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) {
 	rp.Deadlocks = diagnose.Deadlocks(rp.Threads)
 	rp.Diagnosed = true
 }
+
+// maxLockSymbol bounds a lock's name the child gives (a symbol and an
+// offset).
+const maxLockSymbol = 512
 
 // LoadError is why a saved capture could not be read, as the child says:
 // the file's fault, not the child's.

@@ -199,7 +199,7 @@ func resolveThen(cfg *setup, cl *client, m *downMsg, th []report.Thread, exe int
 		if memc != nil {
 			memc.reset()
 		}
-		up, _ = serveWork(cfg, &downMsg{Kind: kLocks, report: &report.Process{Threads: blocked}, Tasks: m.Tasks}, -1, sym, res, memc)
+		up, _ = serveWork(cfg, &downMsg{Kind: kLocks, Proc: &head, report: &report.Process{Threads: blocked}, Tasks: m.Tasks}, -1, sym, res, memc)
 		if err := sendUp(childSock, &up); err != nil {
 			if exe >= 0 {
 				unix.Close(exe)

@@ -55,6 +55,12 @@ const (
 // Symbol and a name string per entry: names here are substrings of one
 // copy of the string table, so a symbol costs no allocation of its own.
 func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSym, error) {
+	return collectSymsOf(f, dynamic, false, baseRank, out)
+}
+
+// collectSymsOf is collectSyms of the function symbols, or (data) of the
+// data objects (objects) with a size (STT_OBJECT: globals and statics).
+func collectSymsOf(f *openFile, dynamic, objects bool, baseRank int, out []rawSym) ([]rawSym, error) {
 	ef := f.ef
 	if _, err := symtabCost(f, dynamic); err != nil {
 		return out, err
@@ -139,18 +145,7 @@ func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSy
 		}
 		styp := elf.ST_TYPE(info)
 		sec := ef.Sections[section]
-		switch styp {
-		case elf.STT_FUNC, elf.STT_GNU_IFUNC:
-		case elf.STT_NOTYPE:
-			// Assembly labels: only in executable sections, and not
-			// local labels or mapping symbols.
-			if sec.Flags&elf.SHF_EXECINSTR == 0 || name[0] == '$' || strings.HasPrefix(name, ".L") {
-				continue
-			}
-		default:
-			continue
-		}
-		if sec.Flags&elf.SHF_ALLOC == 0 {
+		if !wantSym(styp, sec, name, size, objects) {
 			continue
 		}
 		rank := int32(baseRank)
@@ -189,6 +184,28 @@ func collectSyms(f *openFile, dynamic bool, baseRank int, out []rawSym) ([]rawSy
 		out = append(out, rawSym{addr: value, size: size, secEnd: secEnd, name: name, rank: rank})
 	}
 	return out, nil
+}
+
+// wantSym says whether a symbol of type styp in section sec is one
+// collected: a function (or an assembly label in code), or with objects a
+// data object with a size; either in memory at run time.
+func wantSym(styp elf.SymType, sec *elf.Section, name string, size uint64, objects bool) bool {
+	switch {
+	case objects:
+		if styp != elf.STT_OBJECT || size == 0 {
+			return false
+		}
+	case styp == elf.STT_FUNC, styp == elf.STT_GNU_IFUNC:
+	case styp == elf.STT_NOTYPE:
+		// Assembly labels: only in executable sections, and not
+		// local labels or mapping symbols.
+		if sec.Flags&elf.SHF_EXECINSTR == 0 || name[0] == '$' || strings.HasPrefix(name, ".L") {
+			return false
+		}
+	default:
+		return false
+	}
+	return sec.Flags&elf.SHF_ALLOC != 0
 }
 
 // buildSymTable sorts and deduplicates raw symbols: one per address, the

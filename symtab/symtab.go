@@ -383,6 +383,7 @@ type Module struct {
 	src      *sources // symbol sources, loaded on first use
 
 	results resultCache
+	data    dataSyms // globals and statics (DataSymbol), loaded on first use
 	ahead   lookAhead
 	firstPC atomic.Pointer[[]uint64] // the addresses of the first Prefetch, for the load
 }

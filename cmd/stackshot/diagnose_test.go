@@ -149,12 +149,13 @@ func TestDeadlockMutexKinds(t *testing.T) {
 			if !strings.HasPrefix(lines[1], "Verdict: a deadlock (threads ") {
 				t.Errorf("second line %q, want the verdict", lines[1])
 			}
-			want := fmt.Sprintf(`DEADLOCK: thread %d "locker-a" waits for mutex %s held by thread %d "locker-b", which waits for mutex %s held by thread %d "locker-a"`,
+			// mx is a static array of three mutexes: they are named so.
+			want := fmt.Sprintf(`DEADLOCK: thread %d "locker-a" waits for mutex mx+0x28 (%s) held by thread %d "locker-b", which waits for mutex mx (%s) held by thread %d "locker-a"`,
 				a, m1, b, m0, a)
 			if lines[2] != want {
 				t.Errorf("third line\n%q, want\n%q", lines[2], want)
 			}
-			wl := fmt.Sprintf(`    --- waiting for mutex %s held by thread %d "locker-b" ---`, m1, b)
+			wl := fmt.Sprintf(`    --- waiting for mutex mx+0x28 (%s) held by thread %d "locker-b" ---`, m1, b)
 			if !strings.Contains(out, wl+"\n") {
 				t.Errorf("no line %q in\n%s", wl, out)
 			}
@@ -245,7 +246,7 @@ func TestRWLockWriterHoldsReaders(t *testing.T) {
 	}
 	wantWait(t, p, w, "semaphore", addrOf(t, v, "sem"), 0)
 	wantDeadlocks(t, p, "")
-	want := fmt.Sprintf(`no deadlock found; 3 threads ("reader-*") wait for rwlock %s held by thread %d "writer", itself waiting for semaphore %s`,
+	want := fmt.Sprintf(`no deadlock found; 3 threads ("reader-*") wait for rwlock rw (%s) held by thread %d "writer", itself waiting for semaphore sem (%s)`,
 		addrOf(t, v, "rw"), w, addrOf(t, v, "sem"))
 	if p.Verdict != want {
 		t.Errorf("verdict %q, want %q", p.Verdict, want)
@@ -278,7 +279,7 @@ func TestCondvarSemaphoreNoOwner(t *testing.T) {
 		t.Errorf("groups %v", groups)
 	}
 	out, _, _ := runSS(t, "dump", strconv.Itoa(tg.PID))
-	want := fmt.Sprintf("    --- waiting for condition variable %s (owner unknown: a condition variable has no owner) ---\n", addrOf(t, v, "cv"))
+	want := fmt.Sprintf("    --- waiting for condition variable cv (%s) (owner unknown: a condition variable has no owner) ---\n", addrOf(t, v, "cv"))
 	if !strings.Contains(out, want) {
 		t.Errorf("no line %q in\n%s", want, out)
 	}

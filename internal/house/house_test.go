@@ -27,7 +27,7 @@ var longOK = map[string]string{
 	"unwind/cfi.go:parseCIE":            "a CIE's fields and augmentation string, in the order the format gives them",
 	"symtab/linefiles.go:lineFileNames": "the line table header of DWARF 2 to 5: one case per entry format",
 	"symtab/dwarf.go:decode":            "one unit's DIE tree: one case per tag the symbolizer reads",
-	"symtab/symbols.go:collectSyms":     "ELF32 and ELF64 symbol entries, read in place from the section's bytes",
+	"symtab/symbols.go:collectSymsOf":   "ELF32 and ELF64 symbol entries, read in place from the section's bytes",
 }
 
 const (

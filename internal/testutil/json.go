@@ -44,6 +44,10 @@ type WaitingFor struct {
 	Address  *string `json:"address"`
 	OwnerTID *int    `json:"owner_tid"`
 	Note     string  `json:"note"`
+	// Additions (2).
+	Symbol    string `json:"symbol"`
+	OwnerPID  int    `json:"owner_pid"`
+	OwnerComm string `json:"owner_comm"`
 }
 
 // DumpThread is one thread of a dumped process.
