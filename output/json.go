@@ -44,6 +44,9 @@ type jsonThread struct {
 	Error   *string      `json:"error"`
 	Stop    string       `json:"stop,omitempty"`
 	Torn    bool         `json:"torn,omitempty"`
+	// A JavaThread's java.lang.Thread name and state.
+	JavaName  string `json:"java_name,omitempty"`
+	JavaState string `json:"java_state,omitempty"`
 	jsonThreadDiag
 }
 
@@ -62,6 +65,7 @@ type jsonFrame struct {
 	BuildIDMismatch bool    `json:"build_id_mismatch,omitempty"`
 	ModuleMissing   bool    `json:"module_missing,omitempty"`
 	SignalFrame     bool    `json:"signal_frame,omitempty"`
+	FrameType       string  `json:"frame_type,omitempty"` // Java frames
 }
 
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
@@ -73,7 +77,8 @@ func toJSON(p *report.Process) jsonProcess {
 	for i := range p.Threads {
 		t := &p.Threads[i]
 		jt := jsonThread{TID: t.TID, Name: t.Name, State: t.State, Capture: t.Capture,
-			PauseUS: (t.PauseNS + 500) / 1000, Frames: []jsonFrame{}, Stop: t.Stop, Torn: t.Torn}
+			PauseUS: (t.PauseNS + 500) / 1000, Frames: []jsonFrame{}, Stop: t.Stop, Torn: t.Torn,
+			JavaName: t.JavaName, JavaState: t.JavaState}
 		if t.Syscall != nil && t.Syscall.InCall {
 			js := &jsonSyscall{Nr: t.Syscall.Nr, Name: t.Syscall.Name, SP: hex(t.Syscall.SP), PC: hex(t.Syscall.PC)}
 			for _, a := range t.Syscall.Args {

@@ -49,6 +49,9 @@ func goJSON(p *report.Process) jsonGo {
 		return out
 	}
 	out.Runtime = &jsonRuntime{Name: p.Runtime.Name, Version: p.Runtime.Version}
+	if p.Runtime.Name != "go" {
+		return out // (goroutines are Go's)
+	}
 	gs := []jsonGoroutine(nil)
 	if p.Goroutines != nil {
 		gs = make([]jsonGoroutine, 0, len(p.Goroutines))
