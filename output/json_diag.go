@@ -45,6 +45,7 @@ type jsonWaitingFor struct {
 	Address  *string `json:"address"`
 	OwnerTID *int    `json:"owner_tid"`
 	Note     string  `json:"note,omitempty"`
+	Class    string  `json:"class,omitempty"` // a Java wait's object
 }
 
 func processDiagJSON(p *report.Process) jsonProcessDiag {
@@ -86,7 +87,7 @@ func processDiagJSON(p *report.Process) jsonProcessDiag {
 func threadDiagJSON(t *report.Thread) jsonThreadDiag {
 	var d jsonThreadDiag
 	if w := t.WaitingFor; w != nil {
-		jw := &jsonWaitingFor{Kind: w.Kind, OwnerTID: w.OwnerTID, Note: w.Note}
+		jw := &jsonWaitingFor{Kind: w.Kind, OwnerTID: w.OwnerTID, Note: w.Note, Class: w.Class}
 		if w.Address != 0 {
 			a := hex(w.Address)
 			jw.Address = &a

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"sort"
+	"stackshot/internal/term"
 	"stackshot/report"
 	"strings"
 )
@@ -16,6 +17,12 @@ func kindText(kind string) string {
 		return "condition variable"
 	case report.WaitRustMutex:
 		return "Rust std Mutex"
+	case report.WaitMonitor:
+		return "Java monitor"
+	case report.WaitObjectWait:
+		return "notify on"
+	case report.WaitJUCLock:
+		return "java.util.concurrent lock"
 	case "":
 		return "lock"
 	}
@@ -37,6 +44,9 @@ func waitText(w *report.WaitingFor) string {
 		fmt.Fprintf(&b, " %#x", w.Address)
 	} else {
 		b.WriteString(" at an unknown address")
+	}
+	if w.Class != "" {
+		fmt.Fprintf(&b, " (a %s)", term.Escape(w.Class))
 	}
 	if w.OwnerTID != nil {
 		b.WriteString(" held by ")
@@ -108,9 +118,9 @@ func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
 	b.WriteString("DEADLOCK: ")
 	n := len(d.TIDs)
 	for i, tid := range d.TIDs {
-		kind := report.WaitMutex
+		kind, class := report.WaitMutex, ""
 		if t := byTID[tid]; t != nil && t.WaitingFor != nil {
-			kind = t.WaitingFor.Kind
+			kind, class = t.WaitingFor.Kind, t.WaitingFor.Class
 		}
 		if i == 0 {
 			b.WriteString(threadRef(tid, byTID))
@@ -123,6 +133,9 @@ func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
 			fmt.Fprintf(&b, " %#x", d.Addresses[i])
 		} else {
 			b.WriteString(" at an unknown address")
+		}
+		if class != "" {
+			fmt.Fprintf(&b, " (a %s)", term.Escape(class))
 		}
 		b.WriteString(" held by " + threadRef(d.TIDs[(i+1)%n], byTID))
 	}
@@ -141,9 +154,13 @@ func Verdict(p *report.Process) string {
 				tids = append(tids, fmt.Sprint(t))
 			}
 		}
-		cyc := "a deadlock"
+		level := ""
+		if javaCycles(p) {
+			level = "Java-level " // (as jstack says it)
+		}
+		cyc := "a " + level + "deadlock"
 		if n > 1 {
-			cyc = fmt.Sprintf("%d deadlocks", n)
+			cyc = fmt.Sprintf("%d %sdeadlocks", n, level)
 		}
 		parts = append(parts, fmt.Sprintf("%s (threads %s)", cyc, strings.Join(tids, ", ")))
 	}
@@ -403,4 +420,21 @@ func tidRanges(tids []int) string {
 		i = j + 1
 	}
 	return "threads " + strings.Join(parts, ", ")
+}
+
+// javaCycles reports whether every thread of p's deadlocks waits for a
+// Java monitor or java.util.concurrent lock.
+func javaCycles(p *report.Process) bool {
+	waits := map[int]*report.WaitingFor{}
+	for i := range p.Threads {
+		waits[p.Threads[i].TID] = p.Threads[i].WaitingFor
+	}
+	for _, d := range p.Deadlocks {
+		for _, tid := range d.TIDs {
+			if w := waits[tid]; w == nil || !report.RuntimeWait(w.Kind) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -180,9 +180,21 @@ func (s *Space) javaThreads(rp *report.Process) {
 	for i := range ths {
 		byTID[ths[i].TID] = &ths[i]
 	}
+	var waits map[int]*hotspot.Wait
+	if err := contain.Call("reading the JVM's monitors", func() { waits = vm.Waits(ths) }); err != nil {
+		rp.Warnings = append(rp.Warnings, fmt.Sprintf("Java monitors not read (%v)", err))
+	}
 	for i := range rp.Threads {
-		if jt := byTID[rp.Threads[i].TID]; jt != nil {
-			rp.Threads[i].JavaName, rp.Threads[i].JavaState = jt.Name, jt.State
+		t := &rp.Threads[i]
+		if jt := byTID[t.TID]; jt != nil {
+			t.JavaName, t.JavaState = jt.Name, jt.State
+		}
+		if w := waits[t.TID]; w != nil {
+			t.WaitingFor = &report.WaitingFor{Kind: w.Kind, Address: w.Object, Class: w.Class, Note: w.Note}
+			if w.OwnerTID != 0 {
+				o := w.OwnerTID
+				t.WaitingFor.OwnerTID = &o
+			}
 		}
 	}
 }
