@@ -4,18 +4,24 @@ package hotspot_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"stackshot/diagnose"
 	"stackshot/internal/testutil"
+	"stackshot/live"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
+	"stackshot/resolve"
+	"stackshot/symtab"
+	"stackshot/unwind"
 )
 
 // jlock is what jstack says a thread waits for: the object and its class,
@@ -79,16 +85,54 @@ func jstackLocks(t *testing.T, pid int) map[string]jlock {
 // thread holds: every wait names the object, its class and its holder as
 // jstack does, and the deadlocks are exactly the three cycles.
 func TestJavaMonitorsAndDeadlocks(t *testing.T) {
+	tg := startDeadlocks(t)
+	p := dump(t, tg.PID)
+	diagnose.Diagnose(p, ptrace.MemReader{PID: tg.PID}, procmaps.TaskSet(tg.PID))
+	checkDeadlocks(t, p, jstackLocks(t, tg.PID))
+}
+
+// The same, read by a sandboxed child (as for another user's JVM): the
+// child reads the JVM, and its Java names, waits, deadlocks and runtime
+// reach the report.
+func TestJavaDeadlocksSandboxed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.Skip(t, "needs root: the child changes to nobody")
+	}
+	t.Setenv("STACKSHOT_SANDBOX", "1")
+	tg := startDeadlocks(t)
+	s := live.New(symtab.New(symtab.Options{}), live.Options{Capture: ptrace.Options{Kernel: true},
+		Resolve: resolve.Options{MaxFrames: unwind.DefaultMaxFrames, Live: true}, Timeout: jvmReady,
+		Goroutines: true, Started: time.Now(), Say: func(msg string) { t.Log(msg) }})
+	defer s.Close()
+	procs, failed, err := s.Dump([]int{tg.PID})
+	if err != nil || failed != 0 || len(procs) != 1 {
+		t.Fatalf("Dump: %d reports, %d failed, %v", len(procs), failed, err)
+	}
+	if s.Sandbox(tg.PID) == nil {
+		t.Fatalf("no sandboxed child for process %d", tg.PID)
+	}
+	p := procs[0]
+	if p.Runtime == nil || p.Runtime.Name != "java" {
+		t.Errorf("runtime %+v, want java", p.Runtime)
+	}
+	checkDeadlocks(t, p, jstackLocks(t, tg.PID))
+}
+
+// startDeadlocks starts testdata/hotspot/Deadlocks.java.
+func startDeadlocks(t *testing.T) *testutil.Target {
+	t.Helper()
 	testutil.Need(t, "javac")
 	testutil.Need(t, "jar")
 	java := testutil.Need(t, "java")
 	jar := testutil.Artifact(t, "deadlocks.jar", testutil.Testdata("hotspot"),
 		[]string{"javac", "-d", "$DIR/classes", "$SRC/Deadlocks.java"},
 		[]string{"jar", "cf", "$OUT", "-C", "$DIR/classes", "."})
-	tg := testutil.StartWithin(t, jvmReady, java, "-cp", jar, "Deadlocks")
-	p := dump(t, tg.PID)
-	diagnose.Diagnose(p, ptrace.MemReader{PID: tg.PID}, procmaps.TaskSet(tg.PID))
-	want := jstackLocks(t, tg.PID)
+	return testutil.StartWithin(t, jvmReady, java, "-cp", jar, "Deadlocks")
+}
+
+// checkDeadlocks compares p's Java waits and deadlocks with jstack's.
+func checkDeadlocks(t *testing.T, p *report.Process, want map[string]jlock) {
+	t.Helper()
 
 	names := map[int]string{}
 	for i := range p.Threads {
