@@ -143,17 +143,19 @@ func (vm *VM) scopes(b *Blob, pc uint64, exact bool) []report.Frame {
 	return vm.scopeChain(d, decode)
 }
 
-// scopeChain follows the scopes from the one at decode offset off
-// outward.
+// scopeChain names the scopes from the one at decode offset off
+// outward (scopes).
 func (vm *VM) scopeChain(d *debugInfo, off int64) []report.Frame {
-	var out []report.Frame
-	for depth := 0; off > 0 && depth < maxInlineDepth; depth++ {
-		sc, ok := decodeScope(d.scopes, off)
-		if !ok || sc.method == 0 || uint64(sc.method)*8 > uint64(len(d.meta)) {
+	chain, ok := scopes(d.scopes, off)
+	if !ok {
+		return nil
+	}
+	out := make([]report.Frame, 0, len(chain))
+	for _, sc := range chain {
+		if sc.method == 0 || uint64(sc.method)*8 > uint64(len(d.meta)) {
 			return nil
 		}
-		mp := le64(d.meta[(sc.method-1)*8:])
-		mt := vm.methodAt(mp)
+		mt := vm.methodAt(le64(d.meta[(sc.method-1)*8:]))
 		if mt == nil {
 			return nil
 		}
@@ -163,16 +165,26 @@ func (vm *VM) scopeChain(d *debugInfo, off int64) []report.Frame {
 			line = lineFor(mt.lines, int(bci))
 		}
 		out = append(out, javaFrame(mt, line, Inlined))
-		if sc.sender != 0 && int64(sc.sender) >= off {
-			return nil // a sender is always written before its callee
-		}
-		off = int64(sc.sender)
-	}
-	if off != 0 || len(out) == 0 {
-		return nil
 	}
 	out[len(out)-1].FrameType = Compiled
 	return out
+}
+
+// scopes decodes the chain of scopes from the one at off (the innermost)
+// to the outermost, whose sender offset is 0; false when the chain is
+// empty, longer than maxInlineDepth, or not one (a sender is always
+// written before its callee: its offset is lower).
+func scopes(data []byte, off int64) ([]scope, bool) {
+	var out []scope
+	for depth := 0; off > 0 && depth < maxInlineDepth; depth++ {
+		sc, ok := decodeScope(data, off)
+		if !ok || sc.sender != 0 && int64(sc.sender) >= off {
+			return nil, false
+		}
+		out = append(out, sc)
+		off = int64(sc.sender)
+	}
+	return out, off == 0 && len(out) > 0
 }
 
 // scope is one decoded ScopeDesc head.

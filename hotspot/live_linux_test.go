@@ -4,6 +4,7 @@ package hotspot_test
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"stackshot/goruntime"
+	"stackshot/hotspot"
 	"stackshot/internal/testutil"
+	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/report"
 	"stackshot/resolve"
@@ -175,6 +179,95 @@ func TestJavaFramesMatchJstack(t *testing.T) {
 			t.Errorf("jstack names thread %q, the dump has none of that name", n)
 		}
 	}
+	corruptTables(t, tg.PID)
+}
+
+// corruptTables resolves a capture of the JVM pid through memory whose
+// VM tables are corrupt (the fields table's entry size reads 0): its
+// threads keep their native frames, and one warning says Java frames were
+// not read.
+func corruptTables(t *testing.T, pid int) {
+	t.Helper()
+	ms, err := procmaps.ReadMaps(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stride uint64
+	for i := range ms {
+		m := &ms[i]
+		if !hotspot.IsLibJVM(m.Path) || m.Offset != 0 {
+			continue
+		}
+		f, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		st, _ := f.Stat()
+		sym, err := hotspot.TableSymbols(f, st.Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bias, ok := goruntime.LoadBias(f, m.Start, m.Offset)
+		if !ok {
+			t.Fatal("libjvm.so's load bias")
+		}
+		stride = sym["gHotSpotVMStructEntryArrayStride"] + bias
+		break
+	}
+	if stride == 0 {
+		t.Fatal("no libjvm.so mapped")
+	}
+	r := resolve.NewResolver(symtab.New(symtab.Options{}), resolve.Options{Live: true})
+	p, err := r.CaptureLive(pid, ptrace.Options{Mode: ptrace.ModeAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := r.Process(p, zeroAt{ptrace.MemReader{PID: pid}, stride})
+	var warned []string
+	for _, w := range rp.Warnings {
+		if strings.Contains(w, "Java") {
+			warned = append(warned, w)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "Java frames not read") {
+		t.Errorf("warnings %q, want one saying Java frames were not read", rp.Warnings)
+	}
+	for _, th := range rp.Threads {
+		for _, f := range th.Frames {
+			if f.Kind == "java" || th.JavaName != "" {
+				t.Fatalf("thread %d: a Java frame or name from corrupt tables: %+v %q", th.TID, f, th.JavaName)
+			}
+		}
+		if strings.Contains(fmt.Sprint(functionsOf(th)), "JVM_Sleep") {
+			return // the sleeper's native frames are there
+		}
+	}
+	t.Error("no thread has its native JVM_Sleep frame")
+}
+
+// zeroAt reads memory with the 8 bytes at addr zeroed.
+type zeroAt struct {
+	r    io.ReaderAt
+	addr uint64
+}
+
+func (z zeroAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := z.r.ReadAt(p, off)
+	for i := range p[:n] {
+		if a := uint64(off) + uint64(i); a >= z.addr && a < z.addr+8 {
+			p[i] = 0
+		}
+	}
+	return n, err
+}
+
+func functionsOf(th report.Thread) []string {
+	var out []string
+	for _, f := range th.Frames {
+		out = append(out, f.Function)
+	}
+	return out
 }
 
 // assertNativeAround checks that th's Java frames lie right after native
