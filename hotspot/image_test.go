@@ -73,10 +73,10 @@ func newTableImage(fields map[string]Field, sizes map[string]uint64, consts map[
 		"gHotSpotVMStructEntryFieldNameOffset": 8, "gHotSpotVMStructEntryTypeStringOffset": 16,
 		"gHotSpotVMStructEntryIsStaticOffset": 24, "gHotSpotVMStructEntryOffsetOffset": 32,
 		"gHotSpotVMStructEntryAddressOffset": 40,
-		"gHotSpotVMTypeEntryArrayStride": typeStride, "gHotSpotVMTypeEntryTypeNameOffset": 0,
+		"gHotSpotVMTypeEntryArrayStride":     typeStride, "gHotSpotVMTypeEntryTypeNameOffset": 0,
 		"gHotSpotVMTypeEntrySuperclassNameOffset": 8, "gHotSpotVMTypeEntrySizeOffset": 32,
 		"gHotSpotVMIntConstantEntryArrayStride": constantStride, "gHotSpotVMIntConstantEntryNameOffset": 0,
-		"gHotSpotVMIntConstantEntryValueOffset": 8,
+		"gHotSpotVMIntConstantEntryValueOffset":  8,
 		"gHotSpotVMLongConstantEntryArrayStride": constantStride, "gHotSpotVMLongConstantEntryNameOffset": 0,
 		"gHotSpotVMLongConstantEntryValueOffset": 8,
 	} {
