@@ -203,9 +203,12 @@ func decodeScope(data []byte, off int64) (scope, bool) {
 }
 
 // findPcDesc returns the scope decode offset of the PcDesc for code
-// offset off: the one at off exactly for a return address, the first at
-// or after it for an exact PC (the next point the compiler recorded
-// debug info for, in the same code); -1 when none.
+// offset off: the one at off exactly for a return address; for an exact PC
+// (a running thread's) the last one at or before it, the debug info the
+// compiler recorded last in the code leading there (an approximation: the
+// instruction may belong to a scope that has no PcDesc of its own; the
+// first one after it, as AsyncGetCallTrace takes, put a loop's samples in
+// the next method's scope in the record test); -1 when none.
 func findPcDesc(pcs []byte, size, pcOff, scopeOff, off uint64, exact bool) int64 {
 	if size < 8 || pcOff+4 > size || scopeOff+4 > size {
 		return -1
@@ -217,7 +220,7 @@ func findPcDesc(pcs []byte, size, pcOff, scopeOff, off uint64, exact bool) int64
 		if p == off && !exact {
 			return sd
 		}
-		if exact && p >= off && p < bestPC {
+		if exact && p <= off && (bestPC == 1<<63 || p > bestPC) {
 			best, bestPC = sd, p
 		}
 	}
