@@ -14,7 +14,8 @@ import (
 
 // record of a JVM thread that spends 3/4 of its time in Hot.hotA and 1/4
 // in Hot.hotB (by its clock) keeps the Java frames: the folded profile
-// names both methods, in those shares within 10 points.
+// names both methods, in those shares within 10 points (walked through
+// their compiled frames by frame size).
 func TestRecordJavaShares(t *testing.T) {
 	testutil.Need(t, "javac")
 	testutil.Need(t, "jar")
@@ -22,7 +23,9 @@ func TestRecordJavaShares(t *testing.T) {
 	jar := testutil.Artifact(t, "hot.jar", testutil.Testdata("hotspot"),
 		[]string{"javac", "-d", "$DIR/classes", "$SRC/Hot.java"},
 		[]string{"jar", "cf", "$OUT", "-C", "$DIR/classes", "."})
-	tg := testutil.StartWithin(t, 3*time.Minute, java, "-cp", jar, "Hot")
+	// Each method its own compiled code (no inlining): a sample in
+	// spinFor is attributed by its caller's return address, exactly.
+	tg := testutil.StartWithin(t, 3*time.Minute, java, "-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,Hot::*", "-cp", jar, "Hot")
 	out := filepath.Join(t.TempDir(), "p.folded")
 	_, errOut, code := runSS(t, "record", "-F", "199", "-d", "4s", "-o", out, fmt.Sprint(tg.PID))
 	if code != 0 {

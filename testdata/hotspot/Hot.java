@@ -15,19 +15,23 @@ public class Hot {
         sink = x;
     }
 
-    static void hotA() {
-        spinFor(3_000_000);
+    static void hotA(long unit) {
+        spinFor(3 * unit);
     }
 
-    static void hotB() {
-        spinFor(1_000_000);
+    static void hotB(long unit) {
+        spinFor(unit);
     }
 
     public static void main(String[] args) throws Exception {
         Thread t = new Thread(() -> {
+            // Units of 50-150 us at random: no period for a sampler to
+            // alias with.
+            java.util.Random r = new java.util.Random(1);
             while (true) {
-                hotA();
-                hotB();
+                long unit = 50_000 + r.nextInt(100_000);
+                hotA(unit);
+                hotB(unit);
             }
         }, "hot");
         t.setDaemon(true);
