@@ -33,7 +33,11 @@ func Diagnose(p *report.Process, mem io.ReaderAt, tasks map[int]bool) {
 	}
 	for i := range p.Threads {
 		t := &p.Threads[i]
-		t.WaitingFor = WaitingFor(t, mem, tasks)
+		if w := t.WaitingFor; w == nil || !report.RuntimeWait(w.Kind) {
+			// (a runtime's own record of a wait beats the native lock
+			// its thread blocks in)
+			t.WaitingFor = WaitingFor(t, mem, tasks)
+		}
 		if w := t.WaitingFor; w != nil && w.OwnerTID != nil {
 			w.OwnerName = names[*w.OwnerTID]
 		}

@@ -47,6 +47,9 @@ type jsonThread struct {
 	Stop    string       `json:"stop,omitempty"`
 	Torn    bool         `json:"torn,omitempty"`
 	GIL     bool         `json:"gil,omitempty"` // holds a CPython GIL
+	// A JavaThread's java.lang.Thread name and state.
+	JavaName  string `json:"java_name,omitempty"`
+	JavaState string `json:"java_state,omitempty"`
 	jsonThreadDiag
 }
 
@@ -66,6 +69,7 @@ type jsonFrame struct {
 	BuildIDMismatch bool    `json:"build_id_mismatch,omitempty"`
 	ModuleMissing   bool    `json:"module_missing,omitempty"`
 	SignalFrame     bool    `json:"signal_frame,omitempty"`
+	FrameType       string  `json:"frame_type,omitempty"` // Java frames
 }
 
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
@@ -87,7 +91,8 @@ func toJSON(p *report.Process) jsonProcess {
 	for i := range p.Threads {
 		t := &p.Threads[i]
 		jt := jsonThread{TID: t.TID, Name: t.Name, State: t.State, Capture: t.Capture,
-			PauseUS: (t.PauseNS + 500) / 1000, Frames: []jsonFrame{}, Stop: t.Stop, Torn: t.Torn, GIL: t.HoldsGIL}
+			PauseUS: (t.PauseNS + 500) / 1000, Frames: []jsonFrame{}, Stop: t.Stop, Torn: t.Torn, GIL: t.HoldsGIL,
+			JavaName: t.JavaName, JavaState: t.JavaState}
 		if t.Syscall != nil && t.Syscall.InCall {
 			js := &jsonSyscall{Nr: t.Syscall.Nr, Name: t.Syscall.Name, SP: hex(t.Syscall.SP), PC: hex(t.Syscall.PC)}
 			for _, a := range t.Syscall.Args {

@@ -80,6 +80,7 @@ type jsonWaitingFor struct {
 	Symbol    string `json:"symbol,omitempty"`
 	OwnerPID  int    `json:"owner_pid,omitempty"`
 	OwnerComm string `json:"owner_comm,omitempty"`
+	Class     string `json:"class,omitempty"` // a Java wait's object
 }
 
 func processDiagJSON(p *report.Process) jsonProcessDiag {
@@ -164,7 +165,7 @@ func waitingForJSON(w *report.WaitingFor) *jsonWaitingFor {
 		return nil
 	}
 	jw := &jsonWaitingFor{Kind: w.Kind, OwnerTID: w.OwnerTID, Note: w.Note, Symbol: w.Symbol,
-		OwnerPID: w.OwnerPID, OwnerComm: w.OwnerComm}
+		OwnerPID: w.OwnerPID, OwnerComm: w.OwnerComm, Class: w.Class}
 	if w.Address != 0 {
 		a := hex(w.Address)
 		jw.Address = &a

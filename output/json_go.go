@@ -53,6 +53,9 @@ func goJSON(p *report.Process) jsonGo {
 	for _, r := range p.Runtimes {
 		out.Runtimes = append(out.Runtimes, jsonRuntime{Name: r.Name, Version: r.Version})
 	}
+	if p.Runtime.Name != "go" {
+		return out // (goroutines are Go's)
+	}
 	gs := []jsonGoroutine(nil)
 	if p.Goroutines != nil {
 		gs = make([]jsonGoroutine, 0, len(p.Goroutines))

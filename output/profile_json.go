@@ -115,7 +115,7 @@ type jsonStack struct {
 func frameJSON(f *report.Frame) jsonFrame {
 	jf := jsonFrame{Kind: f.Kind, Inlined: f.Inlined, Method: f.Method,
 		BuildIDMismatch: f.BuildIDMismatch, ModuleMissing: f.ModuleMissing, SignalFrame: f.SignalFrame,
-		File: f.File, Line: f.Line, BuildID: f.BuildID, Module: f.Module}
+		File: f.File, Line: f.Line, BuildID: f.BuildID, Module: f.Module, FrameType: f.FrameType.String()}
 	if f.Kind != "python" {
 		pc := hex(f.PC)
 		jf.PC = &pc

@@ -129,6 +129,9 @@ func plural(n int) string {
 
 func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	fmt.Fprintf(w, "\nThread %d %q (state %s", t.TID, t.Name, term.Escape(stateOrUnknown(t.State))) // %q escapes as term does
+	if t.JavaName != "" || t.JavaState != "" {
+		fmt.Fprintf(w, ", java %q %s", t.JavaName, term.Escape(t.JavaState))
+	}
 	if t.Syscall != nil && t.Syscall.InCall {
 		fmt.Fprintf(w, ", in %s", t.Syscall.Name)
 	} else if t.Syscall != nil && t.Syscall.Running {
@@ -155,7 +158,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 	}
 	for i := range t.Frames {
 		f := &t.Frames[i]
-		if f.Kind == "user" && !boundary {
+		if f.Kind != "kernel" && !boundary {
 			boundary = true
 			if n > 0 || glueFrom < glueTo || (t.Syscall != nil && t.Syscall.InCall) {
 				w.WriteString(syscallLine(t))
@@ -271,6 +274,9 @@ func appendFrameBody(b []byte, f *report.Frame, o TextOptions) []byte {
 	if f.Kind == "python" {
 		return appendPythonBody(b, f)
 	}
+	if f.Kind == "java" {
+		return appendJavaFrame(b, f)
+	}
 	b = append(appendHex16(b, f.PC), " in "...)
 	switch {
 	case f.SignalFrame:
@@ -378,4 +384,23 @@ func PauseStats(ns []int64) (med, p99, max float64) {
 	p99 = float64(s[idx])
 	max = float64(s[len(s)-1])
 	return
+}
+
+// appendJavaFrame appends a Java frame's line as jstack words it, with
+// its frame type: "Pool.take(Pool.java:212) [java compiled]".
+func appendJavaFrame(b []byte, f *report.Frame) []byte {
+	b = append(append(b, term.Escape(f.Function)...), '(')
+	switch {
+	case f.File != "" && f.Line > 0:
+		b = strconv.AppendInt(append(append(b, term.Escape(f.File)...), ':'), int64(f.Line), 10)
+	case f.File != "":
+		b = append(b, term.Escape(f.File)...)
+	default:
+		b = append(b, "Unknown Source"...)
+	}
+	b = append(b, ") [java"...)
+	if f.FrameType != report.FrameNative {
+		b = append(append(b, ' '), f.FrameType.String()...)
+	}
+	return append(b, "]\n"...)
 }

@@ -20,6 +20,12 @@ func kindText(kind string) string {
 		return "Rust std Mutex"
 	case report.WaitPythonLock, report.WaitPythonRLock:
 		return "Python lock"
+	case report.WaitMonitor:
+		return "Java monitor"
+	case report.WaitObjectWait:
+		return "notify on"
+	case report.WaitJUCLock:
+		return "java.util.concurrent lock"
 	case "":
 		return "lock"
 	}
@@ -37,6 +43,9 @@ func ownerText(tid int, name string) string {
 func waitText(w *report.WaitingFor) string {
 	var b strings.Builder
 	b.WriteString(lockText(w.Kind, w.Address, w.Symbol))
+	if w.Class != "" {
+		fmt.Fprintf(&b, " (a %s)", term.Escape(w.Class))
+	}
 	if w.OwnerTID != nil {
 		b.WriteString(heldBy(w.Kind))
 		b.WriteString(ownerText(*w.OwnerTID, w.OwnerName))
@@ -182,9 +191,9 @@ func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
 	b.WriteString("DEADLOCK: ")
 	n := len(d.TIDs)
 	for i, tid := range d.TIDs {
-		kind := report.WaitMutex
+		kind, class := report.WaitMutex, ""
 		if t := byTID[tid]; t != nil && t.WaitingFor != nil {
-			kind = t.WaitingFor.Kind
+			kind, class = t.WaitingFor.Kind, t.WaitingFor.Class
 		}
 		sym := ""
 		if t := byTID[tid]; t != nil && t.WaitingFor != nil {
@@ -197,6 +206,9 @@ func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
 			b.WriteString(", which waits " + waitVerb(kind))
 		}
 		b.WriteString(lockText(kind, d.Addresses[i], sym))
+		if class != "" {
+			fmt.Fprintf(&b, " (a %s)", term.Escape(class))
+		}
 		b.WriteString(heldBy(kind) + threadRef(d.TIDs[(i+1)%n], byTID))
 	}
 	return b.String()
@@ -214,9 +226,13 @@ func Verdict(p *report.Process) string {
 				tids = append(tids, fmt.Sprint(t))
 			}
 		}
-		cyc := "a deadlock"
+		level := ""
+		if javaCycles(p) {
+			level = "Java-level " // (as jstack says it)
+		}
+		cyc := "a " + level + "deadlock"
 		if n > 1 {
-			cyc = fmt.Sprintf("%d deadlocks", n)
+			cyc = fmt.Sprintf("%d %sdeadlocks", n, level)
 		}
 		parts = append(parts, fmt.Sprintf("%s (threads %s)", cyc, strings.Join(tids, ", ")))
 	}
@@ -581,4 +597,21 @@ func period(ns int64) string {
 		return fmt.Sprintf("%.1fms", d/1e6)
 	}
 	return fmt.Sprintf("%.0fµs", d/1e3)
+}
+
+// javaCycles reports whether every thread of p's deadlocks waits for a
+// Java monitor or java.util.concurrent lock.
+func javaCycles(p *report.Process) bool {
+	waits := map[int]*report.WaitingFor{}
+	for i := range p.Threads {
+		waits[p.Threads[i].TID] = p.Threads[i].WaitingFor
+	}
+	for _, d := range p.Deadlocks {
+		for _, tid := range d.TIDs {
+			if w := waits[tid]; w == nil || !report.RuntimeWait(w.Kind) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -14,7 +14,20 @@ const (
 	WaitPythonRLock = "python-rlock"
 	WaitJoin        = "join"       // pthread_join: the owner is the joined thread (Address its pthread_t)
 	WaitStdio       = "stdio-lock" // a glibc FILE's _IO_lock_t (Symbol: stdout, stderr, a FILE's symbol)
+	// A Java thread's waits, read from its JVM (the owner is the JVM's
+	// record): a monitor it blocks entering (synchronized), the object it
+	// waits on in Object.wait (no owner: it waits to be notified), a
+	// java.util.concurrent lock it is parked on (its exclusive owner).
+	WaitMonitor    = "monitor"
+	WaitObjectWait = "object-wait"
+	WaitJUCLock    = "juc-lock"
 )
+
+// RuntimeWait reports whether a wait of kind was read from a runtime
+// (a JVM) rather than from the native lock a thread blocks in.
+func RuntimeWait(kind string) bool {
+	return kind == WaitMonitor || kind == WaitObjectWait || kind == WaitJUCLock
+}
 
 // WaitingFor says what a blocked thread waits for and, when the lock
 // records it and every check passed, which thread holds it.
@@ -24,6 +37,8 @@ type WaitingFor struct {
 	OwnerTID *int   // nil: unknown (or not a lock with an owner)
 	// OwnerName is the owner's thread name as the report has it.
 	OwnerName string
+	// Class is the class of a Java wait's object ("java.lang.Object").
+	Class string
 	// Note says why the owner is unknown, or what else was seen ("the
 	// kernel reported a PI deadlock"); "" when there is nothing to add.
 	Note string

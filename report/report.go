@@ -11,7 +11,7 @@ import "time"
 type Frame struct {
 	PC           uint64
 	SP           uint64 // user frames: the stack pointer in this frame (its callee's CFA); 0 unknown
-	Kind         string // "kernel" | "user" | "python" (no PC, no module)
+	Kind         string // "kernel" | "user" | "python" | "java" (python: no PC, no module)
 	Function     string // "" unknown; Python: co_qualname (co_name before 3.11)
 	Offset       uint64 // PC minus the function's start
 	Module       string // path as the target sees it
@@ -33,6 +33,29 @@ type Frame struct {
 	// capture on another machine): no name, and the walk does not guess.
 	ModuleMissing bool
 	SignalFrame   bool // the kernel's sigreturn trampoline: <signal handler called>
+	// FrameType is a runtime frame's kind (Java: interpreted, compiled,
+	// inlined); 0 for native frames.
+	FrameType FrameType
+}
+
+// FrameType says how a runtime's frame runs.
+type FrameType uint8
+
+const (
+	FrameNative      FrameType = iota // not a runtime's frame
+	FrameInterpreted                  // run by the interpreter
+	FrameCompiled                     // JIT-compiled code
+	FrameInlined                      // inlined into the compiled frame after it
+)
+
+var frameTypeNames = [...]string{"", "interpreted", "compiled", "inlined"}
+
+// String is the type's name in the JSON ("" for native frames).
+func (t FrameType) String() string {
+	if int(t) < len(frameTypeNames) {
+		return frameTypeNames[t]
+	}
+	return "unknown"
 }
 
 // Syscall describes the system call a thread is blocked in.
@@ -58,6 +81,10 @@ type Thread struct {
 	Stop    string // why the unwind ended
 	Torn    bool
 	Signal  int
+	// JavaName is a HotSpot JavaThread's java.lang.Thread name and
+	// JavaState its state (in_Java, in_vm, in_native, blocked); "" for
+	// other threads.
+	JavaName, JavaState string
 	// Diagnosis (see diagnosis.go); zero when not diagnosed.
 	WaitingFor *WaitingFor
 	Progress   string  // ProgressStuck | ProgressSpinning | ProgressWaiting | ProgressMoving; "" single snapshot

@@ -57,6 +57,7 @@ func (r *Resolver) Process(p *ptrace.Process, mem io.ReaderAt) *report.Process {
 	if r.opts.KernelAddrs && r.opts.Kernel {
 		r.kernelAddrs(out)
 	}
+	s.javaThreads(out)
 	out.Warnings = append(out.Warnings[:len(out.Warnings):len(out.Warnings)], s.warnings...)
 	return out
 }
@@ -199,7 +200,10 @@ func (r *Resolver) Frames(s *Space, th *ptrace.Thread, fr []unwind.Frame, ok boo
 		return out
 	}
 	for _, f := range fr {
-		out = r.userFrame(s, out, f)
+		var java bool
+		if out, java = s.javaFrames(th, out, f); !java {
+			out = r.userFrame(s, out, f)
+		}
 	}
 	return out
 }

@@ -32,6 +32,9 @@ type Options struct {
 	// search). Otherwise (a one-off dump) only the FDEs of the PCs met are
 	// compiled, found through .eh_frame_hdr (unwind.LoadTableLazy).
 	Sampler bool
+	// NoJava leaves a JVM's Java frames out and does not read it
+	// (--no-java): its code cache is then walked as code without CFI.
+	NoJava bool
 }
 
 // Resolver unwinds and symbolizes captures. It caches modules and compiled
@@ -87,6 +90,7 @@ type Space struct {
 	lastKey     namedKey
 	lastNamed   namedRange
 	lastNamedOK bool
+	java        javaState // the process's JVM (java.go)
 }
 
 type namedKey struct {
@@ -310,6 +314,11 @@ func (s *Space) Lookup(addr uint64) (unwind.ModuleInfo, bool) {
 	mi.NoModule = !s.r.opts.Live && (e.missing || e.mod != nil && (e.mod.Mismatch() || e.mod.ELF() == nil))
 	if e.ok && e.gof != nil {
 		mi.Go, mi.Bias = e.gof, e.bias
+	}
+	if e.mod == nil {
+		if vm := s.jvm(); vm != nil && vm.InCodeCache(addr) {
+			mi.JIT = jitCode{vm}
+		}
 	}
 	return mi, true
 }

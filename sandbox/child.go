@@ -75,7 +75,7 @@ func Main() int {
 	}
 	sym := symtab.New(so)
 	res := resolve.NewResolver(sym, resolve.Options{MaxFrames: cfg.MaxFrames, Kernel: cfg.Kernel,
-		Live: cfg.Live, KernelAddrs: cfg.KernelAddrs})
+		Live: cfg.Live, KernelAddrs: cfg.KernelAddrs, NoJava: cfg.NoJava})
 	var memc *memClient
 	if cfg.Live {
 		memc = &memClient{c: c, fd: -1}

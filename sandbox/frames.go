@@ -33,6 +33,8 @@ const maxSharedFrames = maxUpResult / 256
 type unwound struct {
 	Error string
 	Stop  string
+	// A JavaThread's name and state, read from the JVM as its frames are.
+	JavaName, JavaState string
 }
 
 // shareFrames moves what unwinding found for up.Result's threads into
@@ -53,7 +55,7 @@ func shareFrames(up *upMsg) {
 	up.Unwound = make([]unwound, len(ths))
 	up.FrameRefs = []byte{}
 	for i := range ths {
-		up.Unwound[i] = unwound{Error: ths[i].Error, Stop: ths[i].Stop}
+		up.Unwound[i] = unwound{Error: ths[i].Error, Stop: ths[i].Stop, JavaName: ths[i].JavaName, JavaState: ths[i].JavaState}
 		fr := ths[i].Frames
 		up.FrameRefs = binary.AppendUvarint(up.FrameRefs, uint64(len(fr)))
 		var prev uint64
@@ -112,6 +114,7 @@ func joinFrames(up *upMsg, p *ptrace.Process) error {
 	for i := range ths {
 		ths[i] = resolve.Head(&p.Threads[i])
 		ths[i].Error, ths[i].Stop = up.Unwound[i].Error, up.Unwound[i].Stop
+		ths[i].JavaName, ths[i].JavaState = up.Unwound[i].JavaName, up.Unwound[i].JavaState
 		if n := counts[i]; n > 0 {
 			ths[i].Frames = all[at : at+n : at+n]
 			at += n

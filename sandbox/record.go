@@ -281,5 +281,5 @@ func (st *walking) name(up *upMsg, f unwind.Frame) {
 // sharing the child's symbolizer.
 func samplingResolver(cfg *setup, sym *symtab.Symbolizer) *resolve.Resolver {
 	return resolve.NewResolver(sym, resolve.Options{MaxFrames: cfg.MaxFrames, Kernel: cfg.Kernel,
-		Live: cfg.Live, KernelAddrs: cfg.KernelAddrs, Sampler: true})
+		Live: cfg.Live, KernelAddrs: cfg.KernelAddrs, Sampler: true, NoJava: cfg.NoJava})
 }

@@ -50,7 +50,10 @@ func (c *Child) Goroutines(p *ptrace.Process, rp *report.Process) {
 		return
 	}
 	g := up.Result
-	rp.Runtime, rp.Goroutines, rp.GoroutinesSkipped = g.Runtime, g.Goroutines, g.GoroutinesSkipped
+	if g.Runtime != nil { // (another runtime's, a JVM's, came with the frames)
+		rp.Runtime = g.Runtime
+	}
+	rp.Goroutines, rp.GoroutinesSkipped = g.Goroutines, g.GoroutinesSkipped
 	rp.Warnings = append(rp.Warnings, g.Warnings...)
 }
 

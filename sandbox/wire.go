@@ -85,6 +85,7 @@ type setup struct {
 	Sysroot         string // report's --sysroot: where a core's files are opened
 	Live            bool
 	KernelAddrs     bool
+	NoJava          bool   // resolve.Options.NoJava
 	FetchDebug      bool   // the parent fetches debug files by build id (kFetch)
 	FetchExecutable bool   // and module files
 	MemoryLimit     uint64 // RLIMIT_AS

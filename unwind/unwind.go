@@ -20,9 +20,10 @@ const (
 	MethodScan                      // stack scanning
 	MethodSignal                    // restored from a signal frame
 	MethodPclntab                   // Go's frame size at the PC, from the pclntab
+	MethodJIT                       // the layout a JIT runtime gives its frame (JITCode)
 )
 
-var methodNames = [...]string{"regs", "cfi", "fp", "fp-heuristic", "scan", "signal", "pclntab"}
+var methodNames = [...]string{"regs", "cfi", "fp", "fp-heuristic", "scan", "signal", "pclntab", "jit"}
 
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
@@ -109,6 +110,9 @@ type Frame struct {
 	// SignalFrame is true for the frame of the kernel's sigreturn trampoline
 	// (printed as "<signal handler called>").
 	SignalFrame bool
+	// FP is the frame's RBP where a JIT frame is laid out by frame
+	// pointer (its runtime reads the frame's slots from it); 0 otherwise.
+	FP uint64
 }
 
 // Stack is the captured copy of a thread's stack, from Addr upward.
@@ -140,6 +144,8 @@ type ModuleInfo struct {
 	// stripped Go binary has none); nil if the module has no Go pclntab.
 	// Its addresses are file virtual addresses too.
 	Go GoFrames
+	// JIT describes code a JIT runtime wrote in this mapping; nil if none.
+	JIT JITCode
 }
 
 // GoFrames gives exact frame sizes of Go code, which Go's pclntab records

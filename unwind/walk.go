@@ -278,6 +278,11 @@ func (w *walker) step(cur *Frame, frame0 bool) (Frame, StopReason) {
 			inGoFunc = ok && e == goEntry
 		}
 	}
+	if inMap && mi.JIT != nil && rs == nil {
+		if jf, ok := mi.JIT.JITFrame(pc, exact); ok {
+			return w.jitStep(cur, jf)
+		}
+	}
 	// A trampoline without CFI of its own may follow another function's
 	// FDE: then pc-1 finds that FDE, ending exactly at pc.
 	if rs != nil && rs.Signal || (rs == nil || atEnd) && !inGoFunc && w.isTrampoline(pc, exact) {

@@ -42,6 +42,7 @@ type common struct {
 	started                    time.Time          // when the command began: --timeout counts from here
 	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
 	group, noGroup, noPython   bool               // dump: fold threads with the same stack, or never; no Python frames
+	noJava                     bool               // --no-java
 	interval                   time.Duration      // dump: between snapshots
 	count                      int                // dump: snapshots
 	goroutines, noGoroutines   bool               // dump: goroutines of Go processes
@@ -149,6 +150,7 @@ func (c *common) register(name string, set int, v *common) {
 	if set&fUnwind != 0 {
 		if name != "symbolize" {
 			fs.IntVar(&v.maxFrames, "max-frames", unwind.DefaultMaxFrames, "stop unwinding a thread after N frames")
+			fs.BoolVar(&v.noJava, "no-java", false, "leave a JVM's Java frames out (its compiled code is then walked as code without unwind info)")
 		}
 		fs.StringArrayVar(&v.debugDirs, "debug-dir", nil, "extra root `DIR` for separate debug files (repeatable)")
 		fs.Int64Var(&v.maxDebugBytes, "max-debug-bytes", 0, "most bytes of symbols and debug info read in all (default 512 MiB; a section gets half)")

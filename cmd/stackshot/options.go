@@ -35,7 +35,7 @@ func (c *common) namesOnly() bool {
 // compiles each module's CFI whole, which pays off over many samples.
 func (c *common) newSession(sampling bool) *live.Session {
 	mode, _ := ptrace.ParseMode(c.mode)
-	ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true, KernelAddrs: c.format == "json", Sampler: sampling}
+	ropts := resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Live: true, KernelAddrs: c.format == "json", Sampler: sampling, NoJava: c.noJava}
 	o := live.Options{Resolve: ropts, Sandbox: c.sandboxConfig(ropts), NoSandbox: c.noSandbox,
 		Started: c.started, Timeout: c.timeout, Quiet: c.quiet, Goroutines: c.goroutines && !c.noGoroutines,
 		Group: c.group, NoGroup: c.noGroup, Count: c.count, Interval: c.interval, NoPython: c.noPython, Say: cli.Say}

@@ -187,6 +187,13 @@ type Target struct {
 // "ready" (within 20 s), and stops it by pid when the test ends.
 func Start(t testing.TB, bin string, args ...string) *Target {
 	t.Helper()
+	return StartWithin(t, 20*time.Second, bin, args...)
+}
+
+// StartWithin is Start for a target that may take up to d to get ready
+// and settle (a JVM on a loaded machine).
+func StartWithin(t testing.TB, d time.Duration, bin string, args ...string) *Target {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	// No Pdeathsig: it fires when the forking OS thread exits, and the
@@ -205,7 +212,7 @@ func Start(t testing.TB, bin string, args ...string) *Target {
 	}
 	tg := &Target{Cmd: cmd, PID: cmd.Process.Pid, stdin: stdin, out: bufio.NewReader(stdout), t: t}
 	t.Cleanup(tg.Stop)
-	line, err := tg.ReadLine(20 * time.Second)
+	line, err := tg.ReadLine(d)
 	if err != nil || !strings.HasPrefix(line, "ready") {
 		t.Fatalf("target %s did not get ready: %q %v", bin, line, err)
 	}
@@ -213,8 +220,8 @@ func Start(t testing.TB, bin string, args ...string) *Target {
 	// Every target's threads either block in a system call or spin once
 	// it has said "ready": wait until each has, so tests see a settled
 	// process.
-	if !WaitSettled(tg.PID, 20*time.Second) {
-		t.Fatalf("target %s (pid %d): its threads did not settle (blocked in a system call, or spinning) within 20s", bin, tg.PID)
+	if !WaitSettled(tg.PID, d) {
+		t.Fatalf("target %s (pid %d): its threads did not settle (blocked in a system call, or spinning) within %v", bin, tg.PID, d)
 	}
 	return tg
 }
