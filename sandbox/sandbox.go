@@ -98,8 +98,10 @@ func TargetOf(pid int) (Target, error) {
 
 // Needed reports whether a live process's parsing belongs in a child:
 // when its owner is not stackshot's own user (root dumping a service's
-// process), or when it lives in another mount namespace (a container,
-// whose files are its own, even when it runs as root).
+// process), when it lives in another mount namespace (a container,
+// whose files are its own, even when it runs as root), or when the code it
+// maps is another user's to write (foreignCode: a root daemon loading a
+// library a service account may replace).
 // STACKSHOT_SANDBOX=1 asks for it always, =0 never.
 func Needed(pid int) bool {
 	switch os.Getenv("STACKSHOT_SANDBOX") {
@@ -118,7 +120,11 @@ func Needed(pid int) bool {
 			return true
 		}
 	}
-	return !procmaps.SameMountNamespace(pid)
+	if !procmaps.SameMountNamespace(pid) {
+		return true
+	}
+	maps, err := procmaps.ReadMaps(pid)
+	return err != nil || foreignCode(pid, maps) != ""
 }
 
 // Forced reports whether STACKSHOT_SANDBOX=1 asks for the child whatever
