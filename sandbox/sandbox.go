@@ -841,7 +841,7 @@ func (c *Child) open(up *upMsg) (*os.File, error) {
 	}
 	if !trusted {
 		var st unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &st); err != nil || !c.mayRead(&st) {
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil || !c.mayRead(&st) || !c.reachable(up.Root, up.Path, up.Follow, &st) {
 			f.Close()
 			return nil, fmt.Errorf("open %s: not readable by the target's user", up.Path)
 		}
@@ -881,7 +881,8 @@ func (c *Child) fetch(up *upMsg) error {
 }
 
 // mayRead reports whether the target's user (or anyone) may read a file
-// by its mode.
+// by its mode (reachable: and reach it, through directories it may
+// search).
 func (c *Child) mayRead(st *unix.Stat_t) bool {
 	switch {
 	case st.Mode&0o004 != 0:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
@@ -323,7 +324,7 @@ func TestParentOpenPolicy(t *testing.T) {
 	tg := startAsOther(t)
 	tgt, _ := TargetOf(tg.PID)
 	c := startChild(t, liveConfig(), tgt)
-	dir := t.TempDir()
+	dir := searchableTempDir(t)
 	secret := dir + "/secret"
 	if err := os.WriteFile(secret, []byte("key"), 0o600); err != nil {
 		t.Fatal(err)
@@ -832,4 +833,72 @@ func processesWithID(t *testing.T, id uint32, except int) []int {
 		}
 	}
 	return out
+}
+
+// searchableTempDir is a temporary directory anyone may search, as its
+// parent (the test's own, 0700 as made).
+func searchableTempDir(t *testing.T) string {
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// A file anyone may read (0644) is handed over only when the target's
+// user may reach it: every directory on its path searchable by that user
+// (through its own root too). One in a 0700 directory of a third user's,
+// or reached through a symlink into one, is refused; one in a 0700
+// directory of the target's user's, or a 0710 one of its group's, or a
+// 0755 one, is given.
+func TestParentOpenChecksDirectories(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, _ := TargetOf(tg.PID)
+	c := startChild(t, liveConfig(), tgt)
+	base := searchableTempDir(t)
+	const third = otherUser + 1000
+	for _, d := range []struct {
+		name     string
+		uid, gid int
+		mode     os.FileMode
+	}{{"third", third, third, 0o700}, {"own", otherUser, third, 0o700}, {"group", 0, otherUser, 0o710}, {"open", 0, 0, 0o755}} {
+		p := filepath.Join(base, d.name)
+		must(t, os.Mkdir(p, d.mode))
+		must(t, os.WriteFile(filepath.Join(p, "pub"), []byte("hi"), 0o644))
+		must(t, os.Chown(p, d.uid, d.gid))
+		must(t, os.Chmod(p, d.mode))
+	}
+	must(t, os.Symlink(filepath.Join(base, "third", "pub"), filepath.Join(base, "link")))
+	root := procmaps.RootPath(tg.PID)
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{"third/pub", false}, {"link", false}, {"own/pub", true}, {"group/pub", true}, {"open/pub", true},
+	} {
+		for _, r := range []string{"", root} {
+			f, err := c.open(&upMsg{Kind: kOpen, Root: r, Path: filepath.Join(base, tc.path), Follow: true})
+			if f != nil {
+				f.Close()
+			}
+			if (err == nil) != tc.ok {
+				t.Errorf("open %s (root %q): %v, want ok=%v", tc.path, r, err, tc.ok)
+			}
+		}
+	}
+	// The answers are those of the kernel to the target's user: cat
+	// run as that user (its own group only, as the target) reads exactly those.
+	setpriv := testutil.Need(t, "setpriv")
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{{"third/pub", false}, {"link", false}, {"own/pub", true}, {"group/pub", true}, {"open/pub", true}} {
+		err := exec.Command(setpriv, "--reuid", fmt.Sprint(otherUser), "--regid", fmt.Sprint(otherUser), "--groups", fmt.Sprint(otherUser),
+			"--", "cat", filepath.Join(base, tc.path)).Run()
+		if (err == nil) != tc.ok {
+			t.Errorf("cat %s as uid %d: %v, want ok=%v", tc.path, otherUser, err, tc.ok)
+		}
+	}
 }
