@@ -15,6 +15,7 @@ import (
 // bytes inside stackshot itself adds a line to (CountInProcess): the
 // command's tests read it.
 func init() {
+	straceDir = os.Getenv("STACKSHOT_TEST_STRACE_DIR")
 	if path := os.Getenv("STACKSHOT_TEST_INPROCESS_LOG"); path != "" {
 		onInProcess = func(what string) {
 			if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
