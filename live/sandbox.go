@@ -91,8 +91,13 @@ func (s *Session) Close() {
 	if s.stopSignals != nil {
 		s.stopSignals()
 	}
-	for pid := range s.launching {
-		s.sandboxFor(pid)
+	for pid, l := range s.launching {
+		// (ended as it is: one that did not start is not started again
+		// only to be closed)
+		if child := l.Early(); child != nil {
+			child.Close()
+		}
+		delete(s.launching, pid)
 	}
 	for pid, child := range s.boxes {
 		if child != nil {
