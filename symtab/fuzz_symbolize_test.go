@@ -82,11 +82,7 @@ func FuzzSymbolizeELF(f *testing.F) {
 		if len(patch) > 256 {
 			return
 		}
-		seed := bombs[names[int(which)%len(names)]]
-		work = append(work[:0], seed...)
-		at := int(off % uint32(len(work)))
-		n := copy(work[at:], patch)
-		work = append(work, patch[n:]...) // (past the end: longer)
+		work = patched(work, bombs[names[int(which)%len(names)]], off, patch)
 		symbolizeUnderCeiling(t, dir, work)
 	})
 }
