@@ -3,11 +3,13 @@
 package live
 
 import (
+	"fmt"
 	"time"
 
 	"stackshot/goruntime"
 	"stackshot/ptrace"
 	"stackshot/report"
+	"stackshot/sandbox"
 )
 
 // GroupAutoGoroutines is the goroutine count past which goroutines are
@@ -23,6 +25,7 @@ func (s *Session) addGoroutines(p *ptrace.Process, rp *report.Process, deadline 
 	if child := s.sandboxFor(p.PID); child != nil {
 		child.Goroutines(p, rp)
 	} else {
+		sandbox.CountInProcess(fmt.Sprintf("process %d", p.PID))
 		space := s.res.Space(p, ptrace.MemReader{PID: p.MemPID()})
 		goruntime.Live(p, rp, goruntime.SymbolizerFunc(s.res.Namer(space)), deadline, s.cancel)
 	}

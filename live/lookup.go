@@ -32,10 +32,14 @@ func Lookup(pid int, newSym func() *symtab.Symbolizer, o Options) (lookup func(u
 		}
 		cfg := o.Sandbox
 		cfg.Resolve = resolve.Options{Live: true}
-		if child := sandbox.TryStart(cfg, t, fmt.Sprintf("process %d", pid), s.sayUnlessQuiet); child != nil {
-			return s.childLookup(child, &ptrace.Process{Arch: arch.AMD64, PID: pid, Maps: maps}), func() { child.Close() }, nil
+		// (a child that never starts names nothing: said once)
+		child := sandbox.TryStart(cfg, t, fmt.Sprintf("process %d", pid), s.sayUnlessQuiet)
+		if child.NeverStarted() {
+			return func(addr uint64) []report.Frame { return []report.Frame{{PC: addr, Kind: "user"}} }, nil, nil
 		}
+		return s.childLookup(child, &ptrace.Process{Arch: arch.AMD64, PID: pid, Maps: maps}), func() { child.Close() }, nil
 	}
+	sandbox.CountInProcess(fmt.Sprintf("process %d", pid))
 	res := resolve.NewResolver(newSym(), resolve.Options{Live: true})
 	space, err := res.LiveSpace(pid)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"stackshot/ptrace"
 	"stackshot/report"
-	"stackshot/resolve"
 	"stackshot/sandbox"
 )
 
@@ -33,7 +32,8 @@ func (s *Session) sandboxFor(pid int) *sandbox.Child {
 	}
 	var child *sandbox.Child
 	if l := s.launchSandbox(pid); l != nil {
-		child = l.Child(fmt.Sprintf("process %d", pid), s.sayUnlessQuiet)
+		// (said as a warning: the failed child's errors repeat the line)
+		child = l.Child(fmt.Sprintf("process %d", pid), func(line string) { s.Warn("%s", line) })
 		delete(s.launching, pid)
 	}
 	if s.boxes == nil {
@@ -91,8 +91,13 @@ func (s *Session) Close() {
 	if s.stopSignals != nil {
 		s.stopSignals()
 	}
-	for pid := range s.launching {
-		s.sandboxFor(pid)
+	for pid, l := range s.launching {
+		// (ended as it is: one that did not start is not started again
+		// only to be closed)
+		if child := l.Early(); child != nil {
+			child.Close()
+		}
+		delete(s.launching, pid)
 	}
 	for pid, child := range s.boxes {
 		if child != nil {
@@ -110,54 +115,29 @@ func (s *Session) Close() {
 // A child not started yet is started in the background, its start
 // overlapping the capture's /proc reads; the first batch is sent without
 // waiting for it to be ready (it is read once it is). When it never
-// becomes ready, the checks and the build ids are done in-process, as
-// when no child is needed.
+// becomes ready, its checks go unanswered and those threads are stopped,
+// as when in doubt: nothing of the target is parsed in-process.
 func (s *Session) captureLive(pid int, opt ptrace.Options) (*ptrace.Process, error) {
 	if s.launchSandbox(pid) == nil && s.boxes[pid] == nil {
+		sandbox.CountInProcess(fmt.Sprintf("process %d", pid))
 		return s.res.CaptureLive(pid, opt)
 	}
-	var inProcess *resolve.Space
-	var spaceOf *ptrace.Process // (the process inProcess was made of)
-	checkHere := func(p *ptrace.Process, ths []*ptrace.Thread) []bool {
-		if inProcess == nil {
-			mem := ptrace.MemReader{PID: p.MemPID()}
-			resolve.CollectImages(p, mem)
-			inProcess, spaceOf = s.res.Space(p, mem), p
-		}
-		ok := make([]bool, len(ths))
-		for i, th := range ths {
-			ok[i] = inProcess.CheckNoStop(th)
-		}
-		return ok
-	}
+	var early *sandbox.Child // (the child the checks were asked of)
 	opt.CheckAll = func(p *ptrace.Process, ths []*ptrace.Thread) func() []bool {
-		child := s.earlyBox(pid)
-		if child == nil {
-			ok := checkHere(p, ths)
-			return func() []bool { return ok }
+		if early = s.earlyBox(pid); early == nil {
+			return func() []bool { return nil }
 		}
-		answers := child.CheckAll()(p, ths)
-		// The answer is read without the capture's lock on its maps
-		// (an observer may read them again meanwhile): a child that never
-		// started is replaced by a check of the process as it was asked.
-		asked := *p
-		return func() []bool {
-			ok := answers()
-			if ok == nil && child.Started() != nil {
-				ok = checkHere(&asked, ths) // (nothing was parsed there)
-			}
-			return ok
-		}
+		return early.CheckAll()(p, ths)
 	}
 	p, err := ptrace.Capture(pid, opt, nil)
 	if err != nil {
 		return nil, err
 	}
-	if child := s.sandboxFor(pid); child == nil {
-		if spaceOf != p {
-			resolve.CollectImages(p, ptrace.MemReader{PID: p.MemPID()})
-		}
-	} else if err := child.Images(p); err != nil {
+	child := s.sandboxFor(pid)
+	if child != early && len(p.BuildIDs) == 0 {
+		p.BuildIDs = nil // (asked of a child that never started: its successor reads them)
+	}
+	if err := child.Images(p); err != nil {
 		s.Warn("%v", err)
 	}
 	return p, nil
@@ -177,11 +157,12 @@ func (s *Session) earlyBox(pid int) *sandbox.Child {
 }
 
 // resolveCaptured unwinds and symbolizes a live capture: in its child
-// when it has one (a failed child costs the process its names, said in
-// one line), else in-process.
+// when it needs one (a failed child, or one that never started, costs the
+// process its names, said in one line), else in-process.
 func (s *Session) resolveCaptured(p *ptrace.Process) (*report.Process, error) {
 	child := s.sandboxFor(p.PID)
 	if child == nil {
+		sandbox.CountInProcess(fmt.Sprintf("process %d", p.PID))
 		return s.res.SafeProcess(p, ptrace.MemReader{PID: p.MemPID()})
 	}
 	return s.resolveBoxed(child, p, sandbox.Then{}), nil

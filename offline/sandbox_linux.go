@@ -13,16 +13,14 @@ import (
 // SandboxConfig configures the sandboxed children that read saved files.
 type SandboxConfig = sandbox.Config
 
-// readSandboxed reads and resolves the saved file f in a sandboxed child;
-// ok is false when no child starts (it was said why), and the file is
-// then read in-process.
+// readSandboxed reads and resolves the saved file f in a sandboxed child.
+// When none starts, the file is not read (err says why): it is never read
+// in-process then (ok is always true).
 func (r *Reader) readSandboxed(f *os.File, size int64, path string) (procs []*report.Process, failed int, err error, ok bool) {
 	cfg := r.o.Sandbox
 	cfg.Resolve = r.o.Resolve
-	child := sandbox.TryStart(cfg, sandbox.Target{UID: -1, GID: -1}, path, r.sayUnlessQuiet)
-	if child == nil {
-		return nil, 0, nil, false
-	}
+	// (the error of a child that never started says why: not said twice)
+	child := sandbox.TryStart(cfg, sandbox.Target{UID: -1, GID: -1}, path, func(string) {})
 	procs, failed, err = r.readInChild(child, f, size, path)
 	return procs, failed, err, true
 }

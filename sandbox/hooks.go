@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -87,15 +88,97 @@ func runHook(hook string) string {
 	case "spin":
 		for {
 		}
-	case "gogc":
-		gc := debug.SetGCPercent(-1)
-		debug.SetGCPercent(gc)
-		return strconv.Itoa(gc)
+	case "tgkill-self":
+		// (signal 0 to itself: what the runtime's preemption needs)
+		err = unix.Tgkill(os.Getpid(), unix.Gettid(), 0)
 	default:
-		return cacheProbe(hook)
+		if f, ok := forbidden[hook]; ok {
+			err = f()
+			break
+		}
+		return otherHook(hook)
 	}
 	if err != nil {
 		return err.Error()
 	}
 	return "ok"
+}
+
+// noSuchPID is a pid above any pid_max: a call on it the filter lets
+// through fails with ESRCH, one it refuses with EPERM.
+const noSuchPID = 1 << 30
+
+// forbidden are the probes of the calls the child's filter refuses
+// (TestChildFilterRefuses), each made so that the kernel would answer
+// something else than EPERM (or succeed) if the filter let it through.
+var forbidden = map[string]func() error{
+	"kill":              func() error { return unix.Kill(noSuchPID, 0) },
+	"kill-parent":       func() error { return unix.Kill(os.Getppid(), 0) },
+	"tgkill":            func() error { return unix.Tgkill(noSuchPID, noSuchPID, 0) },
+	"tkill":             func() error { return errnoOf(unix.SYS_TKILL, noSuchPID, 0, 0) },
+	"pidfd_send_signal": func() error { return unix.PidfdSendSignal(-1, 0, nil, 0) },
+	"prlimit64": func() error {
+		var old unix.Rlimit
+		return unix.Prlimit(0, unix.RLIMIT_NOFILE, nil, &old)
+	},
+	"setpriority":   func() error { return unix.Setpriority(unix.PRIO_PROCESS, 0, 19) },
+	"clone-newuser": func() error { return errnoOf(unix.SYS_CLONE, unix.CLONE_NEWUSER|unix.CLONE_FS, 0, 0) },
+	// (a process, not a thread: CLONE_SIGHAND without CLONE_VM is EINVAL
+	// to the kernel, nothing is started if the filter lets it through)
+	"clone-process": func() error { return errnoOf(unix.SYS_CLONE, unix.CLONE_SIGHAND, 0, 0) },
+	"clone3":        func() error { return errnoOf(unix.SYS_CLONE3, 0, 0, 0) },
+	"unshare":       func() error { return unix.Unshare(0) },
+	"mount":         func() error { return errnoOf(unix.SYS_MOUNT, 1, 1, 1) },
+	"open_tree": func() error {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, "/", 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	},
+	"socket-unix": func() error {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	},
+	"open-raw": func() error { // (x86-64's open)
+		fd, _, e := unix.Syscall(uintptr(x86Number("open")), uintptr(unsafe.Pointer(unsafe.StringData("/\x00"))), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if e != 0 {
+			return e
+		}
+		unix.Close(int(fd))
+		return nil
+	},
+	"openat": func() error {
+		fd, err := unix.Openat(unix.AT_FDCWD, "/", unix.O_RDONLY, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	},
+	"ptrace-peek":    func() error { return errnoOf(unix.SYS_PTRACE, unix.PTRACE_PEEKDATA, noSuchPID, 0) },
+	"bpf":            func() error { return errnoOf(unix.SYS_BPF, 9999, 0, 0) },
+	"io_uring_setup": func() error { return errnoOf(unix.SYS_IO_URING_SETUP, 0, 0, 0) },
+	"memfd_create":   func() error { return errnoOf(unix.SYS_MEMFD_CREATE, 0, 0, 0) },
+	"chdir":          func() error { return unix.Chdir("/") },
+}
+
+// errnoOf makes a raw call, its errno the error (nil: it succeeded).
+func errnoOf(nr, a1, a2, a3 uintptr) error {
+	if _, _, e := unix.RawSyscall(nr, a1, a2, a3); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// otherHook answers the probes that are not of a refused call.
+func otherHook(hook string) string {
+	if hook == "gogc" {
+		gc := debug.SetGCPercent(-1)
+		debug.SetGCPercent(gc)
+		return strconv.Itoa(gc)
+	}
+	return cacheProbe(hook)
 }

@@ -117,6 +117,9 @@ func startProc(sock *os.File, user *childIDs, stderr io.Writer) (*proc, error) {
 		r.Close()
 		return nil, err
 	}
+	if straceDir != "" {
+		straceChild(p.pid)
+	}
 	go func() {
 		io.Copy(stderr, r)
 		r.Close()

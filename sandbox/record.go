@@ -100,6 +100,9 @@ func (w *Walker) Walk(p *ptrace.Process, ths []*ptrace.Thread) ([]Walk, error) {
 	}
 	if err != nil {
 		w.maps = nil // (the next call sends the maps again, if the child lives)
+		if c.NeverStarted() {
+			return w.raw(ths, err.Error()), err // (the line said of it)
+		}
 		err = fmt.Errorf("names of process %d lost: the sandboxed parser failed (%v)", p.PID, err)
 		return w.raw(ths, err.Error()), err
 	}

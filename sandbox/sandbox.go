@@ -9,7 +9,7 @@
 // privilege: ptrace, opening files through the target's view (map_files,
 // openat2 inside its root, with symtab.SystemOpener's checks) and reading
 // its memory. A child, stackshot re-executed as ChildCommand, unwinds and
-// symbolizes: it runs as an unprivileged user that is not the target's,
+// symbolizes: it runs as an unprivileged uid and gid of its own (ids.go),
 // not dumpable, with no_new_privs, memory and CPU rlimits and a seccomp
 // filter that refuses open, execve, sockets and ptrace. It asks its
 // parent, over a unix socket, for each file (the parent opens it, checks
@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"runtime"
 	"strconv"
 	"strings"
@@ -56,7 +55,8 @@ const (
 	// a capture's stacks (2.5 MB for 512 threads) pass in a few wake-ups
 	// instead of one each 200 KB, the kernel's default.
 	sockBuffer = 4 << 20
-	// startWait bounds the child's start (exec, lockdown).
+	// startWait bounds the child's start (exec, lockdown) on an idle
+	// machine (startDeadline).
 	startWait = 10 * time.Second
 )
 
@@ -98,8 +98,10 @@ func TargetOf(pid int) (Target, error) {
 
 // Needed reports whether a live process's parsing belongs in a child:
 // when its owner is not stackshot's own user (root dumping a service's
-// process), or when it lives in another mount namespace (a container,
-// whose files are its own, even when it runs as root).
+// process), when it lives in another mount namespace (a container,
+// whose files are its own, even when it runs as root), or when the code it
+// maps is another user's to write (foreignCode: a root daemon loading a
+// library a service account may replace).
 // STACKSHOT_SANDBOX=1 asks for it always, =0 never.
 func Needed(pid int) bool {
 	switch os.Getenv("STACKSHOT_SANDBOX") {
@@ -118,7 +120,11 @@ func Needed(pid int) bool {
 			return true
 		}
 	}
-	return !procmaps.SameMountNamespace(pid)
+	if !procmaps.SameMountNamespace(pid) {
+		return true
+	}
+	maps, err := procmaps.ReadMaps(pid)
+	return err != nil || foreignCode(pid, maps) != ""
 }
 
 // Forced reports whether STACKSHOT_SANDBOX=1 asks for the child whatever
@@ -203,11 +209,12 @@ type Child struct {
 	// child never became ready (Started).
 	startBy  time.Time
 	startErr error
+	user     *childIDs // (nil: stackshot's own)
 }
 
 // Start starts a child for target t. An error means no child runs (no
-// unprivileged user, no seccomp, ...): the caller parses in-process, and
-// says so.
+// unprivileged user, no seccomp, ...): the caller's target then loses its
+// names (TryStart), it is not parsed in-process.
 func Start(cfg Config, t Target) (*Child, error) {
 	c, err := spawn(cfg, t)
 	if err != nil {
@@ -258,7 +265,7 @@ func spawn(cfg Config, t Target) (*Child, error) {
 	}
 	childEnd := os.NewFile(uintptr(fds[1]), "sandbox")
 	defer childEnd.Close()
-	c := &Child{sock: fds[0], cfg: cfg, t: t, stderr: &boundedBuffer{max: 4096}, down: newDownWriter()}
+	c := &Child{sock: fds[0], cfg: cfg, t: t, stderr: &boundedBuffer{max: 4096}, down: newDownWriter(), user: user}
 	if t.PID != 0 {
 		c.roots = []string{procmaps.RootPath(t.PID)}
 	}
@@ -282,7 +289,7 @@ func (c *Child) sendSetup() {
 		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot, NoJava: cfg.Resolve.NoJava,
 		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, GCPercent: cfg.GCPercent, Hook: TestHook,
 		Cache: cfg.Cache != nil}
-	c.startBy = time.Now().Add(startWait)
+	c.startBy = startDeadline(cfg)
 	c.pending = append(c.pending, kSetup)
 	if err := sendFrame(c.sock, encodeValue(nil, st), -1); err != nil {
 		c.fail(err, false)
@@ -296,9 +303,8 @@ func (c *Child) sendSetup() {
 // Started reads, unless it was read already, the child's answer to its
 // setup: nil once it has locked itself down and is ready; an error when it
 // never was (no seccomp, its exec failed...), the child closed: the
-// caller then parses in-process, and says so. A child that was ready and
-// failed after is not that: it has parsed the target's bytes, and what it
-// failed on is never parsed in-process.
+// caller starts another, once, and else gives the target's names up
+// (Launching.Child). Nothing is parsed in-process either way.
 func (c *Child) Started() error {
 	if len(c.pending) > 0 && c.pending[0] == kSetup {
 		c.readStart()
@@ -360,31 +366,17 @@ func childEnv() []string {
 	return env
 }
 
-// childUser is the unprivileged user the child runs as: nobody, or, for a
-// target that runs as nobody, the unnamed uid and gid one below it (a
-// child running as the target's user could be ptraced by the target, or
-// signal it).
-func childUser(t Target) (uint32, uint32, error) {
-	u, err := user.Lookup("nobody")
-	if err != nil {
-		return 0, 0, fmt.Errorf("no user nobody to run the sandboxed parser as (%v)", err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil || uid == 0 {
-		return 0, 0, fmt.Errorf("user nobody has uid %s gid %s", u.Uid, u.Gid)
-	}
-	if int(uid) == t.UID {
-		uid--
-	}
-	if int(gid) == t.GID {
-		gid--
-	}
-	return uint32(uid), uint32(gid), nil
-}
-
 // PID is the child's process id.
 func (c *Child) PID() int { return c.proc.pid }
+
+// IDs are the uid and gid the child runs as (childUser), when started by
+// root (ok false: it runs as stackshot's user).
+func (c *Child) IDs() (uid, gid uint32, ok bool) {
+	if c.user == nil {
+		return 0, 0, false
+	}
+	return c.user.uid, c.user.gid, true
+}
 
 // Close ends the child, once it has handed over what it has for the
 // cache: closing its socket ends it, and it is killed if it lingers.
@@ -440,6 +432,9 @@ func (c *Child) Resolve(p *ptrace.Process) (*report.Process, error) {
 // after (nil: none) sends what follows the request, before its answer is
 // read.
 func (c *Child) resolve(p *ptrace.Process, m *downMsg, fd int, after func() error) (*report.Process, error) {
+	if c.NeverStarted() {
+		return c.Unresolved(p, c.startErr.Error()), c.startErr // (the line said of it)
+	}
 	c.resolveRequest(m, p)
 	var up *upMsg
 	var err error
@@ -846,7 +841,7 @@ func (c *Child) open(up *upMsg) (*os.File, error) {
 	}
 	if !trusted {
 		var st unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &st); err != nil || !c.mayRead(&st) {
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil || !c.mayRead(&st) || !c.reachable(up.Root, up.Path, up.Follow, &st) {
 			f.Close()
 			return nil, fmt.Errorf("open %s: not readable by the target's user", up.Path)
 		}
@@ -886,7 +881,8 @@ func (c *Child) fetch(up *upMsg) error {
 }
 
 // mayRead reports whether the target's user (or anyone) may read a file
-// by its mode.
+// by its mode (reachable: and reach it, through directories it may
+// search).
 func (c *Child) mayRead(st *unix.Stat_t) bool {
 	switch {
 	case st.Mode&0o004 != 0:

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
@@ -226,15 +226,20 @@ func sameFramesAsInProcess(t *testing.T, all bool, args ...string) {
 	}
 }
 
-// The child runs as nobody (not the target's user), is not dumpable, has
-// no_new_privs and a seccomp filter, and an open() in it fails with EPERM.
+// The child runs as a uid and gid of its own (in the reserved range, no
+// other process's, neither nobody's nor the target's), is not dumpable,
+// has no_new_privs and a seccomp filter, and an open() in it fails with
+// EPERM.
 func TestChildIsUnprivileged(t *testing.T) {
 	tg := startAsOther(t)
 	tgt, _ := TargetOf(tg.PID)
 	c := startChild(t, liveConfig(), tgt)
-	nobody, err := user.Lookup("nobody")
-	if err != nil {
-		t.Fatal(err)
+	uid, gid, ok := c.IDs()
+	if !ok || uid != gid || uid < childIDBase || uid >= childIDBase+childIDCount {
+		t.Fatalf("child ids %d %d (%v), want one in %d..%d", uid, gid, ok, childIDBase, childIDBase+childIDCount-1)
+	}
+	if others := processesWithID(t, uid, c.PID()); len(others) > 0 {
+		t.Errorf("uid/gid %d is also that of processes %v", uid, others)
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.PID()))
 	if err != nil {
@@ -247,9 +252,9 @@ func TestChildIsUnprivileged(t *testing.T) {
 		}
 	}
 	t.Logf("child VmSize %s, VmRSS %s", status["VmSize"], status["VmRSS"])
-	id := nobody.Uid
+	id := fmt.Sprint(uid)
 	for k, want := range map[string]string{
-		"Uid": strings.Repeat(id+" ", 3) + id, "Gid": strings.Repeat(nobody.Gid+" ", 3) + nobody.Gid,
+		"Uid": strings.Repeat(id+" ", 3) + id, "Gid": strings.Repeat(id+" ", 3) + id,
 		"Groups": "", "NoNewPrivs": "1", "Seccomp": "2", "Seccomp_filters": "1", "CapEff": "0000000000000000", "CapPrm": "0000000000000000",
 	} {
 		if status[k] != want {
@@ -319,7 +324,7 @@ func TestParentOpenPolicy(t *testing.T) {
 	tg := startAsOther(t)
 	tgt, _ := TargetOf(tg.PID)
 	c := startChild(t, liveConfig(), tgt)
-	dir := t.TempDir()
+	dir := searchableTempDir(t)
 	secret := dir + "/secret"
 	if err := os.WriteFile(secret, []byte("key"), 0o600); err != nil {
 		t.Fatal(err)
@@ -437,15 +442,15 @@ func TestChildKilledAtDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := liveConfig()
-	cfg.Deadline = time.Now().Add(-grace + 500*time.Millisecond)
 	TestHook = "hang"
-	c, err := Start(cfg, tgt)
+	c, err := Start(liveConfig(), tgt)
 	TestHook = ""
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// (set once it has started: its start is bounded by the deadline too)
+	c.cfg.Deadline = time.Now().Add(-grace + 500*time.Millisecond)
 	rp, err := c.Resolve(p)
 	if err == nil || !strings.Contains(err.Error(), "deadline") {
 		t.Fatalf("error %v, want the deadline", err)
@@ -731,17 +736,13 @@ func TestEarlyRequestsKept(t *testing.T) {
 // A child of root becomes its unprivileged user itself, before it reads
 // anything from its parent: until then it is root, which no process of
 // that user may trace, and after it is not dumpable. Started as that user
-// (as it was), it was dumpable until its lockdown: any process of nobody's
+// (as it was), it was dumpable until its lockdown: any process of its user's
 // could attach to it then and receive what the parent hands it (with the
 // first checks sent while it starts, the target's memory file and
 // stacks). The test pauses the child before and after the change (test
 // environment) and watches its /proc entry throughout.
 func TestChildNeverTraceableWhileStarting(t *testing.T) {
 	needRoot(t)
-	nobody, err := user.Lookup("nobody")
-	if err != nil {
-		t.Fatal(err)
-	}
 	TestEnv = []string{"STACKSHOT_TEST_CHILD_PAUSE_ROOT=200ms", "STACKSHOT_TEST_CHILD_PAUSE_USER=200ms"}
 	l := Launch(liveConfig(), Target{UID: -1, GID: -1})
 	c := l.Early()
@@ -797,11 +798,107 @@ func TestChildNeverTraceableWhileStarting(t *testing.T) {
 	}
 	// (its group and groups from the start: they are changed before its
 	// exec)
-	g := nobody.Gid
-	gids := strings.Join([]string{g, g, g, g}, " ") // (real, effective, saved, filesystem)
+	id, g, _ := c.IDs()
+	gids := strings.Repeat(fmt.Sprint(g)+" ", 3) + fmt.Sprint(g) // (real, effective, saved, filesystem)
 	root := fmt.Sprintf("uid 0, gids %s, groups \"\", /proc entry of uid 0", gids)
-	user := fmt.Sprintf("uid %s, gids %s, groups \"\", /proc entry of uid 0", nobody.Uid, gids)
+	user := fmt.Sprintf("uid %d, gids %s, groups \"\", /proc entry of uid 0", id, gids)
 	if !slices.Equal(order, []string{root, user}) {
 		t.Errorf("the child was %q, want %q then %q (never dumpable as its user)", order, root, user)
+	}
+}
+
+// processesWithID lists the processes but except that have id as a uid or
+// gid (real, effective, saved, file system) or supplementary group.
+func processesWithID(t *testing.T, id uint32, except int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == except {
+			continue
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			if k == "Uid" || k == "Gid" || k == "Groups" {
+				if slices.Contains(strings.Fields(v), fmt.Sprint(id)) {
+					out = append(out, pid)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// searchableTempDir is a temporary directory anyone may search, as its
+// parent (the test's own, 0700 as made).
+func searchableTempDir(t *testing.T) string {
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// A file anyone may read (0644) is handed over only when the target's
+// user may reach it: every directory on its path searchable by that user
+// (through its own root too). One in a 0700 directory of a third user's,
+// or reached through a symlink into one, is refused; one in a 0700
+// directory of the target's user's, or a 0710 one of its group's, or a
+// 0755 one, is given.
+func TestParentOpenChecksDirectories(t *testing.T) {
+	tg := startAsOther(t)
+	tgt, _ := TargetOf(tg.PID)
+	c := startChild(t, liveConfig(), tgt)
+	base := searchableTempDir(t)
+	const third = otherUser + 1000
+	for _, d := range []struct {
+		name     string
+		uid, gid int
+		mode     os.FileMode
+	}{{"third", third, third, 0o700}, {"own", otherUser, third, 0o700}, {"group", 0, otherUser, 0o710}, {"open", 0, 0, 0o755}} {
+		p := filepath.Join(base, d.name)
+		must(t, os.Mkdir(p, d.mode))
+		must(t, os.WriteFile(filepath.Join(p, "pub"), []byte("hi"), 0o644))
+		must(t, os.Chown(p, d.uid, d.gid))
+		must(t, os.Chmod(p, d.mode))
+	}
+	must(t, os.Symlink(filepath.Join(base, "third", "pub"), filepath.Join(base, "link")))
+	root := procmaps.RootPath(tg.PID)
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{"third/pub", false}, {"link", false}, {"own/pub", true}, {"group/pub", true}, {"open/pub", true},
+	} {
+		for _, r := range []string{"", root} {
+			f, err := c.open(&upMsg{Kind: kOpen, Root: r, Path: filepath.Join(base, tc.path), Follow: true})
+			if f != nil {
+				f.Close()
+			}
+			if (err == nil) != tc.ok {
+				t.Errorf("open %s (root %q): %v, want ok=%v", tc.path, r, err, tc.ok)
+			}
+		}
+	}
+	// The answers are those of the kernel to the target's user: cat
+	// run as that user (its own group only, as the target) reads exactly those.
+	setpriv := testutil.Need(t, "setpriv")
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{{"third/pub", false}, {"link", false}, {"own/pub", true}, {"group/pub", true}, {"open/pub", true}} {
+		err := exec.Command(setpriv, "--reuid", fmt.Sprint(otherUser), "--regid", fmt.Sprint(otherUser), "--groups", fmt.Sprint(otherUser),
+			"--", "cat", filepath.Join(base, tc.path)).Run()
+		if (err == nil) != tc.ok {
+			t.Errorf("cat %s as uid %d: %v, want ok=%v", tc.path, otherUser, err, tc.ok)
+		}
 	}
 }

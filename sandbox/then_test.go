@@ -215,21 +215,27 @@ func captureChecked(t *testing.T, tg *testutil.Target) (*Child, *ptrace.Process)
 
 // A capture's first checks are sent while the child starts, before its
 // answer to the setup is read: they wait in the socket. A child that
-// never becomes ready (its lockdown fails) answers no check, and says why
-// it did not start, for the caller to check in-process; a child that was
-// ready and then failed (a crash in the checks) did start: that failure
-// costs names, and nothing it failed on is parsed in-process.
+// never becomes ready (its lockdown fails, the first time only) answers no
+// check (those threads are stopped) and is started again, silently: the
+// second names the frames. When both fail ("lockdown!": the hook on both
+// tries), one line says the names are lost and why, and the child
+// returned answers every request with that line and unnamed frames. A
+// child that was ready and then failed (a crash in the checks) did start:
+// that failure costs names. Nothing is parsed in-process in any case.
 func TestChecksSentWhileStarting(t *testing.T) {
 	tg := startTargetAsOther(t, "many.c", "20")
 	tgt, err := TargetOf(tg.PID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, hook := range []string{"", "lockdown", "checkall:crash"} {
-		TestHook = hook
+	parsedBefore := InProcess()
+	for _, hook := range []string{"", "lockdown", "lockdown!", "checkall:crash"} {
+		TestHook = strings.TrimSuffix(hook, "!")
 		l := Launch(liveConfig(), tgt)
 		c := l.Early() // (its setup sent: the hook read)
-		TestHook = ""
+		if hook != "lockdown!" {
+			TestHook = ""
+		}
 		if c == nil {
 			t.Fatalf("%q: no child", hook)
 		}
@@ -246,7 +252,7 @@ func TestChecksSentWhileStarting(t *testing.T) {
 		}
 		// (A child whose lockdown failed may be gone before the first
 		// batch: nothing is then sent.)
-		if want := []string{kSetup, kImages, kCheckAll}; hook != "lockdown" && !slices.Equal(asked, want) {
+		if want := []string{kSetup, kImages, kCheckAll}; !strings.HasPrefix(hook, "lockdown") && !slices.Equal(asked, want) {
 			t.Errorf("%q: owed after the first batch %v, want %v (sent before the child was ready)", hook, asked, want)
 		}
 		var said []string
@@ -267,11 +273,41 @@ func TestChecksSentWhileStarting(t *testing.T) {
 				t.Errorf("resolve: %v %v", chains(rp)["w-000"], err)
 			}
 		case "lockdown":
-			if got != nil || len(said) != 1 || !strings.Contains(said[0], "is parsed inside stackshot itself (the sandboxed parser did not start (test hook: the lockdown fails)") {
-				t.Errorf("never ready: a child returned %v, said %q", got != nil, said)
+			if got == nil || got == c || got.NeverStarted() || len(said) != 0 {
+				t.Fatalf("never ready once: another child %v, said %q", got != nil && got != c, said)
 			}
 			if c.Started() == nil || nostop != 0 {
 				t.Errorf("never ready: started %v; %d threads read without a stop on its (no) answers", c.Started(), nostop)
+			}
+			p.BuildIDs = nil // (asked of the first: live.Session.captureLive does the same)
+			rp, err := got.Resolve(p)
+			if err != nil || !strings.Contains(chains(rp)["w-000"], "work_b") {
+				t.Errorf("resolve in the child started again: %v %v", chains(rp)["w-000"], err)
+			}
+			got.Close()
+		case "lockdown!":
+			TestHook = ""
+			line := "names of the target lost: the sandboxed parser did not start (test hook: the lockdown fails; --no-sandbox parses it inside stackshot itself)"
+			if got == nil || !got.NeverStarted() || len(said) != 1 || said[0] != line {
+				t.Fatalf("never ready twice: a failed child %v, said %q", got != nil && got.NeverStarted(), said)
+			}
+			if nostop != 0 {
+				t.Errorf("never ready: %d threads read without a stop on its (no) answers", nostop)
+			}
+			rp, err := got.Resolve(p)
+			if err == nil || err.Error() != line || len(rp.Threads) != len(p.Threads) {
+				t.Fatalf("resolve by a child that never started: %v", err)
+			}
+			for _, th := range rp.Threads {
+				for _, f := range th.Frames {
+					if f.Function != "" {
+						t.Errorf("thread %d: frame %#x named %q by no parser", th.TID, f.PC, f.Function)
+					}
+				}
+			}
+			p.BuildIDs = nil
+			if err := got.Images(p); err == nil || err.Error() != line {
+				t.Errorf("images of a child that never started: %v", err)
 			}
 		case "checkall:crash":
 			if got != c || len(said) != 0 || c.Started() != nil || c.dead == nil {
@@ -282,5 +318,8 @@ func TestChecksSentWhileStarting(t *testing.T) {
 			}
 		}
 		c.Close()
+	}
+	if n := InProcess() - parsedBefore; n != 0 {
+		t.Errorf("%d parsings in-process", n)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -178,14 +177,16 @@ func TestPrefetchDebugParallel(t *testing.T) {
 	wantReaderC(t, readerC(t, a, m))
 }
 
-// FileBuildID reads what a debuginfod server sent: hostile bytes.
+// FileBuildID reads what a debuginfod server sent: hostile bytes, here a
+// seed binary patched as FuzzELF patches them.
 func FuzzFileBuildID(f *testing.F) {
-	fuzzSeedBinaries(f, func(p string) {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(b)
+	seeds := fuzzSeedImages(f)
+	var data []byte
+	f.Fuzz(func(t *testing.T, which uint8, off uint32, patch []byte) {
+		if len(patch) > 256 || len(seeds) == 0 {
+			return
 		}
-	})
-	f.Fuzz(func(t *testing.T, data []byte) {
+		data = patched(data, seeds[int(which)%len(seeds)], off, patch)
 		id, err := FileBuildID(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			return
