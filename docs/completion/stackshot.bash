@@ -19,13 +19,13 @@ _stackshot() {
 	local flags values= operand=
 	case $cmd in
 	dump)
-		flags='-p --pid --format --json -o --output -t --tid --kernel --no-kernel -s --source -i --inline -v --verbose --max-frames --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --mode --consistent --timeout --stack-bytes --no-sandbox -q --quiet --group --no-group --interval --count --goroutines --no-goroutines'
+		flags='-p --pid --format --json -o --output -t --tid --kernel --no-kernel -s --source -i --inline -v --verbose --max-frames --no-java --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --mode --consistent --timeout --stack-bytes --no-sandbox -q --quiet --group --no-group --interval --count --goroutines --no-goroutines --no-python'
 		operand=pid
 		case $prev in
-		-p|--pid) values=pid ;;
+		-p|--pid) values=none ;;
 		--format) values='text json' ;;
 		-o|--output) values=file ;;
-		-t|--tid) values=pid ;;
+		-t|--tid) values=none ;;
 		--max-frames) values=none ;;
 		--debug-dir) values=dir ;;
 		--max-debug-bytes) values=none ;;
@@ -37,13 +37,13 @@ _stackshot() {
 		esac
 		;;
 	record)
-		flags='-p --pid --format --json -o --output -t --tid --kernel --no-kernel --max-frames --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --mode --consistent --timeout --stack-bytes -F --freq -d --duration --per-thread --idle --sampler --no-sandbox -q --quiet --otlp --otlp-header --service --spool --spool-max-files --spool-max-mb'
+		flags='-p --pid --format --json -o --output -t --tid --kernel --no-kernel --max-frames --no-java --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --mode --consistent --timeout --stack-bytes -F --freq -d --duration --per-thread --idle --sampler --no-sandbox -q --quiet -v --verbose --otlp --service --spool --spool-max-files --spool-max-mb'
 		operand=pid
 		case $prev in
-		-p|--pid) values=pid ;;
+		-p|--pid) values=none ;;
 		--format) values='folded pprof svg json text' ;;
 		-o|--output) values=file ;;
-		-t|--tid) values=pid ;;
+		-t|--tid) values=none ;;
 		--max-frames) values=none ;;
 		--debug-dir) values=dir ;;
 		--max-debug-bytes) values=none ;;
@@ -54,7 +54,6 @@ _stackshot() {
 		-d|--duration) values=none ;;
 		--sampler) values='perf ptrace auto' ;;
 		--otlp) values=none ;;
-		--otlp-header) values=none ;;
 		--service) values=none ;;
 		--spool) values=dir ;;
 		--spool-max-files) values=none ;;
@@ -62,26 +61,25 @@ _stackshot() {
 		esac
 		;;
 	capture)
-		flags='-p --pid --format --core-memory -o --output -t --tid --kernel --no-kernel --mode --consistent --timeout --stack-bytes --no-sandbox -q --quiet'
+		flags='-p --pid --format -o --output -t --tid --kernel --no-kernel --mode --consistent --timeout --stack-bytes --no-sandbox -q --quiet'
 		operand=pid
 		case $prev in
-		-p|--pid) values=pid ;;
-		--format) values=none ;;
-		--core-memory) values='stacks writable all' ;;
+		-p|--pid) values=none ;;
+		--format) values='stacks writable all' ;;
 		-o|--output) values=file ;;
-		-t|--tid) values=pid ;;
+		-t|--tid) values=none ;;
 		--mode) values='auto stop nostop' ;;
 		--timeout) values=none ;;
 		--stack-bytes) values=none ;;
 		esac
 		;;
 	report)
-		flags='--format --json -o --output -t --tid --kernel --no-kernel -s --source -i --inline -v --verbose --max-frames --debug-dir --max-debug-bytes --perf-map --sysroot --no-demangle --no-debuginfod --no-cache --no-sandbox -q --quiet'
+		flags='--format --json -o --output -t --tid --kernel --no-kernel -s --source -i --inline -v --verbose --max-frames --no-java --debug-dir --max-debug-bytes --perf-map --sysroot --no-demangle --no-debuginfod --no-cache --no-sandbox -q --quiet'
 		operand=file
 		case $prev in
 		--format) values='text json' ;;
 		-o|--output) values=file ;;
-		-t|--tid) values=pid ;;
+		-t|--tid) values=none ;;
 		--max-frames) values=none ;;
 		--debug-dir) values=dir ;;
 		--max-debug-bytes) values=none ;;
@@ -93,7 +91,7 @@ _stackshot() {
 		flags='-p --pid --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --no-sandbox -e --exe -a --addresses --json'
 		operand=pid
 		case $prev in
-		-p|--pid) values=pid ;;
+		-p|--pid) values=none ;;
 		--debug-dir) values=dir ;;
 		--max-debug-bytes) values=none ;;
 		-e|--exe) values=file ;;
