@@ -89,6 +89,9 @@ func TestJavaNoJavaKeepsNativeFrames(t *testing.T) {
 		if i, ok := inOrder(fns, "JVM_Sleep", "StubRoutines::call_stub", "JavaCalls::call_helper", "thread_native_entry", "start_thread"); !ok {
 			t.Errorf("thread %q under --no-java: frames %q lack the native chain from its %d'th name on", name, fns, i)
 		}
+		if slicesIndex(fns, "") >= 0 {
+			t.Errorf("thread %q under --no-java: unnamed frames (the Java ones walked as unknown code): %q", name, fns)
+		}
 		t.Logf("%s: %q", name, fns)
 	}
 }
