@@ -190,11 +190,15 @@ func TestJavaStuckAtSafepoint(t *testing.T) {
 	end := time.Now().Add(jvmReady)
 	for {
 		p = dump(t, tg.PID)
-		if vm := byComm(p, "VM Thread"); vm != nil && strings.Contains(fmt.Sprint(functionsOf(*vm)), "SafepointSynchronize::") {
+		var fns []string
+		if vm := byComm(p, "VM Thread"); vm != nil {
+			fns = functionsOf(*vm)
+		}
+		if strings.Contains(fmt.Sprint(fns), "SafepointSynchronize::") {
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatalf("the VM thread did not start a safepoint within %v: %q", jvmReady, functionsOf(*byComm(p, "VM Thread")))
+			t.Fatalf("the VM thread did not start a safepoint within %v: %q", jvmReady, fns)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
