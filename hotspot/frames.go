@@ -9,6 +9,9 @@ const (
 	Interpreted = report.FrameInterpreted
 	Compiled    = report.FrameCompiled
 	Inlined     = report.FrameInlined
+	// NativeMethod is a Java native method's frame: no type in the JSON
+	// (the contract has none for it), "(Native Method)" in the text.
+	NativeMethod = report.FrameNative
 )
 
 // maxDebugInfo bounds the PcDescs, scopes and metadata read of an nmethod.
@@ -76,7 +79,13 @@ func (vm *VM) interpreted(fp uint64, read WordReader) (report.Frame, bool) {
 	return javaFrame(mt, line, Interpreted), true
 }
 
+// javaFrame is mt's frame. A native method's has no file, line or type
+// (jstack's "Native Method"), whether the interpreter's native entry or a
+// compiled wrapper runs it.
 func javaFrame(mt *method, line int, typ report.FrameType) report.Frame {
+	if mt.native {
+		return report.Frame{Kind: "java", Function: mt.Function(), FrameType: NativeMethod}
+	}
 	f := report.Frame{Kind: "java", Function: mt.Function(), File: mt.file, FrameType: typ}
 	if line > 0 {
 		f.Line = line

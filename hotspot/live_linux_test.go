@@ -70,14 +70,26 @@ func (f jframe) String() string { return fmt.Sprintf("%s:%d", f.fn, f.line) }
 // name.
 func jstackFrames(t *testing.T, pid int) map[string][]jframe {
 	t.Helper()
+	return parseJstack(jstackText(t, pid))
+}
+
+// jstackText is jstack -l's dump of pid.
+func jstackText(t *testing.T, pid int) string {
+	t.Helper()
 	jstack := testutil.Need(t, "jstack")
 	out, err := exec.Command(jstack, "-l", strconv.Itoa(pid)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("jstack: %v\n%s", err, out)
 	}
+	return string(out)
+}
+
+// parseJstack reads jstack's dump: each JavaThread's Java frames, by
+// name; a native method's line is -1 ("Native Method").
+func parseJstack(out string) map[string][]jframe {
 	threads := map[string][]jframe{}
 	cur := ""
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "\"") {
 			cur = ""
 			// A JavaThread's header has its number ("#12"); the VM's
@@ -97,6 +109,8 @@ func jstackFrames(t *testing.T, pid int) map[string][]jframe {
 		src := strings.TrimSuffix(at[open+1:], ")")
 		if i := strings.LastIndex(src, ":"); i >= 0 {
 			f.line, _ = strconv.Atoi(src[i+1:])
+		} else if strings.HasSuffix(src, "Native Method") {
+			f.line = -1
 		}
 		threads[cur] = append(threads[cur], f)
 	}
@@ -118,7 +132,11 @@ func dump(t *testing.T, pid int) *report.Process {
 func javaFrames(th *report.Thread) (fr []jframe, types []string) {
 	for _, f := range th.Frames {
 		if f.Kind == "java" {
-			fr = append(fr, jframe{f.Function, f.Line})
+			line := f.Line
+			if f.FrameType == hotspot.NativeMethod && f.File == "" {
+				line = -1 // as parseJstack writes "Native Method"
+			}
+			fr = append(fr, jframe{f.Function, line})
 			types = append(types, f.FrameType.String())
 		}
 	}

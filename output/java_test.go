@@ -7,7 +7,8 @@ import (
 	"stackshot/report"
 )
 
-// A Java frame reads as jstack's line with its frame type; a cycle of
+// A Java frame reads as jstack's line with its frame type (a native
+// method's "Native Method"); a cycle of
 // Java monitor waits is a Java-level deadlock naming the monitors' classes.
 func TestJavaFramesAndDeadlockText(t *testing.T) {
 	one, two := 11, 12
@@ -18,6 +19,7 @@ func TestJavaFramesAndDeadlockText(t *testing.T) {
 					{Kind: "user", Function: "JVM_Sleep", PC: 0x10},
 					{Kind: "java", Function: "com.acme.Pool.take", File: "Pool.java", Line: 212, FrameType: report.FrameInlined},
 					{Kind: "java", Function: "com.acme.Pool.run", FrameType: report.FrameCompiled},
+					{Kind: "java", Function: "com.acme.Pool.poll"}, // a native method
 				},
 				WaitingFor: &report.WaitingFor{Kind: report.WaitMonitor, Address: 0x69ec1bbd8, Class: "Deadlocks$LockB", OwnerTID: &two}},
 			{TID: 12, Name: "java", WaitingFor: &report.WaitingFor{Kind: report.WaitMonitor, Address: 0x69ec1b440, Class: "Deadlocks$LockA", OwnerTID: &one}},
@@ -35,6 +37,7 @@ func TestJavaFramesAndDeadlockText(t *testing.T) {
 		`Thread 11 "java" (state ?, java "a" blocked, `,
 		"#1   com.acme.Pool.take(Pool.java:212) [java inlined]\n",
 		"#2   com.acme.Pool.run(Unknown Source) [java compiled]\n",
+		"#3   com.acme.Pool.poll(Native Method) [java native]\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)

@@ -387,9 +387,13 @@ func PauseStats(ns []int64) (med, p99, max float64) {
 }
 
 // appendJavaFrame appends a Java frame's line as jstack words it, with
-// its frame type: "Pool.take(Pool.java:212) [java compiled]".
+// its frame type: "Pool.take(Pool.java:212) [java compiled]"; a native
+// method (no frame type) "Thread.sleep(Native Method) [java native]".
 func appendJavaFrame(b []byte, f *report.Frame) []byte {
 	b = append(append(b, term.Escape(f.Function)...), '(')
+	if f.FrameType == report.FrameNative {
+		return append(b, "Native Method) [java native]\n"...)
+	}
 	switch {
 	case f.File != "" && f.Line > 0:
 		b = strconv.AppendInt(append(append(b, term.Escape(f.File)...), ':'), int64(f.Line), 10)
@@ -398,9 +402,5 @@ func appendJavaFrame(b []byte, f *report.Frame) []byte {
 	default:
 		b = append(b, "Unknown Source"...)
 	}
-	b = append(b, ") [java"...)
-	if f.FrameType != report.FrameNative {
-		b = append(append(b, ' '), f.FrameType.String()...)
-	}
-	return append(b, "]\n"...)
+	return append(append(append(b, ") [java "...), f.FrameType.String()...), "]\n"...)
 }

@@ -34,7 +34,7 @@ type Frame struct {
 	ModuleMissing bool
 	SignalFrame   bool // the kernel's sigreturn trampoline: <signal handler called>
 	// FrameType is a runtime frame's kind (Java: interpreted, compiled,
-	// inlined); 0 for native frames.
+	// inlined); 0 for native frames, and for a Java native method's.
 	FrameType FrameType
 }
 

@@ -27,13 +27,15 @@ type javaState struct {
 }
 
 // jvm returns the process's JVM, or nil when it is none or cannot be
-// read (then a warning says why, once).
+// read (then a warning says why, once). It is read under --no-java too:
+// the walk needs its code blobs' frame layouts to reach the native
+// frames below the Java ones (only the Java frames are left out).
 func (s *Space) jvm() *hotspot.VM {
 	if s.java.tried {
 		return s.java.vm
 	}
 	s.java.tried = true
-	if s.r.opts.NoJava || s.mem == nil {
+	if s.mem == nil {
 		return nil
 	}
 	m := s.libjvm()
@@ -160,7 +162,7 @@ func (s *Space) javaFrames(th *ptrace.Thread, out []report.Frame, f unwind.Frame
 // and rp the runtime, after its threads were resolved.
 func (s *Space) javaThreads(rp *report.Process) {
 	vm := s.java.vm
-	if vm == nil {
+	if vm == nil || s.r.opts.NoJava {
 		return
 	}
 	if rp.Runtime == nil {

@@ -32,8 +32,9 @@ type Options struct {
 	// search). Otherwise (a one-off dump) only the FDEs of the PCs met are
 	// compiled, found through .eh_frame_hdr (unwind.LoadTableLazy).
 	Sampler bool
-	// NoJava leaves a JVM's Java frames out and does not read it
-	// (--no-java): its code cache is then walked as code without CFI.
+	// NoJava leaves a JVM's Java frames, thread names and monitors out
+	// (--no-java); its code cache is still read for the frames' layouts,
+	// so the native frames below the Java ones are kept.
 	NoJava bool
 }
 
