@@ -47,10 +47,6 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[in
 	} else {
 		diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
 	}
-	// What blocked threads' descriptors are: /proc of the target's own
-	// namespaces, and a poll's or select's arguments (plain integers) read
-	// from its memory.
-	diagnose.NameFDs(rp, procmaps.NewFDReader(raw.MemPID()), ptrace.MemReader{PID: raw.MemPID()})
 	foreignOwners(rp)
 	if s.sandboxFor(raw.PID) == nil {
 		// (Another user's process: the child names them, from the
@@ -58,6 +54,11 @@ func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[in
 		space := s.res.Space(raw, ptrace.MemReader{PID: raw.MemPID()})
 		diagnose.NameLocks(rp, space.DataName)
 	}
+	// What blocked threads' descriptors are: /proc of the target's own
+	// namespaces, and a poll's or select's arguments (plain integers) read
+	// from its memory. (After the locks are named: an owner's own wait is
+	// copied into the edges that lead to it.)
+	diagnose.NameFDs(rp, procmaps.NewFDReader(raw.MemPID()), ptrace.MemReader{PID: raw.MemPID()})
 	if s.o.Group || (!s.o.NoGroup && len(rp.Threads) > GroupAuto) {
 		diagnose.Group(rp)
 	}

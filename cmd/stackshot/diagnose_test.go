@@ -146,6 +146,9 @@ func TestDeadlockMutexKinds(t *testing.T) {
 				t.Fatalf("exit %d", code)
 			}
 			lines := strings.Split(out, "\n")
+			if len(lines) > 2 && strings.HasPrefix(lines[1], "  command line: ") {
+				lines = lines[1:] // (the header's second line)
+			}
 			if !strings.HasPrefix(lines[1], "Verdict: a deadlock (threads ") {
 				t.Errorf("second line %q, want the verdict", lines[1])
 			}

@@ -190,7 +190,8 @@ func TestOwnerBlockedInRead(t *testing.T) {
 		}
 	}
 	out, _, _ := runSS(t, "dump", strconv.Itoa(tg.PID))
-	edge := fmt.Sprintf(`mutex %s held by thread %d "holder", itself blocked in read(%s) on %s`, addrOf(t, v, "mutex"), holder, v["pipefd"], pipe)
+	// (the mutex is the global mu: named by its symbol)
+	edge := fmt.Sprintf(`mutex mu (%s) held by thread %d "holder", itself blocked in read(%s) on %s`, addrOf(t, v, "mutex"), holder, v["pipefd"], pipe)
 	if !strings.Contains(out, "    --- waiting for "+edge+" ---\n") {
 		t.Errorf("no wait line %q:\n%s", edge, out)
 	}
@@ -246,7 +247,7 @@ func TestProgressTimedWait(t *testing.T) {
 	if s := ps[0].ProgressSummary; s == nil || s.Spinning != 0 || s.Waiting < 1 {
 		t.Errorf("summary %+v, want the ticker waiting and nothing spinning", s)
 	}
-	if !regexp.MustCompile(fmt.Sprintf(`Thread %d "ticker" \(state S, in futex, nostop\): \[waiting, wakes every ~\d+ms\]`, ticker)).MatchString(text) {
+	if !regexp.MustCompile(fmt.Sprintf(`Thread %d "ticker" \(state S, in futex, read without stopping\): \[waiting, wakes every ~\d+ms\]`, ticker)).MatchString(text) {
 		t.Errorf("no waiting mark:\n%s", text)
 	}
 	if !strings.Contains(text, " waiting, ") || !strings.Contains(text, "Progress over 3 snapshots") {
