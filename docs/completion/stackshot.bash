@@ -22,7 +22,7 @@ _stackshot() {
 		flags='-p --pid --format --json -o --output -t --tid --kernel --no-kernel -s --source -i --inline -v --verbose --max-frames --no-java --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --mode --consistent --timeout --stack-bytes --no-sandbox -q --quiet --group --no-group --interval --count --goroutines --no-goroutines --no-python'
 		operand=pid
 		case $prev in
-		-p|--pid) values=none ;;
+		-p|--pid) values=pid ;;
 		--format) values='text json' ;;
 		-o|--output) values=file ;;
 		-t|--tid) values=none ;;
@@ -40,7 +40,7 @@ _stackshot() {
 		flags='-p --pid --format --json -o --output -t --tid --kernel --no-kernel --max-frames --no-java --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --mode --consistent --timeout --stack-bytes -F --freq -d --duration --per-thread --idle --sampler --no-sandbox -q --quiet -v --verbose --otlp --service --spool --spool-max-files --spool-max-mb'
 		operand=pid
 		case $prev in
-		-p|--pid) values=none ;;
+		-p|--pid) values=pid ;;
 		--format) values='folded pprof svg json text' ;;
 		-o|--output) values=file ;;
 		-t|--tid) values=none ;;
@@ -64,7 +64,7 @@ _stackshot() {
 		flags='-p --pid --format -o --output -t --tid --kernel --no-kernel --mode --consistent --timeout --stack-bytes --no-sandbox -q --quiet'
 		operand=pid
 		case $prev in
-		-p|--pid) values=none ;;
+		-p|--pid) values=pid ;;
 		--format) values='stacks writable all' ;;
 		-o|--output) values=file ;;
 		-t|--tid) values=none ;;
@@ -91,7 +91,7 @@ _stackshot() {
 		flags='-p --pid --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --no-sandbox -e --exe -a --addresses --json'
 		operand=pid
 		case $prev in
-		-p|--pid) values=none ;;
+		-p|--pid) values=pid ;;
 		--debug-dir) values=dir ;;
 		--max-debug-bytes) values=none ;;
 		-e|--exe) values=file ;;

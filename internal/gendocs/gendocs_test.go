@@ -100,7 +100,7 @@ func TestManPageRenders(t *testing.T) {
 	text := string(out)
 	for _, want := range []string{"STACKSHOT(1)", "NAME", "stackshot - ", "SYNOPSIS", "COMMANDS",
 		"stackshot dump [flags] PID...", "stackshot record [flags] PID...", "stackshot report [flags] FILE...",
-		"-p, --pid id", "--no-kernel", "--max-frames int", "stackshot dump 1234", "ENVIRONMENT", "DEBUGINFOD_URLS"} {
+		"-p, --pid PID", "--no-kernel", "--max-frames N", "stackshot dump 1234", "ENVIRONMENT", "DEBUGINFOD_URLS"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the rendered man page lacks %q", want)
 		}

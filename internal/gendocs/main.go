@@ -206,7 +206,7 @@ func (f Flag) Choices() []string {
 // "choice" or "" (nothing).
 func (f Flag) Kind() string {
 	switch {
-	case f.Value == "id":
+	case f.Value == "id" || f.Value == "PID" || f.Long == "pid":
 		return "pid"
 	case f.Choices() != nil:
 		return "choice"
