@@ -159,8 +159,8 @@ var lockAcquirers = []struct{ fn, kind, what string }{
 // one of the _thread module's acquire functions that it waits for a
 // Python lock, and at which Python frame it asked (Lock.acquire itself,
 // or Condition.wait, Semaphore.acquire, Queue.get, which wait on one). A
-// Lock records no owner: none is named. An RLock records one, not read
-// here yet: none is named either.
+// Lock records no owner: none is named. An RLock records one:
+// NameRLockOwners reads it.
 func NameLockWaits(rp *report.Process) {
 	for i := range rp.Threads {
 		t := &rp.Threads[i]
@@ -180,7 +180,7 @@ func NameLockWaits(rp *report.Process) {
 			a := lockAcquirers[k]
 			note := a.what + " records no owner"
 			if a.kind == report.WaitPythonRLock {
-				note = a.what + "'s owner is not read"
+				note = a.what + "'s owner is not read" // (NameRLockOwners reads it)
 			}
 			for _, py := range t.Frames[j+1:] {
 				if py.Kind == "python" {

@@ -1,0 +1,91 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"stackshot/internal/testutil"
+)
+
+// TestPythonRLockDeadlocks: rlocks.py's two RLock cycles (ABBA between two
+// threads, a ring of three) are the process's two deadlocks, each thread's
+// RLock owner the thread the program says took it; an RLock held by a
+// sleeping thread names that thread as owner and closes no cycle; a plain
+// Lock's waiter names no owner. Every CPython the machine has.
+func TestPythonRLockDeadlocks(t *testing.T) {
+	for _, py := range pythons() {
+		t.Run(py.name, func(t *testing.T) {
+			python := testutil.Need(t, py.path)
+			tg := testutil.Start(t, python, testutil.Testdata("python", "rlocks.py"))
+			v := readyVals(t, tg.Ready)
+			tid := func(name string) int { return tidOf(t, v, name) }
+			a1, a2 := tid("abba-1"), tid("abba-2")
+			r := []int{tid("ring-0"), tid("ring-1"), tid("ring-2")}
+			owners := map[int]int{a1: a2, a2: a1, r[0]: r[1], r[1]: r[2], r[2]: r[0], tid("held-wait"): tid("holder")}
+			cycles := []string{fmt.Sprint(sorted(a1, a2)), fmt.Sprint(sorted(r...))}
+			sort.Strings(cycles)
+			want := strings.Join(cycles, "; ")
+			var p dProc
+			got := ""
+			// (a waiter seen blocked by the program may still be on its way
+			// into the lock's slow path: read again, a bounded number of times)
+			for try := 0; try < 5 && got != want; try++ {
+				p = diagJSON(t, "-p", strconv.Itoa(tg.PID))
+				got = deadlockSets(p)
+			}
+			if got != want {
+				t.Fatalf("deadlocks %s, want %s (verdict %q)", got, want, p.Verdict)
+			}
+			if !strings.HasPrefix(p.Verdict, "2 deadlocks") {
+				t.Errorf("verdict %q, want 2 deadlocks first", p.Verdict)
+			}
+			for waiter, owner := range owners {
+				w := threadByTID(t, p, waiter).WaitingFor
+				switch {
+				case w == nil:
+					t.Errorf("thread %d waits for nothing, want an RLock held by %d", waiter, owner)
+				case w.Kind != "python-rlock" || w.OwnerTID == nil || *w.OwnerTID != owner:
+					t.Errorf("thread %d waits for %s held by %v (%s), want python-rlock held by %d", waiter, w.Kind, w.OwnerTID, w.Note, owner)
+				}
+			}
+			holder := "held 2 time(s)"
+			if w := threadByTID(t, p, tid("held-wait")).WaitingFor; w != nil && !strings.Contains(w.Note, holder) {
+				t.Errorf("held-wait's note %q, want %q (holder.acquire twice)", w.Note, holder)
+			}
+			switch w := threadByTID(t, p, tid("lock-wait")).WaitingFor; {
+			case w == nil:
+				t.Errorf("lock-wait waits for nothing")
+			case w.Kind != "python-lock" || w.OwnerTID != nil || !strings.Contains(w.Note, "threading.Lock records no owner"):
+				t.Errorf("lock-wait waits for %s held by %v (%s), want python-lock, no owner, the note saying why", w.Kind, w.OwnerTID, w.Note)
+			}
+			out, _, _ := runSS(t, "dump", "-p", strconv.Itoa(tg.PID))
+			if n := strings.Count(out, "\nDEADLOCK: "); n != 2 {
+				t.Errorf("%d DEADLOCK: lines in the text, want 2:\n%s", n, out)
+			}
+		})
+	}
+}
+
+// deadlockSets is each deadlock's threads, sorted, the cycles sorted.
+func deadlockSets(p dProc) string {
+	if p.Deadlocks == nil {
+		return "<none>"
+	}
+	var out []string
+	for _, d := range *p.Deadlocks {
+		out = append(out, fmt.Sprint(sorted(d.TIDs...)))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
+}
+
+func sorted(v ...int) []int {
+	s := append([]int(nil), v...)
+	sort.Ints(s)
+	return s
+}
