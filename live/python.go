@@ -58,14 +58,15 @@ func (s *Session) addPython(p *ptrace.Process, rp *report.Process) *pyState {
 }
 
 // nameLockWaits says which threads of rp (diagnosed) wait for a Python
-// lock, names each waited-for RLock's owner, and finds the cycles those
-// owners close.
+// lock, names each waited-for RLock's owner and the GIL's holder, and
+// finds the cycles those owners close.
 func (py *pyState) nameLockWaits(rp *report.Process) {
 	pyruntime.NameLockWaits(rp)
 	if py == nil {
 		return
 	}
 	py.rt.NameRLockOwners(rp, py.threads)
+	pyruntime.NameGILWaits(rp)
 	if rp.Diagnosed {
 		rp.Deadlocks = diagnose.Deadlocks(rp.Threads)
 	}

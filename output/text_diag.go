@@ -20,6 +20,8 @@ func kindText(kind string) string {
 		return "Rust std Mutex"
 	case report.WaitPythonLock, report.WaitPythonRLock:
 		return "Python lock"
+	case report.WaitPythonGIL:
+		return "the GIL"
 	case "":
 		return "lock"
 	}
@@ -39,7 +41,7 @@ func waitText(w *report.WaitingFor) string {
 	b.WriteString(kindText(w.Kind))
 	if w.Address != 0 {
 		fmt.Fprintf(&b, " %#x", w.Address)
-	} else {
+	} else if w.Kind != report.WaitPythonGIL {
 		b.WriteString(" at an unknown address")
 	}
 	if w.OwnerTID != nil {
@@ -64,6 +66,8 @@ func ownerStateText(st *report.OwnerState) string {
 		return fmt.Sprintf(", itself blocked in %s(%d) on %s", st.Syscall, st.FD.Num, fdText(st.FD))
 	case st.Syscall != "":
 		return ", itself blocked in " + st.Syscall
+	case st.PythonAt != "":
+		return ", which is running Python at " + st.PythonAt
 	case st.State == "R":
 		return ", itself running"
 	}

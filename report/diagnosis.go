@@ -12,6 +12,8 @@ const (
 	// A CPython threading lock: a Lock (no owner recorded) or an RLock.
 	WaitPythonLock  = "python-lock"
 	WaitPythonRLock = "python-rlock"
+	// CPython's GIL: the owner is the thread that holds it.
+	WaitPythonGIL = "python-gil"
 )
 
 // WaitingFor says what a blocked thread waits for and, when the lock
@@ -109,4 +111,6 @@ type OwnerState struct {
 	Syscall string
 	FD      *FD
 	Waiting *WaitingFor // kind, address and owner only
+	// PythonAt is where the owner runs Python ("app.py:88"); "" unknown.
+	PythonAt string
 }

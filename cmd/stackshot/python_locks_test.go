@@ -89,3 +89,59 @@ func sorted(v ...int) []int {
 	sort.Ints(s)
 	return s
 }
+
+// TestPythonGILVerdict: of gil.py's four threads spinning in pure Python,
+// one holds the GIL ("gil": true, running Python in spin's loop, whose
+// line the program prints) and the verdict says the three others wait
+// for the GIL held by it; each of the three names it as owner. The GIL
+// changes hands every few milliseconds: a dump whose stacks and GIL read
+// disagree (no thread marked, or fewer than three waiting) is taken again,
+// a bounded number of times.
+func TestPythonGILVerdict(t *testing.T) {
+	py := testutil.Need(t, "/usr/bin/python3.11")
+	src := testutil.Testdata("python", "gil.py")
+	tg := testutil.Start(t, py, src)
+	v := readyVals(t, tg.Ready)
+	spin := map[int]bool{}
+	for i := 0; i < 4; i++ {
+		spin[tidOf(t, v, fmt.Sprintf("spin-%d", i))] = true
+	}
+	loop := tidOf(t, v, "loop")
+	var p dProc
+	holder := 0
+	for try := 0; try < 30 && holder == 0; try++ {
+		p = diagJSON(t, "-p", strconv.Itoa(tg.PID))
+		holder = gilHolder(p, spin)
+	}
+	if holder == 0 {
+		t.Fatalf("no dump of 30 had one spinning thread holding the GIL and three waiting for it; last verdict %q", p.Verdict)
+	}
+	want := fmt.Sprintf("3 threads (%q) wait for the GIL held by thread %d %q, which is running Python at %s:", threadByTID(t, p, holder).Name, holder, threadByTID(t, p, holder).Name, src)
+	if !strings.Contains(p.Verdict, want) {
+		t.Fatalf("verdict %q, want it to say %q", p.Verdict, want)
+	}
+	at := p.Verdict[strings.Index(p.Verdict, want)+len(want):]
+	if line, _, _ := strings.Cut(at, ";"); line != strconv.Itoa(loop) && line != strconv.Itoa(loop+1) {
+		t.Errorf("the holder runs Python at line %s, want spin's loop (%d or %d)", line, loop, loop+1)
+	}
+}
+
+// gilHolder is the spinning thread marked as holding the GIL when the
+// three other spinning threads wait for the GIL held by it; else 0.
+func gilHolder(p dProc, spin map[int]bool) int {
+	holder, waiting := 0, 0
+	for _, th := range p.Threads {
+		if spin[th.TID] && th.GIL {
+			holder = th.TID
+		}
+	}
+	for _, th := range p.Threads {
+		if w := th.WaitingFor; spin[th.TID] && w != nil && w.Kind == "python-gil" && w.OwnerTID != nil && *w.OwnerTID == holder {
+			waiting++
+		}
+	}
+	if waiting != 3 {
+		return 0
+	}
+	return holder
+}
