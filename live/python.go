@@ -26,7 +26,7 @@ func (s *Session) addPython(p *ptrace.Process, rp *report.Process) *pyState {
 	if s.o.NoPython {
 		return nil
 	}
-	cands := pyruntime.Candidates(p.Exe, p.Maps)
+	cands := pyruntime.Candidates(p.Exe, p.Maps, pyruntime.EvalModules(rp))
 	if len(cands) == 0 {
 		return nil
 	}

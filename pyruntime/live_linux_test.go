@@ -20,7 +20,7 @@ func BenchmarkLiveThreads(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt, err := OpenLive(tg.PID, Candidates(py, maps), ptrace.MemReader{PID: tg.PID})
+	rt, err := OpenLive(tg.PID, Candidates(py, maps, nil), ptrace.MemReader{PID: tg.PID})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,6 +17,22 @@ func IsEval(fn string) bool {
 	return fn == eval || strings.HasPrefix(fn, eval+".")
 }
 
+// EvalModules are the modules of rp's threads' frames that run the
+// interpreter's eval function: where a CPython interpreter is, whatever
+// the file's name. (Python frames exist only inside such a frame: a
+// process with none on any stack shows no Python frames to miss.)
+func EvalModules(rp *report.Process) map[string]bool {
+	out := map[string]bool{}
+	for i := range rp.Threads {
+		for _, f := range rp.Threads[i].Frames {
+			if f.Kind == "user" && f.Module != "" && IsEval(f.Function) {
+				out[f.Module] = true
+			}
+		}
+	}
+	return out
+}
+
 // Inline puts the Python frames of pt into thread t's native frames:
 // each run of frames that one eval call executes (see Frame.Entry) just
 // inside that call's native frame, innermost first. It returns "" or why

@@ -682,7 +682,7 @@ func (s *Sampler) flush(t *target, p *ptrace.Process) {
 func (s *Sampler) pythonThreads(t *target, p *ptrace.Process) map[int]*pyruntime.Thread {
 	if !t.pyOpened {
 		t.pyOpened = true
-		cands := pyruntime.Candidates(p.Exe, p.Maps)
+		cands := pyruntime.Candidates(p.Exe, p.Maps, nil)
 		if _, boxed := t.parse.(*boxed); boxed && len(cands) > 0 {
 			s.cfg.Warn(fmt.Sprintf("process %d: Python frames not recorded: its memory is parsed in a sandboxed child, which does not read them yet", t.pid))
 		} else if len(cands) > 0 {

@@ -4,6 +4,9 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -144,4 +147,56 @@ func gilHolder(p dProc, spin map[int]bool) int {
 		return 0
 	}
 	return holder
+}
+
+// TestPythonEmbedded: CPython is found wherever _PyRuntime is, whatever
+// the file's name: a C program with libpython3.11.a linked in, one
+// linked against libpython3.11.so, and Debian's python3.11 copied under
+// another name. Each runs embed.py, whose main thread says where it
+// sleeps (wait_here, its line) and its release.
+func TestPythonEmbedded(t *testing.T) {
+	config := testutil.Need(t, "/usr/bin/python3.11-config")
+	py := testutil.Need(t, "/usr/bin/python3.11")
+	flags := func(args ...string) []string {
+		out, err := exec.Command(config, args...).Output()
+		if err != nil {
+			t.Fatalf("%s %v: %v", config, args, err)
+		}
+		return strings.Fields(string(out))
+	}
+	src := []string{testutil.Testdata("python", "embed.c")}
+	cflags := append(flags("--embed", "--cflags"), "-O1")
+	dir := flags("--configdir")
+	static := slices.Concat(cflags, []string{filepath.Join(dir[0], "libpython3.11-pic.a"), "-ldl", "-lm", "-lz", "-lexpat"})
+	shared := slices.Concat(cflags, flags("--embed", "--ldflags"))
+	renamed := filepath.Join(t.TempDir(), "worker")
+	if out, err := exec.Command("cp", py, renamed).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	for _, c := range []struct{ name, exe string }{
+		{"static", testutil.Build(t, "gcc", src, static...)},
+		{"shared", testutil.Build(t, "gcc", src, shared...)},
+		{"renamed", renamed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			script := testutil.Testdata("python", "embed.py")
+			tg := testutil.Start(t, c.exe, script)
+			v := readyVals(t, tg.Ready)
+			p := dumpJSON(t, "-p", strconv.Itoa(tg.PID))
+			if p.Runtime == nil || p.Runtime.Name != "python" || p.Runtime.Version != v["version"] {
+				t.Errorf("runtime %+v, want python %s", p.Runtime, v["version"])
+			}
+			var main jThread
+			for _, th := range p.Threads {
+				if th.TID == tidOf(t, v, "tid") {
+					main = th
+				}
+			}
+			want := []string{fmt.Sprintf("wait_here %s:%s", script, v["line"]), "<module> " + script}
+			got := pyFrames(main)
+			if len(got) != 2 || got[0] != want[0] || !strings.HasPrefix(got[1], want[1]+":") {
+				t.Errorf("Python frames %q, want %q (the second at any line); warnings %q", got, want, p.Warnings)
+			}
+		})
+	}
 }
