@@ -29,7 +29,7 @@ type debugOffsets struct {
 	Frame struct{ Size, Previous, Executable, InstrPtr, Localsplus, Owner uint64 }
 	Code  struct {
 		Size, Filename, Name, Qualname, Linetable, FirstLineno, Argcount uint64
-		LocalsplusNames, LocalsplusKinds, CodeAdaptive                  uint64
+		LocalsplusNames, LocalsplusKinds, CodeAdaptive                   uint64
 	}
 	Object  struct{ Size, ObType uint64 }
 	Type    struct{ Size, TpName, TpRepr, TpFlags uint64 }
