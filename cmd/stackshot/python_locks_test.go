@@ -99,9 +99,14 @@ func sorted(v ...int) []int {
 // for the GIL held by it; each of the three names it as owner. The GIL
 // changes hands every few milliseconds: a dump whose stacks and GIL read
 // disagree (no thread marked, or fewer than three waiting) is taken again,
-// a bounded number of times.
+// a bounded number of times. Every CPython the machine has.
 func TestPythonGILVerdict(t *testing.T) {
-	py := testutil.Need(t, "/usr/bin/python3.11")
+	for _, py := range pythons() {
+		t.Run(py.name, func(t *testing.T) { gilVerdict(t, testutil.Need(t, py.path)) })
+	}
+}
+
+func gilVerdict(t *testing.T, py string) {
 	src := testutil.Testdata("python", "gil.py")
 	tg := testutil.Start(t, py, src)
 	v := readyVals(t, tg.Ready)
