@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -203,5 +204,28 @@ func TestPythonEmbedded(t *testing.T) {
 				t.Errorf("Python frames %q, want %q (the second at any line); warnings %q", got, want, p.Warnings)
 			}
 		})
+	}
+}
+
+// TestPythonRecordRenamed: record finds the interpreter of Debian's
+// python3.11 copied under another name (worker) and keeps its Python
+// frames: hot.py's hot_a and hot_b are in the folded stacks.
+func TestPythonRecordRenamed(t *testing.T) {
+	py := testutil.Need(t, "/usr/bin/python3.11")
+	renamed := filepath.Join(t.TempDir(), "worker")
+	if out, err := exec.Command("cp", py, renamed).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	tg := testutil.Start(t, renamed, testutil.Testdata("python", "hot.py"))
+	out := filepath.Join(t.TempDir(), "p.folded")
+	if _, errOut, code := runSS(t, "record", "-F", "99", "-d", "2s", "-o", out, strconv.Itoa(tg.PID)); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := foldedShares(t, string(data), "hot_a", "hot_b"); got["hot_a"] == 0 || got["hot_b"] == 0 {
+		t.Errorf("hot_a %d, hot_b %d samples: the Python frames of a python named worker were not recorded:\n%s", got["hot_a"], got["hot_b"], data)
 	}
 }
