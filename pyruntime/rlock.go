@@ -31,8 +31,9 @@ const (
 // believed only when its type is named _thread.RLock and its lock is the
 // very semaphore the thread sleeps on. The owner it records (a pthread_t)
 // is a thread state's thread_id, whose native id is the owner's tid.
-// threads must have been matched (ByTID). What does not check out names
-// no owner, and the note says why.
+// threads must have been matched (ByTID). The wait's address becomes the
+// RLock object's (what id() of it says in Python). What does not check
+// out names no owner, and the note says why.
 func (rt *Runtime) NameRLockOwners(rp *report.Process, threads []Thread) {
 	byIdent := map[uint64]int{}
 	for i := range threads {
@@ -69,9 +70,10 @@ func (rt *Runtime) NameRLockOwners(rp *report.Process, threads []Thread) {
 		case !ok:
 			note = fmt.Sprintf("threading.RLock %#x is held by thread ident %#x, which no Python thread of the process has", obj, ident)
 		default:
-			note = fmt.Sprintf("threading.RLock %#x held %d time(s)", obj, count)
+			note = fmt.Sprintf("threading.RLock held %d time(s) (its semaphore %#x)", count, w.Address)
 			w.OwnerTID, w.OwnerName = &tid, names[tid]
 		}
+		w.Address = obj // (id() of the lock in Python)
 		w.Note = strings.Replace(w.Note, "threading.RLock's owner is not read", note, 1)
 	}
 }

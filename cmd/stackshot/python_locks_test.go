@@ -31,6 +31,9 @@ func TestPythonRLockDeadlocks(t *testing.T) {
 			a1, a2 := tid("abba-1"), tid("abba-2")
 			r := []int{tid("ring-0"), tid("ring-1"), tid("ring-2")}
 			owners := map[int]int{a1: a2, a2: a1, r[0]: r[1], r[1]: r[2], r[2]: r[0], tid("held-wait"): tid("holder")}
+			// the RLock each waits for: its id() in Python
+			lock := map[int]string{a1: addrOf(t, v, "b"), a2: addrOf(t, v, "a"), r[0]: addrOf(t, v, "ring1"),
+				r[1]: addrOf(t, v, "ring2"), r[2]: addrOf(t, v, "ring0"), tid("held-wait"): addrOf(t, v, "held")}
 			cycles := []string{fmt.Sprint(sorted(a1, a2)), fmt.Sprint(sorted(r...))}
 			sort.Strings(cycles)
 			want := strings.Join(cycles, "; ")
@@ -55,6 +58,8 @@ func TestPythonRLockDeadlocks(t *testing.T) {
 					t.Errorf("thread %d waits for nothing, want an RLock held by %d", waiter, owner)
 				case w.Kind != "python-rlock" || w.OwnerTID == nil || *w.OwnerTID != owner:
 					t.Errorf("thread %d waits for %s held by %v (%s), want python-rlock held by %d", waiter, w.Kind, w.OwnerTID, w.Note, owner)
+				case w.Address == nil || *w.Address != lock[waiter]:
+					t.Errorf("thread %d waits for the RLock at %v, want %s (its id())", waiter, w.Address, lock[waiter])
 				}
 			}
 			holder := "held 2 time(s)"

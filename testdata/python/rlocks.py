@@ -4,7 +4,9 @@
 #   holder: holds an RLock twice and sleeps; held-wait waits for it;
 #   lock-wait waits for a plain Lock that main holds (no owner recorded).
 # Prints "ready k=tid ..." once every waiter sleeps in futex(2), as its
-# own /proc/self/task/TID/syscall says, three polls in a row.
+# own /proc/self/task/TID/syscall says, three polls in a row, then each
+# RLock's id() (its address): "a=0x..." (abba-1 holds a), "b", "ring0"..,
+# "held".
 import threading, time
 
 tids = {}
@@ -71,5 +73,7 @@ calm = 0
 while calm < 3:
     time.sleep(0.01)
     calm = calm + 1 if all(w in tids and in_futex(tids[w]) for w in waiters) else 0
-print("ready " + " ".join("%s=%d" % kv for kv in sorted(tids.items())), flush=True)
+locks = {"a": a, "b": b, "ring0": ring[0], "ring1": ring[1], "ring2": ring[2], "held": held}
+print("ready " + " ".join("%s=%d" % kv for kv in sorted(tids.items()))
+      + "".join(" %s=%#x" % (k, id(v)) for k, v in locks.items()), flush=True)
 time.sleep(100000)
