@@ -24,7 +24,6 @@ import (
 	"stackshot/debuginfod"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
-	"stackshot/pyruntime"
 	"stackshot/report"
 	"stackshot/resolve"
 	"stackshot/sandbox"
@@ -326,9 +325,9 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 			return nil, err
 		}
 	}
-	s.addPython(p, rp)
+	py := s.addPython(p, rp)
 	s.diagnose(rp, p, tasks)
-	pyruntime.NameLockWaits(rp)
+	py.nameLockWaits(rp)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))
 	rp.Cmdline, _ = procmaps.ReadArgs(p.MemPID(), report.MaxCmdline) // (its threads run again)
 	if len(s.o.Capture.TIDs) > 0 && len(tasks) > len(rp.Threads) {

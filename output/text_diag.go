@@ -26,6 +26,8 @@ func kindText(kind string) string {
 		return "notify on"
 	case report.WaitJUCLock:
 		return "java.util.concurrent lock"
+	case report.WaitPythonGIL:
+		return "the GIL"
 	case "":
 		return "lock"
 	}
@@ -70,6 +72,8 @@ func ownerStateText(st *report.OwnerState) string {
 		return fmt.Sprintf(", itself blocked in %s(%d) on %s", st.Syscall, st.FD.Num, fdText(st.FD))
 	case st.Syscall != "":
 		return ", itself blocked in " + st.Syscall
+	case st.PythonAt != "":
+		return ", which is running Python at " + st.PythonAt
 	case st.State == "R":
 		return ", itself running"
 	}

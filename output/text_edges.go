@@ -46,6 +46,8 @@ func lockText(kind string, addr uint64, symbol string) string {
 		return fmt.Sprintf("%s %s (%#x)", what, symbol, addr)
 	case addr != 0:
 		return fmt.Sprintf("%s %#x", what, addr)
+	case kind == report.WaitPythonGIL:
+		return what // (the GIL is the interpreter's: no address to give)
 	}
 	return what + " at an unknown address"
 }

@@ -13,16 +13,19 @@ import (
 )
 
 // Candidates are the mapped files of a process that may hold a CPython
-// interpreter (an executable named python*, a libpython3.X.so), the
-// lowest mapping of each.
-func Candidates(exe string, maps procmaps.Maps) []*procmaps.Mapping {
+// interpreter, the lowest mapping of each: an executable named python*, a
+// libpython3.X.so, and any file in evals (the modules whose code runs the
+// interpreter's eval function on some thread's stack, see EvalModules:
+// uwsgi, a C program that embeds CPython, a python under another name).
+// Open then believes only a file with _PyRuntime in its symbols.
+func Candidates(exe string, maps procmaps.Maps, evals map[string]bool) []*procmaps.Mapping {
 	var out []*procmaps.Mapping
 	seen := map[string]bool{}
 	for i := range maps {
 		m := &maps[i]
 		base := filepath.Base(m.Path)
-		isExe := m.Path == exe && strings.HasPrefix(base, "python")
-		if m.Kind != procmaps.KindFile || seen[m.Path] || !isExe && !strings.HasPrefix(base, "libpython3.") {
+		named := m.Path == exe && strings.HasPrefix(base, "python") || strings.HasPrefix(base, "libpython3.")
+		if m.Kind != procmaps.KindFile || seen[m.Path] || !named && !evals[m.Path] {
 			continue
 		}
 		seen[m.Path] = true

@@ -3,6 +3,9 @@
 package pyruntime
 
 import (
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"stackshot/internal/testutil"
@@ -20,7 +23,7 @@ func BenchmarkLiveThreads(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt, err := OpenLive(tg.PID, Candidates(py, maps), ptrace.MemReader{PID: tg.PID})
+	rt, err := OpenLive(tg.PID, Candidates(py, maps, nil), ptrace.MemReader{PID: tg.PID})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -30,5 +33,40 @@ func BenchmarkLiveThreads(b *testing.B) {
 		if err != nil || len(ths) != 50 {
 			b.Fatalf("%d threads, %v", len(ths), err)
 		}
+	}
+}
+
+// TestDebugOffsetsAgree: a live CPython 3.13 describes its structures
+// (_Py_DebugOffsets at the start of _PyRuntime), and every offset it
+// gives is the one the table generated from 3.13's headers has; Open
+// uses the runtime's own account, and reads the process's frames by it.
+func TestDebugOffsetsAgree(t *testing.T) {
+	root, err := exec.Command("pyenv", "root").Output()
+	if err != nil {
+		testutil.Skip(t, "pyenv is not installed on this machine (its CPython 3.13 is what this test reads)")
+	}
+	found, _ := filepath.Glob(filepath.Join(strings.TrimSpace(string(root)), "versions", "3.13.*", "bin", "python3.13"))
+	if len(found) == 0 {
+		testutil.Skip(t, "no CPython 3.13 under $(pyenv root)/versions")
+	}
+	py := found[len(found)-1]
+	tg := testutil.Start(t, py, testutil.Testdata("python", "embed.py"))
+	maps, err := procmaps.ReadMaps(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := OpenLive(tg.PID, Candidates(py, maps, nil), ptrace.MemReader{PID: tg.PID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rt.Described {
+		t.Fatalf("CPython %s: no _Py_DebugOffsets found", rt.Version)
+	}
+	if table := layoutFor(13); *rt.Layout != *table {
+		t.Errorf("_Py_DebugOffsets and the generated table disagree:\n runtime %+v\n table   %+v", *rt.Layout, *table)
+	}
+	threads, err := rt.Threads()
+	if err != nil || len(threads) != 1 || len(threads[0].Frames) != 2 || threads[0].Frames[0].Name != "wait_here" {
+		t.Errorf("threads read by the runtime's offsets: %+v, %v; want one, in wait_here", threads, err)
 	}
 }

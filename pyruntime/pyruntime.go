@@ -57,7 +57,10 @@ type Module struct {
 type Runtime struct {
 	Version string // "3.11.2"
 	Layout  *Layout
-	Mem     io.ReaderAt
+	// Described: Layout is the runtime's own account of its structures
+	// (3.13's _Py_DebugOffsets), not only the generated table.
+	Described bool
+	Mem       io.ReaderAt
 	// addresses, load bias applied
 	runtime                    uint64 // _PyRuntime
 	codeType, strType, bytType uint64 // PyCode_Type, PyUnicode_Type, PyBytes_Type
@@ -126,7 +129,11 @@ func open(mem io.ReaderAt, m Module) (*Runtime, error) {
 	if l == nil {
 		return nil, &UnknownVersionError{Version: version}
 	}
-	return &Runtime{Version: version, Layout: l, Mem: mem, runtime: syms["_PyRuntime"],
+	l, described, err := selfDescribed(mem, syms["_PyRuntime"], syms["Py_Version"], l)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", m.Path, err)
+	}
+	return &Runtime{Version: version, Layout: l, Described: described, Mem: mem, runtime: syms["_PyRuntime"],
 		codeType: syms["PyCode_Type"], strType: syms["PyUnicode_Type"], bytType: syms["PyBytes_Type"]}, nil
 }
 

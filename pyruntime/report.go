@@ -17,6 +17,22 @@ func IsEval(fn string) bool {
 	return fn == eval || strings.HasPrefix(fn, eval+".")
 }
 
+// EvalModules are the modules of rp's threads' frames that run the
+// interpreter's eval function: where a CPython interpreter is, whatever
+// the file's name. (Python frames exist only inside such a frame: a
+// process with none on any stack shows no Python frames to miss.)
+func EvalModules(rp *report.Process) map[string]bool {
+	out := map[string]bool{}
+	for i := range rp.Threads {
+		for _, f := range rp.Threads[i].Frames {
+			if f.Kind == "user" && f.Module != "" && IsEval(f.Function) {
+				out[f.Module] = true
+			}
+		}
+	}
+	return out
+}
+
 // Inline puts the Python frames of pt into thread t's native frames:
 // each run of frames that one eval call executes (see Frame.Entry) just
 // inside that call's native frame, innermost first. It returns "" or why
@@ -159,8 +175,8 @@ var lockAcquirers = []struct{ fn, kind, what string }{
 // one of the _thread module's acquire functions that it waits for a
 // Python lock, and at which Python frame it asked (Lock.acquire itself,
 // or Condition.wait, Semaphore.acquire, Queue.get, which wait on one). A
-// Lock records no owner: none is named. An RLock records one, not read
-// here yet: none is named either.
+// Lock records no owner: none is named. An RLock records one:
+// NameRLockOwners reads it.
 func NameLockWaits(rp *report.Process) {
 	for i := range rp.Threads {
 		t := &rp.Threads[i]
@@ -180,7 +196,7 @@ func NameLockWaits(rp *report.Process) {
 			a := lockAcquirers[k]
 			note := a.what + " records no owner"
 			if a.kind == report.WaitPythonRLock {
-				note = a.what + "'s owner is not read"
+				note = a.what + "'s owner is not read" // (NameRLockOwners reads it)
 			}
 			for _, py := range t.Frames[j+1:] {
 				if py.Kind == "python" {

@@ -21,6 +21,8 @@ const (
 	WaitMonitor    = "monitor"
 	WaitObjectWait = "object-wait"
 	WaitJUCLock    = "juc-lock"
+	// CPython's GIL: the owner is the thread that holds it.
+	WaitPythonGIL = "python-gil"
 )
 
 // RuntimeWait reports whether a wait of kind was read from a runtime
@@ -135,4 +137,6 @@ type OwnerState struct {
 	Syscall string
 	FD      *FD
 	Waiting *WaitingFor // kind, address and owner only
+	// PythonAt is where the owner runs Python ("app.py:88"); "" unknown.
+	PythonAt string
 }

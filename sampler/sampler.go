@@ -682,7 +682,10 @@ func (s *Sampler) flush(t *target, p *ptrace.Process) {
 func (s *Sampler) pythonThreads(t *target, p *ptrace.Process) map[int]*pyruntime.Thread {
 	if !t.pyOpened {
 		t.pyOpened = true
-		cands := pyruntime.Candidates(p.Exe, p.Maps)
+		// (the executable whatever its name, looked into once per
+		// target: a python under another name, a program with CPython
+		// linked in)
+		cands := pyruntime.Candidates(p.Exe, p.Maps, map[string]bool{p.Exe: true})
 		if _, boxed := t.parse.(*boxed); boxed && len(cands) > 0 {
 			s.cfg.Warn(fmt.Sprintf("process %d: Python frames not recorded: its memory is parsed in a sandboxed child, which does not read them yet", t.pid))
 		} else if len(cands) > 0 {

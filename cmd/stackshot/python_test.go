@@ -307,7 +307,8 @@ func TestPythonVsGdbPyBt(t *testing.T) {
 
 // TestPythonLockWaits: threads blocked on a threading.Lock, an RLock and
 // a queue.Queue say they wait for a Python lock, at the Python line that
-// asked (found in locks.py's source), and name no owner.
+// asked (found in locks.py's source); the RLock names its owner (main,
+// which took it), the others none.
 func TestPythonLockWaits(t *testing.T) {
 	py := testutil.Need(t, "/usr/bin/python3.11")
 	src := testutil.Testdata("python", "locks.py")
@@ -329,10 +330,13 @@ func TestPythonLockWaits(t *testing.T) {
 		t.Fatalf("%q not in locks.py", code)
 		return 0
 	}
-	want := map[string]struct{ kind, note string }{
-		"lock":  {"python-lock", fmt.Sprintf("threading.Lock records no owner; asked at take_lock (%s:%d)", src, lineOf("lock.acquire()"))},
-		"rlock": {"python-rlock", fmt.Sprintf("asked at take_rlock (%s:%d)", src, lineOf("rlock.acquire()"))},
-		"queue": {"python-lock", "asked at Condition.wait ("},
+	want := map[string]struct {
+		kind, note string
+		owner      int
+	}{
+		"lock":  {"python-lock", fmt.Sprintf("threading.Lock records no owner; asked at take_lock (%s:%d)", src, lineOf("lock.acquire()")), 0},
+		"rlock": {"python-rlock", fmt.Sprintf("asked at take_rlock (%s:%d)", src, lineOf("rlock.acquire()")), tg.PID},
+		"queue": {"python-lock", "asked at Condition.wait (", 0},
 	}
 	p := dumpJSON(t, "-p", strconv.Itoa(tg.PID))
 	for name, w := range want {
@@ -345,8 +349,8 @@ func TestPythonLockWaits(t *testing.T) {
 		switch wf := th.WaitingFor; {
 		case wf == nil:
 			t.Errorf("%s (thread %d): waits for nothing", name, ids[name])
-		case wf.Kind != w.kind || !strings.Contains(wf.Note, w.note) || wf.OwnerTID != nil:
-			t.Errorf("%s (thread %d): waiting for %+v, want kind %s, a note with %q, no owner", name, ids[name], *wf, w.kind, w.note)
+		case wf.Kind != w.kind || !strings.Contains(wf.Note, w.note) || (wf.OwnerTID == nil) != (w.owner == 0) || wf.OwnerTID != nil && *wf.OwnerTID != w.owner:
+			t.Errorf("%s (thread %d): waiting for %+v, want kind %s, a note with %q, owner %d (0: none)", name, ids[name], *wf, w.kind, w.note, w.owner)
 		}
 	}
 }

@@ -1,0 +1,236 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"stackshot/internal/testutil"
+)
+
+// TestPythonRLockDeadlocks: rlocks.py's two RLock cycles (ABBA between two
+// threads, a ring of three) are the process's two deadlocks, each thread's
+// RLock owner the thread the program says took it; an RLock held by a
+// sleeping thread names that thread as owner and closes no cycle; a plain
+// Lock's waiter names no owner. Every CPython the machine has.
+func TestPythonRLockDeadlocks(t *testing.T) {
+	for _, py := range pythons() {
+		t.Run(py.name, func(t *testing.T) {
+			python := testutil.Need(t, py.path)
+			tg := testutil.Start(t, python, testutil.Testdata("python", "rlocks.py"))
+			v := readyVals(t, tg.Ready)
+			tid := func(name string) int { return tidOf(t, v, name) }
+			a1, a2 := tid("abba-1"), tid("abba-2")
+			r := []int{tid("ring-0"), tid("ring-1"), tid("ring-2")}
+			owners := map[int]int{a1: a2, a2: a1, r[0]: r[1], r[1]: r[2], r[2]: r[0], tid("held-wait"): tid("holder")}
+			// the RLock each waits for: its id() in Python
+			lock := map[int]string{a1: addrOf(t, v, "b"), a2: addrOf(t, v, "a"), r[0]: addrOf(t, v, "ring1"),
+				r[1]: addrOf(t, v, "ring2"), r[2]: addrOf(t, v, "ring0"), tid("held-wait"): addrOf(t, v, "held")}
+			cycles := []string{fmt.Sprint(sorted(a1, a2)), fmt.Sprint(sorted(r...))}
+			sort.Strings(cycles)
+			want := strings.Join(cycles, "; ")
+			var p dProc
+			got := ""
+			// (a waiter seen blocked by the program may still be on its way
+			// into the lock's slow path: read again, a bounded number of times)
+			for try := 0; try < 5 && got != want; try++ {
+				p = diagJSON(t, "-p", strconv.Itoa(tg.PID))
+				got = deadlockSets(p)
+			}
+			if got != want {
+				t.Fatalf("deadlocks %s, want %s (verdict %q)", got, want, p.Verdict)
+			}
+			if !strings.HasPrefix(p.Verdict, "2 deadlocks") {
+				t.Errorf("verdict %q, want 2 deadlocks first", p.Verdict)
+			}
+			for waiter, owner := range owners {
+				w := threadByTID(t, p, waiter).WaitingFor
+				switch {
+				case w == nil:
+					t.Errorf("thread %d waits for nothing, want an RLock held by %d", waiter, owner)
+				case w.Kind != "python-rlock" || w.OwnerTID == nil || *w.OwnerTID != owner:
+					t.Errorf("thread %d waits for %s held by %v (%s), want python-rlock held by %d", waiter, w.Kind, w.OwnerTID, w.Note, owner)
+				case w.Address == nil || *w.Address != lock[waiter]:
+					t.Errorf("thread %d waits for the RLock at %v, want %s (its id())", waiter, w.Address, lock[waiter])
+				}
+			}
+			holder := "held 2 time(s)"
+			if w := threadByTID(t, p, tid("held-wait")).WaitingFor; w != nil && !strings.Contains(w.Note, holder) {
+				t.Errorf("held-wait's note %q, want %q (holder.acquire twice)", w.Note, holder)
+			}
+			switch w := threadByTID(t, p, tid("lock-wait")).WaitingFor; {
+			case w == nil:
+				t.Errorf("lock-wait waits for nothing")
+			case w.Kind != "python-lock" || w.OwnerTID != nil || !strings.Contains(w.Note, "threading.Lock records no owner"):
+				t.Errorf("lock-wait waits for %s held by %v (%s), want python-lock, no owner, the note saying why", w.Kind, w.OwnerTID, w.Note)
+			}
+			out, _, _ := runSS(t, "dump", "-p", strconv.Itoa(tg.PID))
+			if n := strings.Count(out, "\nDEADLOCK: "); n != 2 {
+				t.Errorf("%d DEADLOCK: lines in the text, want 2:\n%s", n, out)
+			}
+		})
+	}
+}
+
+// deadlockSets is each deadlock's threads, sorted, the cycles sorted.
+func deadlockSets(p dProc) string {
+	if p.Deadlocks == nil {
+		return "<none>"
+	}
+	var out []string
+	for _, d := range *p.Deadlocks {
+		out = append(out, fmt.Sprint(sorted(d.TIDs...)))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
+}
+
+func sorted(v ...int) []int {
+	s := append([]int(nil), v...)
+	sort.Ints(s)
+	return s
+}
+
+// TestPythonGILVerdict: of gil.py's four threads spinning in pure Python,
+// one holds the GIL ("gil": true, running Python in spin's loop, whose
+// line the program prints) and the verdict says the three others wait
+// for the GIL held by it; each of the three names it as owner. The GIL
+// changes hands every few milliseconds: a dump whose stacks and GIL read
+// disagree (no thread marked, or fewer than three waiting) is taken again,
+// a bounded number of times. Every CPython the machine has.
+func TestPythonGILVerdict(t *testing.T) {
+	for _, py := range pythons() {
+		t.Run(py.name, func(t *testing.T) { gilVerdict(t, testutil.Need(t, py.path)) })
+	}
+}
+
+func gilVerdict(t *testing.T, py string) {
+	src := testutil.Testdata("python", "gil.py")
+	tg := testutil.Start(t, py, src)
+	v := readyVals(t, tg.Ready)
+	spin := map[int]bool{}
+	for i := 0; i < 4; i++ {
+		spin[tidOf(t, v, fmt.Sprintf("spin-%d", i))] = true
+	}
+	loop := tidOf(t, v, "loop")
+	var p dProc
+	holder := 0
+	for try := 0; try < 30 && holder == 0; try++ {
+		p = diagJSON(t, "-p", strconv.Itoa(tg.PID))
+		holder = gilHolder(p, spin)
+	}
+	if holder == 0 {
+		t.Fatalf("no dump of 30 had one spinning thread holding the GIL and three waiting for it; last verdict %q", p.Verdict)
+	}
+	want := fmt.Sprintf("3 threads (%q) wait for the GIL held by thread %d %q, which is running Python at %s:", threadByTID(t, p, holder).Name, holder, threadByTID(t, p, holder).Name, src)
+	if !strings.Contains(p.Verdict, want) {
+		t.Fatalf("verdict %q, want it to say %q", p.Verdict, want)
+	}
+	at := p.Verdict[strings.Index(p.Verdict, want)+len(want):]
+	if line, _, _ := strings.Cut(at, ";"); line != strconv.Itoa(loop) && line != strconv.Itoa(loop+1) {
+		t.Errorf("the holder runs Python at line %s, want spin's loop (%d or %d)", line, loop, loop+1)
+	}
+}
+
+// gilHolder is the spinning thread marked as holding the GIL when the
+// three other spinning threads wait for the GIL held by it; else 0.
+func gilHolder(p dProc, spin map[int]bool) int {
+	holder, waiting := 0, 0
+	for _, th := range p.Threads {
+		if spin[th.TID] && th.GIL {
+			holder = th.TID
+		}
+	}
+	for _, th := range p.Threads {
+		if w := th.WaitingFor; spin[th.TID] && w != nil && w.Kind == "python-gil" && w.OwnerTID != nil && *w.OwnerTID == holder {
+			waiting++
+		}
+	}
+	if waiting != 3 {
+		return 0
+	}
+	return holder
+}
+
+// TestPythonEmbedded: CPython is found wherever _PyRuntime is, whatever
+// the file's name: a C program with libpython3.11.a linked in, one
+// linked against libpython3.11.so, and Debian's python3.11 copied under
+// another name. Each runs embed.py, whose main thread says where it
+// sleeps (wait_here, its line) and its release.
+func TestPythonEmbedded(t *testing.T) {
+	config := testutil.Need(t, "/usr/bin/python3.11-config")
+	py := testutil.Need(t, "/usr/bin/python3.11")
+	flags := func(args ...string) []string {
+		out, err := exec.Command(config, args...).Output()
+		if err != nil {
+			t.Fatalf("%s %v: %v", config, args, err)
+		}
+		return strings.Fields(string(out))
+	}
+	src := []string{testutil.Testdata("python", "embed.c")}
+	cflags := append(flags("--embed", "--cflags"), "-O1")
+	dir := flags("--configdir")
+	static := slices.Concat(cflags, []string{filepath.Join(dir[0], "libpython3.11-pic.a"), "-ldl", "-lm", "-lz", "-lexpat"})
+	shared := slices.Concat(cflags, flags("--embed", "--ldflags"))
+	renamed := filepath.Join(t.TempDir(), "worker")
+	if out, err := exec.Command("cp", py, renamed).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	for _, c := range []struct{ name, exe string }{
+		{"static", testutil.Build(t, "gcc", src, static...)},
+		{"shared", testutil.Build(t, "gcc", src, shared...)},
+		{"renamed", renamed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			script := testutil.Testdata("python", "embed.py")
+			tg := testutil.Start(t, c.exe, script)
+			v := readyVals(t, tg.Ready)
+			p := dumpJSON(t, "-p", strconv.Itoa(tg.PID))
+			if p.Runtime == nil || p.Runtime.Name != "python" || p.Runtime.Version != v["version"] {
+				t.Errorf("runtime %+v, want python %s", p.Runtime, v["version"])
+			}
+			var main jThread
+			for _, th := range p.Threads {
+				if th.TID == tidOf(t, v, "tid") {
+					main = th
+				}
+			}
+			want := []string{fmt.Sprintf("wait_here %s:%s", script, v["line"]), "<module> " + script}
+			got := pyFrames(main)
+			if len(got) != 2 || got[0] != want[0] || !strings.HasPrefix(got[1], want[1]+":") {
+				t.Errorf("Python frames %q, want %q (the second at any line); warnings %q", got, want, p.Warnings)
+			}
+		})
+	}
+}
+
+// TestPythonRecordRenamed: record finds the interpreter of Debian's
+// python3.11 copied under another name (worker) and keeps its Python
+// frames: hot.py's hot_a and hot_b are in the folded stacks.
+func TestPythonRecordRenamed(t *testing.T) {
+	py := testutil.Need(t, "/usr/bin/python3.11")
+	renamed := filepath.Join(t.TempDir(), "worker")
+	if out, err := exec.Command("cp", py, renamed).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	tg := testutil.Start(t, renamed, testutil.Testdata("python", "hot.py"))
+	out := filepath.Join(t.TempDir(), "p.folded")
+	if _, errOut, code := runSS(t, "record", "-F", "99", "-d", "2s", "-o", out, strconv.Itoa(tg.PID)); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := foldedShares(t, string(data), "hot_a", "hot_b"); got["hot_a"] == 0 || got["hot_b"] == 0 {
+		t.Errorf("hot_a %d, hot_b %d samples: the Python frames of a python named worker were not recorded:\n%s", got["hot_a"], got["hot_b"], data)
+	}
+}
