@@ -4,6 +4,7 @@ package offline
 
 import (
 	"os"
+	"syscall"
 
 	"stackshot/capfile"
 	"stackshot/report"
@@ -20,7 +21,15 @@ func (r *Reader) readSandboxed(f *os.File, size int64, path string) (procs []*re
 	cfg := r.o.Sandbox
 	cfg.Resolve = r.o.Resolve
 	// (the error of a child that never started says why: not said twice)
-	child := sandbox.TryStart(cfg, sandbox.Target{UID: -1, GID: -1}, path, func(string) {})
+	// The file's owner stands for the target's user: the child is given
+	// the files that user could read (a capture root made: root's).
+	owner := sandbox.Target{UID: -1, GID: -1}
+	if fi, err := f.Stat(); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			owner.UID, owner.GID = int(st.Uid), int(st.Gid)
+		}
+	}
+	child := sandbox.TryStart(cfg, owner, path, func(string) {})
 	procs, failed, err = r.readInChild(child, f, size, path)
 	return procs, failed, err, true
 }

@@ -111,15 +111,16 @@ func sameFileAt(dirfd int, path string, follow bool, st *unix.Stat_t) bool {
 }
 
 // reachable is reachableAs for the user mayRead judges by: the target's
-// (its uid and gid), or, when the target's is unknown or there is none (a
-// saved capture), the child's own, a user of nothing (so what anyone may
-// reach). Without root, stackshot's own open already was a user's.
+// (its uid and gid; for a saved file, the file's owner: the child learns
+// nothing its author could not read), or, when that is unknown, the
+// child's own, a user of nothing (so what anyone may reach). Without
+// root, stackshot's own open already was a user's.
 func (c *Child) reachable(root, path string, follow bool, st *unix.Stat_t) bool {
 	if os.Geteuid() != 0 {
 		return true
 	}
 	uid, gid := c.t.UID, c.t.GID
-	if c.t.PID == 0 || uid < 0 || gid < 0 {
+	if uid < 0 || gid < 0 {
 		if c.user == nil {
 			return false
 		}

@@ -887,9 +887,9 @@ func (c *Child) mayRead(st *unix.Stat_t) bool {
 	switch {
 	case st.Mode&0o004 != 0:
 		return true
-	case c.t.UID >= 0 && c.t.PID != 0 && int(st.Uid) == c.t.UID:
+	case c.t.UID >= 0 && int(st.Uid) == c.t.UID:
 		return st.Mode&0o400 != 0
-	case c.t.GID >= 0 && c.t.PID != 0 && int(st.Gid) == c.t.GID:
+	case c.t.GID >= 0 && int(st.Gid) == c.t.GID:
 		return st.Mode&0o040 != 0
 	}
 	return false

@@ -40,11 +40,14 @@ func blockedLine(t *testing.T, s string) int {
 func verdictLine(t *testing.T, pid int) string {
 	t.Helper()
 	out := dumpText(t, strconv.Itoa(pid))
-	lines := strings.SplitN(out, "\n", 3)
-	if len(lines) < 2 || !strings.HasPrefix(lines[1], "Verdict: ") {
-		t.Fatalf("no verdict line in\n%s", out)
+	// (under the process header and its command line)
+	for _, l := range strings.SplitN(out, "\n", 4)[1:] {
+		if strings.HasPrefix(l, "Verdict: ") {
+			return l
+		}
 	}
-	return lines[1]
+	t.Fatalf("no verdict line in\n%s", out)
+	return ""
 }
 
 // 1000 goroutines leaked on one channel (the program's own runtime.Stack

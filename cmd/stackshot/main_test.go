@@ -319,7 +319,7 @@ func TestDumpText(t *testing.T) {
 		" in main_wait ",
 		"blocked.c:",
 		"[kernel]",
-		"--- read(0x3, ",
+		"--- read(3, …) on pipe:[",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)
