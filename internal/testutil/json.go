@@ -87,6 +87,7 @@ type JSONFrame struct {
 	Method          string  `json:"method"`
 	BuildIDMismatch bool    `json:"build_id_mismatch"`
 	SignalFrame     bool    `json:"signal_frame"`
+	FrameType       string  `json:"frame_type"`
 }
 
 // Fn is the frame's function name, "?" when unknown.
