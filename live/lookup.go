@@ -33,7 +33,7 @@ func Lookup(pid int, newSym func() *symtab.Symbolizer, o Options) (lookup func(u
 		cfg := o.Sandbox
 		cfg.Resolve = resolve.Options{Live: true}
 		if child := sandbox.TryStart(cfg, t, fmt.Sprintf("process %d", pid), s.sayUnlessQuiet); child != nil {
-			return s.childLookup(child, &ptrace.Process{Arch: arch.AMD64, PID: pid, Maps: maps}), func() { child.Close() }, nil
+			return s.childLookup(child, &ptrace.Process{Arch: arch.Host, PID: pid, Maps: maps}), func() { child.Close() }, nil
 		}
 	}
 	res := resolve.NewResolver(newSym(), resolve.Options{Live: true})

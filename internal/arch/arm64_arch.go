@@ -49,3 +49,16 @@ func SyscallNameFor(arch string, nr int64) string {
 	}
 	return fmt.Sprintf("syscall_%d", nr)
 }
+
+// OfRegs names the architecture whose user register set has n words
+// (a thread's captured registers), or the host's when n says nothing (a
+// thread read without registers).
+func OfRegs(n int) string {
+	switch n {
+	case ARM64UserRegsCount:
+		return ARM64
+	case UserRegsCount:
+		return AMD64
+	}
+	return Host
+}
