@@ -67,11 +67,3 @@ func putRegs(b []byte, regs []uint64) {
 		binary.LittleEndian.PutUint64(b[prstatusReg+8*i:], regs[i])
 	}
 }
-
-func getRegs(b []byte) []uint64 {
-	r := make([]uint64, arch.UserRegsCount)
-	for i := range r {
-		r[i] = binary.LittleEndian.Uint64(b[prstatusReg+8*i:])
-	}
-	return r
-}

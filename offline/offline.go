@@ -88,7 +88,8 @@ func (r *Reader) Read(path string) (procs []*report.Process, failed int, err err
 			continue
 		}
 		if sv.Mem != nil && p.BuildIDs == nil {
-			resolve.CollectImages(p, sv.Mem) // a core of another tool
+			resolve.LinkMapModules(p, sv.Mem, r.sym, ropts.Sysroot, ropts.Exe) // a core that names no files
+			resolve.CollectImages(p, sv.Mem)                                   // a core of another tool
 		}
 		rp, err := res.SafeProcess(p, sv.Mem)
 		if err != nil {

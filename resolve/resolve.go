@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"stackshot/internal/arch"
 	"stackshot/internal/contain"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -27,6 +28,10 @@ type Options struct {
 	// Sysroot is where a saved capture's files are looked up first ("" or
 	// "/": the host's root).
 	Sysroot string
+	// Exe is report -e: the saved capture's main executable, used in
+	// place of the path the capture names (checked by build id where
+	// the capture has one).
+	Exe string
 	// Sampler: the resolver unwinds many samples of the same modules, so
 	// each module's CFI is compiled whole once (a lookup is then a binary
 	// search). Otherwise (a one-off dump) only the FDEs of the PCs met are
@@ -360,6 +365,16 @@ func (s *Space) ReadMemory(p []byte, addr uint64) (int, error) {
 func (s *Space) input(th *ptrace.Thread) (unwind.Input, bool) {
 	in := unwind.Input{Space: s, MaxFrames: s.r.opts.MaxFrames}
 	switch {
+	case s.p.Arch == arch.ARM64:
+		in.Arch, in.PACMask = unwind.ArchARM64, s.p.PACMask
+		switch {
+		case len(th.Regs) >= arch.ARM64UserRegsCount:
+			in.Regs = unwind.RegsFromUserARM64(th.Regs)
+		case th.Method == ptrace.MethodNoStop && th.Syscall != nil:
+			in.Regs = unwind.RegsFromSyscallARM64(th.Syscall.SP, th.Syscall.PC)
+		default:
+			return in, false
+		}
 	case len(th.Regs) >= unwind.UserRegsCount:
 		in.Regs = unwind.RegsFromUser(th.Regs)
 	case th.Method == ptrace.MethodNoStop && th.Syscall != nil:

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -78,7 +79,7 @@ func cmdReport(args []string) error {
 		return cli.Usage("report needs a capture FILE", "it reads what 'stackshot capture' or a core dump saved", "e.g. 'stackshot report snap.gz'")
 	}
 	sym := c.newSymbolizer() // (sets c.debuginfod)
-	r := offline.New(sym, offline.Options{Resolve: resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot},
+	r := offline.New(sym, offline.Options{Resolve: resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot, Exe: absPath(c.exe)},
 		Sandbox: c.sandboxConfig(resolve.Options{}), NoSandbox: c.noSandbox,
 		TIDs: c.tids, Quiet: c.quiet, Say: cli.Say})
 	var procs []*report.Process
@@ -95,4 +96,13 @@ func cmdReport(args []string) error {
 	}
 	c.symbolizerNotes(r)
 	return cli.Failed(failed)
+}
+
+// absPath makes a file named on the command line absolute ("" stays ""):
+// a saved capture's files are looked up by absolute path.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil && p != "" {
+		return a
+	}
+	return p
 }

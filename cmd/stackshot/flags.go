@@ -96,6 +96,9 @@ func newCommon(name string) *common {
 	if name == "record" {
 		c.otlp = addOTLPFlags(c.fs)
 	}
+	if name == "report" {
+		c.fs.StringVarP(&c.exe, "exe", "e", "", "use this ELF file as the core's main executable (checked by build id), as gdb EXE CORE does")
+	}
 	if name == "symbolize" {
 		c.fs.StringVarP(&c.exe, "exe", "e", "", "resolve addresses in this ELF file (addresses are its virtual addresses)")
 		c.fs.BoolVarP(&c.showAddr, "addresses", "a", false, "print each address before its lines")
