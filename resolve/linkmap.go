@@ -3,9 +3,11 @@ package resolve
 import (
 	"debug/elf"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"sort"
 
+	"stackshot/internal/arch"
 	"stackshot/internal/safeelf"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -55,6 +57,14 @@ func LinkMapModules(p *ptrace.Process, mem io.ReaderAt, sym *symtab.Symbolizer, 
 	if !ok {
 		return
 	}
+	want := elf.EM_X86_64
+	if p.Arch == arch.ARM64 {
+		want = elf.EM_AARCH64
+	}
+	if ef.Machine != want {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%s is a file for %v, the core is of %s: not used", exe, ef.Machine, p.Arch))
+		return
+	}
 	files = append(files, loads(ef, bias, exe)...)
 	p.Exe = exe
 	for _, lm := range linkMaps(mem, bias+dyn) {
@@ -65,8 +75,10 @@ func LinkMapModules(p *ptrace.Process, mem io.ReaderAt, sym *symtab.Symbolizer, 
 		if err != nil {
 			continue
 		}
-		if sf, err := openELF(f); err == nil {
+		if sf, err := openELF(f); err == nil && sf.Machine == want {
 			files = append(files, loads(sf, lm.addr, lm.name)...)
+		} else if err == nil {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s is a file for %v, the core is of %s: not used (give --sysroot)", lm.name, sf.Machine, p.Arch))
 		}
 		f.Close()
 	}
