@@ -49,7 +49,7 @@ func LinkMapModules(p *ptrace.Process, mem io.ReaderAt, sym *symtab.Symbolizer, 
 	if exe == "" {
 		exe = cstringAt(mem, auxv(p.Auxv, atExecFn))
 	}
-	if exe == "" || phdr == 0 {
+	if exe == "" {
 		return
 	}
 	var files []procmaps.Mapping
@@ -67,6 +67,10 @@ func LinkMapModules(p *ptrace.Process, mem io.ReaderAt, sym *symtab.Symbolizer, 
 	}
 	files = append(files, loads(ef, bias, exe)...)
 	p.Exe = exe
+	if dyn == 0 { // a static executable (Go's): no other object
+		p.Maps = joinMaps(files, p.Maps)
+		return
+	}
 	for _, lm := range linkMaps(mem, bias+dyn) {
 		if lm.name == "" || lm.name == exe {
 			continue
@@ -86,8 +90,9 @@ func LinkMapModules(p *ptrace.Process, mem io.ReaderAt, sym *symtab.Symbolizer, 
 }
 
 // openModule opens the main executable and returns its PT_DYNAMIC's
-// virtual address and its load bias, from where the auxiliary vector says
-// its program headers are.
+// virtual address (0: a static executable) and its load bias, from where
+// the auxiliary vector says its program headers are (a fixed-address
+// executable's is 0 when the core has no auxiliary vector).
 func openModule(sym *symtab.Symbolizer, root, exe string, phdr uint64) (*elf.File, uint64, uint64, bool) {
 	f, err := sym.OpenModule(root, exe)
 	if err != nil {
@@ -112,7 +117,10 @@ func openModule(sym *symtab.Symbolizer, root, exe string, phdr uint64) (*elf.Fil
 			phVaddr = pr.Vaddr + elfPhoff(ef)
 		}
 	}
-	if dyn == 0 || phdr < phVaddr {
+	if phdr == 0 && ef.Type == elf.ET_EXEC {
+		return ef, dyn, 0, true
+	}
+	if phdr == 0 || phdr < phVaddr {
 		return nil, 0, 0, false
 	}
 	return ef, dyn, phdr - phVaddr, true

@@ -66,20 +66,32 @@ func (w *walker) stepARM64(cur *Frame, frame0 bool) (Frame, StopReason) {
 		look = pc - 1
 	}
 	mi, inMap := w.lookup(look)
+	var rs *ruleSet
+	var src *Table
 	if inMap && mi.CFI != nil && look >= mi.Bias {
-		if rs, _, src := w.rowAt(mi.CFI, look-mi.Bias); rs != nil {
-			if rs.Signal {
-				return w.signalStepARM64(cur)
-			}
-			f, stop := w.cfiStepARM64(rs, src)
-			if stop == StopNone || stop == StopEnd {
-				return f, stop
-			}
-			if f2, stop2 := w.recordStepARM64(); stop2 == StopNone {
-				return f2, stop2
-			}
+		rs, _, src = w.rowAt(mi.CFI, look-mi.Bias)
+	}
+	// Go code by its pclntab where there is no CFI (a stripped binary),
+	// at a root (runtime.sigtramp goes on to its signal frame) and at a
+	// stack switch, as on x86-64.
+	if inMap && mi.Go != nil && look >= mi.Bias {
+		_, size, root, sw, ok := mi.Go.FrameSize(look - mi.Bias)
+		if ok && (rs == nil || root || sw && !cur.Exact) {
+			return w.goStepARM64(size, root, sw && !cur.Exact, cur.Exact)
+		}
+	}
+	if rs != nil {
+		if rs.Signal {
+			return w.signalStepARM64(cur)
+		}
+		f, stop := w.cfiStepARM64(rs, src)
+		if stop == StopNone || stop == StopEnd {
 			return f, stop
 		}
+		if f2, stop2 := w.recordStepARM64(); stop2 == StopNone {
+			return f2, stop2
+		}
+		return f, stop
 	}
 	if !inMap || !mi.Exec {
 		if !frame0 {
@@ -254,4 +266,64 @@ func (w *walker) signalStepARM64(cur *Frame) (Frame, StopReason) {
 	}
 	w.regs = nr
 	return Frame{PC: newPC, SP: newSP, Method: MethodSignal, Exact: true}, StopNone
+}
+
+// goStepARM64 unwinds a Go frame by its frame size from the pclntab.
+// Go on arm64 saves the link register at the bottom of the frame it
+// allocates ([SP]) and its frame pointer just below ([SP-8], x29 pointing
+// there); the caller's SP is SP+size. A function with no frame at pc (a
+// leaf, or its entry) still has its return address in the link register,
+// known for an exact frame only. A root ends the walk unless its return
+// address is the sigreturn trampoline (runtime.sigtramp); a function that
+// switched stacks goes on by the frame record x29 points at.
+func (w *walker) goStepARM64(size uint64, root, switches, exact bool) (Frame, StopReason) {
+	sp := w.regs.V[A64SP]
+	ret, ok := w.goReturnARM64(sp, size, exact)
+	if root && !(ok && w.isTrampolineARM64(ret, false)) {
+		return Frame{}, StopEnd
+	}
+	if switches {
+		return w.recordStepARM64()
+	}
+	if !ok {
+		return Frame{}, StopStackCopy
+	}
+	cfa := sp + size
+	if cfa < sp {
+		return Frame{}, StopNoProgress
+	}
+	if w.hi != 0 && cfa > w.hi {
+		return Frame{}, StopLeftStack
+	}
+	var nr Regs
+	nr.V = w.regs.V
+	nr.Known = w.regs.Known & a64CalleeSaved
+	if fp, ok := w.regs.Get(A64FP); ok && size > 0 && fp == sp-8 {
+		if v, ok := w.read64(fp); ok {
+			nr.Set(A64FP, v)
+		} else {
+			nr.Forget(A64FP)
+		}
+	}
+	nr.Set(A64LR, ret)
+	nr.Set(A64PC, ret)
+	nr.Set(A64SP, cfa)
+	return w.acceptARM64(&nr, MethodPclntab)
+}
+
+// goReturnARM64 is a Go frame's return address: at [SP] when it has a
+// frame, else the link register (an exact frame's).
+func (w *walker) goReturnARM64(sp, size uint64, exact bool) (uint64, bool) {
+	if size == 0 {
+		if !exact {
+			return 0, false
+		}
+		lr, ok := w.regs.Get(A64LR)
+		return lr &^ w.pacMask, ok
+	}
+	if w.hi != 0 && sp+8 > w.hi {
+		return 0, false
+	}
+	v, ok := w.read64(sp)
+	return v &^ w.pacMask, ok
 }

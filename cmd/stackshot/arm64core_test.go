@@ -9,6 +9,7 @@ package main
 // core.
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,9 +33,19 @@ const arm64Sysroot = "/usr/aarch64-linux-gnu"
 func arm64Core(t *testing.T, flags ...string) (exe, core string) {
 	t.Helper()
 	testutil.Need(t, "aarch64-linux-gnu-gcc")
-	testutil.Need(t, "qemu-aarch64-static")
 	exe = testutil.Build(t, "aarch64-linux-gnu-gcc", []string{testutil.Testdata("targets", "arm64", "crash.c")},
 		append([]string{"-g", "-pthread"}, flags...)...)
+	core, _ = qemuCore(t, exe, nil, false)
+	return exe, core
+}
+
+// qemuCore runs the aarch64 program exe under qemu (env added) until it
+// dies of a signal: its own, or, with abortReady, the SIGABRT sent to it
+// once it prints "ready". It returns qemu's core of it and what the
+// program wrote on stderr.
+func qemuCore(t *testing.T, exe string, env []string, abortReady bool) (core, stderr string) {
+	t.Helper()
+	testutil.Need(t, "qemu-aarch64-static")
 	dir := t.TempDir()
 	// qemu writes qemu_<prog>_<date>_<pid>.core into its working
 	// directory when the guest dies of a signal (RLIMIT_CORE permitting);
@@ -41,11 +53,27 @@ func arm64Core(t *testing.T, flags ...string) (exe, core string) {
 	// own core of qemu there too, which is removed.
 	cmd := exec.Command("sh", "-c", `ulimit -c unlimited; exec qemu-aarch64-static -cpu max -L "$1" "$2"`, "sh", arm64Sysroot, exe)
 	cmd.Dir = dir
-	done := make(chan error, 1)
+	cmd.Env = append(os.Environ(), env...)
+	var errBuf strings.Builder
+	cmd.Stderr = &errBuf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- cmd.Wait() }()
+	done := make(chan error, 1)
+	go func() {
+		// (the shell execs qemu: its pid is qemu's)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if abortReady && sc.Text() == "ready" {
+				cmd.Process.Signal(syscall.SIGABRT)
+			}
+		}
+		done <- cmd.Wait()
+	}()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Minute):
@@ -55,10 +83,10 @@ func arm64Core(t *testing.T, flags ...string) (exe, core string) {
 	os.Remove(filepath.Join(dir, "core"))
 	cores, _ := filepath.Glob(filepath.Join(dir, "qemu_*.core"))
 	if len(cores) != 1 {
-		t.Fatalf("qemu left %d cores in %s, want 1", len(cores), dir)
+		t.Fatalf("qemu left %d cores in %s, want 1\n%s", len(cores), dir, errBuf.String())
 	}
 	t.Cleanup(func() { os.Remove(cores[0]) })
-	return exe, cores[0]
+	return cores[0], errBuf.String()
 }
 
 // namedChain is the named functions of a thread's frames, innermost
