@@ -144,15 +144,14 @@ func readCore(r io.ReaderAt, size int64) (c *Saved, err error) {
 	le := binary.LittleEndian
 	typ, machine := elf.Type(le.Uint16(eh[16:])), elf.Machine(le.Uint16(eh[18:]))
 	if elf.Class(eh[elf.EI_CLASS]) != elf.ELFCLASS64 || elf.Data(eh[elf.EI_DATA]) != elf.ELFDATA2LSB {
-		return nil, fmt.Errorf("a core of another architecture (%v, %v): not supported yet (this stackshot reads x86-64 cores)",
-			elf.Class(eh[elf.EI_CLASS]), elf.Data(eh[elf.EI_DATA]))
+		return nil, unsupportedCore(eh[:])
 	}
 	if typ != elf.ET_CORE {
 		return nil, fmt.Errorf("%w (an ELF file of type %v, not a core)", ErrNotCapture, typ)
 	}
 	ca, ok := coreArches[machine]
 	if !ok {
-		return nil, fmt.Errorf("a core of architecture %v: not supported (this stackshot reads x86-64 and aarch64 cores)", machine)
+		return nil, unsupportedCore(eh[:])
 	}
 	phoff, phent, phnum := le.Uint64(eh[32:]), uint64(le.Uint16(eh[54:])), uint64(le.Uint16(eh[56:]))
 	if phent != 56 || phnum == 0 || phoff > uint64(size) || phnum*56 > uint64(size)-phoff {
@@ -502,4 +501,34 @@ func cstring(b []byte) string {
 		b = b[:i]
 	}
 	return string(b)
+}
+
+// unsupportedCore says which machine's core the ELF header eh is of (its
+// class and byte order taken into account: s390x's is big-endian) and
+// that it is not read.
+func unsupportedCore(eh []byte) error {
+	var order binary.ByteOrder = binary.LittleEndian
+	if elf.Data(eh[elf.EI_DATA]) == elf.ELFDATA2MSB {
+		order = binary.BigEndian
+	}
+	class, m := elf.Class(eh[elf.EI_CLASS]), elf.Machine(order.Uint16(eh[18:]))
+	name := m.String()
+	switch {
+	case m == elf.EM_386:
+		name = "i386"
+	case m == elf.EM_X86_64 && class == elf.ELFCLASS32:
+		name = "x32"
+	case m == elf.EM_ARM:
+		name = "32-bit arm"
+	case m == elf.EM_PPC64 && order == binary.LittleEndian:
+		name = "ppc64le"
+	case m == elf.EM_PPC64:
+		name = "ppc64"
+	case m == elf.EM_S390:
+		name = "s390x"
+	case m == elf.EM_RISCV:
+		name = "riscv64"
+	}
+	return fmt.Errorf("a core of %s programs (%v, %v, %v): not supported (this stackshot reads x86-64 and aarch64 cores; read it with the debugger of that machine)",
+		name, m, class, elf.Data(eh[elf.EI_DATA]))
 }
