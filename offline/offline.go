@@ -5,6 +5,8 @@
 package offline
 
 import (
+	"path/filepath"
+
 	"stackshot/capfile"
 	"stackshot/report"
 	"stackshot/resolve"
@@ -37,6 +39,9 @@ type Reader struct {
 func New(sym *symtab.Symbolizer, o Options) *Reader {
 	if o.Say == nil {
 		o.Say = func(string) {}
+	}
+	if a, err := filepath.Abs(o.Resolve.Exe); err == nil && o.Resolve.Exe != "" {
+		o.Resolve.Exe = a // (as named on the command line: a child looks files up by absolute path)
 	}
 	return &Reader{o: o, sym: sym}
 }

@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -79,7 +78,7 @@ func cmdReport(args []string) error {
 		return cli.Usage("report needs a capture FILE", "it reads what 'stackshot capture' or a core dump saved", "e.g. 'stackshot report snap.gz'")
 	}
 	sym := c.newSymbolizer() // (sets c.debuginfod)
-	r := offline.New(sym, offline.Options{Resolve: resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot, Exe: absPath(c.exe)},
+	r := offline.New(sym, offline.Options{Resolve: resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot, Exe: c.exe},
 		Sandbox: c.sandboxConfig(resolve.Options{}), NoSandbox: c.noSandbox,
 		TIDs: c.tids, Quiet: c.quiet, Say: cli.Say})
 	var procs []*report.Process
@@ -96,13 +95,4 @@ func cmdReport(args []string) error {
 	}
 	c.symbolizerNotes(r)
 	return cli.Failed(failed)
-}
-
-// absPath makes a file named on the command line absolute ("" stays ""):
-// a saved capture's files are looked up by absolute path.
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil && p != "" {
-		return a
-	}
-	return p
 }

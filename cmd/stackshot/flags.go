@@ -96,9 +96,6 @@ func newCommon(name string) *common {
 	if name == "record" {
 		c.otlp = addOTLPFlags(c.fs)
 	}
-	if name == "report" {
-		c.fs.StringVarP(&c.exe, "exe", "e", "", "use this ELF file as the core's main executable (checked by build id), as gdb EXE CORE does")
-	}
 	if name == "symbolize" {
 		c.fs.StringVarP(&c.exe, "exe", "e", "", "resolve addresses in this ELF file (addresses are its virtual addresses)")
 		c.fs.BoolVarP(&c.showAddr, "addresses", "a", false, "print each address before its lines")
@@ -154,6 +151,7 @@ func (c *common) register(name string, set int, v *common) {
 		if name == "report" {
 			fs.StringVar(&v.perfMap, "perf-map", "", "the JIT perf map (perf-PID.map) of the captured process")
 			fs.StringVar(&v.sysroot, "sysroot", "/", "look the capture's files up under DIR first (checked by build id)")
+			fs.StringVarP(&v.exe, "exe", "e", "", "use this ELF file as the core's main executable (checked by build id), as gdb EXE CORE does")
 		}
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
 		if v == c { // (new: not among the flags every command once took)
