@@ -116,6 +116,9 @@ func ArtifactErr(name, src string, steps ...[]string) (string, error) {
 		fmt.Fprintf(&log, "%q\n", args)
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Dir = scratch
+		// For this machine unless a step says otherwise: an arm64 test
+		// binary run under emulation has GOARCH=arm64 from go test.
+		cmd.Env = environWithout("GOARCH")
 		if o, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, o)
 		}
