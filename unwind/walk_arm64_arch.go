@@ -71,12 +71,12 @@ func (w *walker) stepARM64(cur *Frame, frame0 bool) (Frame, StopReason) {
 	if inMap && mi.CFI != nil && look >= mi.Bias {
 		rs, _, src = w.rowAt(mi.CFI, look-mi.Bias)
 	}
-	// Go code by its pclntab where there is no CFI (a stripped binary),
-	// at a root (runtime.sigtramp goes on to its signal frame) and at a
-	// stack switch, as on x86-64.
+	// Go code by its pclntab, CFI or not: Go's CFI on arm64 says nothing
+	// of x29, which the pclntab's frame layout restores (and a stack
+	// switch follows), and nothing right at a root (runtime.sigtramp goes
+	// on to its signal frame).
 	if inMap && mi.Go != nil && look >= mi.Bias {
-		_, size, root, sw, ok := mi.Go.FrameSize(look - mi.Bias)
-		if ok && (rs == nil || root || sw && !cur.Exact) {
+		if _, size, root, sw, ok := mi.Go.FrameSize(look - mi.Bias); ok {
 			return w.goStepARM64(size, root, sw && !cur.Exact, cur.Exact)
 		}
 	}
@@ -275,7 +275,8 @@ func (w *walker) signalStepARM64(cur *Frame) (Frame, StopReason) {
 // leaf, or its entry) still has its return address in the link register,
 // known for an exact frame only. A root ends the walk unless its return
 // address is the sigreturn trampoline (runtime.sigtramp); a function that
-// switched stacks goes on by the frame record x29 points at.
+// switched stacks goes on by its own frame record, which x29 still points
+// at on the stack it left (goSwitchStepARM64).
 func (w *walker) goStepARM64(size uint64, root, switches, exact bool) (Frame, StopReason) {
 	sp := w.regs.V[A64SP]
 	ret, ok := w.goReturnARM64(sp, size, exact)
@@ -283,7 +284,7 @@ func (w *walker) goStepARM64(size uint64, root, switches, exact bool) (Frame, St
 		return Frame{}, StopEnd
 	}
 	if switches {
-		return w.recordStepARM64()
+		return w.goSwitchStepARM64(size)
 	}
 	if !ok {
 		return Frame{}, StopStackCopy
@@ -326,4 +327,47 @@ func (w *walker) goReturnARM64(sp, size uint64, exact bool) (uint64, bool) {
 	}
 	v, ok := w.read64(sp)
 	return v &^ w.pacMask, ok
+}
+
+// goSwitchStepARM64 finds the caller of a Go function that switched stacks
+// (systemstack, asmcgocall) with a frame of size bytes: the runtime keeps
+// x29 at that function's frame record, on the stack it switched from,
+// 8 bytes below its SP there ({caller's x29, return address into the
+// caller}); the caller's SP is that SP+size. mcall leaves nothing (x29 0).
+func (w *walker) goSwitchStepARM64(size uint64) (Frame, StopReason) {
+	fp, ok := w.regs.Get(A64FP)
+	if !ok || fp == 0 || size == 0 {
+		return Frame{}, StopEnd
+	}
+	if fp&7 != 0 {
+		return Frame{}, StopLeftStack
+	}
+	mi, ok := w.lookup(fp)
+	if !ok || mi.Exec || fp+16 > mi.End {
+		return Frame{}, StopLeftStack
+	}
+	next, ok1 := w.read64(fp)
+	ret, ok2 := w.read64(fp + 8)
+	if !ok1 || !ok2 {
+		return Frame{}, StopStackCopy
+	}
+	sp := fp + 8 + size
+	if sp < fp || sp > mi.End {
+		return Frame{}, StopLeftStack
+	}
+	ret &^= w.pacMask
+	if ret == 0 {
+		return Frame{}, StopPCZero
+	}
+	if m, ok := w.lookup(ret - 1); !ok || !m.Exec {
+		return Frame{}, StopNotExec
+	}
+	var nr Regs
+	nr.Set(A64FP, next)
+	nr.Set(A64LR, ret)
+	nr.Set(A64PC, ret)
+	nr.Set(A64SP, sp)
+	w.lo, w.hi = mi.Start, mi.End
+	w.regs = nr
+	return Frame{PC: ret, SP: sp, Method: MethodPclntab}, StopNone
 }
