@@ -134,6 +134,9 @@ func TestReportARM64GoCore(t *testing.T) {
 					t.Errorf("thread %d ends at %s, not at a thread's or goroutine's root: %v", th.TID, last, post)
 				}
 				ours = append(ours, post)
+				if slices.ContainsFunc(post, func(f goTraceFrame) bool { return f.fn == "runtime.systemstack" }) {
+					t.Logf("thread %d crosses runtime.systemstack: %v", th.TID, post)
+				}
 				for k, tr := range traces {
 					if !used[k] && goChainMatches(post, tr) {
 						used[k] = true
