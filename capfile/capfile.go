@@ -191,13 +191,19 @@ func decodeProcesses(dec *json.Decoder, g *guard, f *File) error {
 // checkProcess applies what the JSON decoder cannot: the architecture and
 // the register count.
 func checkProcess(p *ptrace.Process) error {
-	if p.Arch != arch.AMD64 {
-		return fmt.Errorf("a capture of architecture %q: not supported yet (this stackshot reads %s)", p.Arch, arch.AMD64)
+	want := 0
+	switch p.Arch {
+	case arch.AMD64:
+		want = arch.UserRegsCount
+	case arch.ARM64:
+		want = arch.ARM64UserRegsCount
+	default:
+		return fmt.Errorf("a capture of architecture %q: not supported (this stackshot reads %s and %s)", p.Arch, arch.AMD64, arch.ARM64)
 	}
 	for i := range p.Threads {
 		th := &p.Threads[i]
-		if n := len(th.Regs); n != 0 && n != arch.UserRegsCount {
-			return fmt.Errorf("thread %d: %d registers, want %d", th.TID, n, arch.UserRegsCount)
+		if n := len(th.Regs); n != 0 && n != want {
+			return fmt.Errorf("thread %d: %d registers, want %d", th.TID, n, want)
 		}
 	}
 	return nil

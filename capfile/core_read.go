@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 
-	"stackshot/internal/arch"
 	"stackshot/internal/contain"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -145,14 +144,14 @@ func readCore(r io.ReaderAt, size int64) (c *Saved, err error) {
 	le := binary.LittleEndian
 	typ, machine := elf.Type(le.Uint16(eh[16:])), elf.Machine(le.Uint16(eh[18:]))
 	if elf.Class(eh[elf.EI_CLASS]) != elf.ELFCLASS64 || elf.Data(eh[elf.EI_DATA]) != elf.ELFDATA2LSB {
-		return nil, fmt.Errorf("a core of another architecture (%v, %v): not supported yet (this stackshot reads x86-64 cores)",
-			elf.Class(eh[elf.EI_CLASS]), elf.Data(eh[elf.EI_DATA]))
+		return nil, unsupportedCore(eh[:])
 	}
 	if typ != elf.ET_CORE {
 		return nil, fmt.Errorf("%w (an ELF file of type %v, not a core)", ErrNotCapture, typ)
 	}
-	if machine != coreMachine {
-		return nil, fmt.Errorf("a core of architecture %v: not supported yet (this stackshot reads x86-64 cores)", machine)
+	ca, ok := coreArches[machine]
+	if !ok {
+		return nil, unsupportedCore(eh[:])
 	}
 	phoff, phent, phnum := le.Uint64(eh[32:]), uint64(le.Uint16(eh[54:])), uint64(le.Uint16(eh[56:]))
 	if phent != 56 || phnum == 0 || phoff > uint64(size) || phnum*56 > uint64(size)-phoff {
@@ -179,7 +178,7 @@ func readCore(r io.ReaderAt, size int64) (c *Saved, err error) {
 			return c, nil
 		}
 	}
-	p, err := processFromNotes(notes, mem, size)
+	p, err := processFromNotes(ca, notes, mem, size)
 	if err != nil {
 		return nil, err
 	}
@@ -318,9 +317,9 @@ const (
 
 // processFromNotes builds the capture of a core written by another tool.
 // Stack copies are bounded by the file's size, as for stackshot's cores.
-func processFromNotes(notes []coreNoteRec, mem *coreMem, size int64) (*ptrace.Process, error) {
+func processFromNotes(ca coreArch, notes []coreNoteRec, mem *coreMem, size int64) (*ptrace.Process, error) {
 	le := binary.LittleEndian
-	p := &ptrace.Process{Arch: arch.AMD64}
+	p := &ptrace.Process{Arch: ca.name}
 	var files []procmaps.Mapping
 	for _, n := range notes {
 		if n.name != noteCore && n.name != "LINUX" {
@@ -331,15 +330,17 @@ func processFromNotes(notes []coreNoteRec, mem *coreMem, size int64) (*ptrace.Pr
 			if n.name != noteCore {
 				continue
 			}
-			if len(n.desc) < prstatusSize {
-				return nil, coreErr("NT_PRSTATUS of %d bytes, want %d", len(n.desc), prstatusSize)
+			if len(n.desc) < ca.prstatusSize {
+				return nil, coreErr("NT_PRSTATUS of %d bytes, want %d", len(n.desc), ca.prstatusSize)
 			}
 			if len(p.Threads) >= maxCoreThreads {
 				return nil, coreErr("more than %d threads", maxCoreThreads)
 			}
 			th := ptrace.Thread{TID: int(int32(le.Uint32(n.desc[prstatusPID:]))), Method: ptrace.MethodCore,
-				Regs: getRegs(n.desc), Signal: int(le.Uint16(n.desc[prstatusCursig:]))}
-			th.Syscall = syscallFromRegs(th.Regs)
+				Regs: ca.regsOf(n.desc), Signal: int(le.Uint16(n.desc[prstatusCursig:]))}
+			if ca.name == coreArches[elf.EM_X86_64].name {
+				th.Syscall = syscallFromRegs(th.Regs)
+			}
 			p.Threads = append(p.Threads, th)
 		case ntPrpsinfo:
 			if len(n.desc) < prpsinfoSize {
@@ -360,6 +361,10 @@ func processFromNotes(notes []coreNoteRec, mem *coreMem, size int64) (*ptrace.Pr
 			}
 		case ntAuxv:
 			p.Auxv = append([]byte(nil), n.desc[:min(len(n.desc), procmaps.MaxAuxv)]...)
+		case ntARMPACMask:
+			if n.name == "LINUX" && len(n.desc) >= 16 {
+				p.PACMask = le.Uint64(n.desc[8:])
+			}
 		case ntFile:
 			fs, err := parseFileNote(n.desc)
 			if err != nil {
@@ -383,7 +388,7 @@ func processFromNotes(notes []coreNoteRec, mem *coreMem, size int64) (*ptrace.Pr
 	}
 	for i := range p.Threads {
 		th := &p.Threads[i]
-		sp := th.Regs[arch.UserRSP]
+		sp := th.Regs[ca.sp]
 		th.StackAddr = sp
 		if s, ok := mem.segment(sp); ok {
 			th.StackLo, th.StackHi = s.vaddr, s.vaddr+s.memsz
@@ -515,4 +520,34 @@ func Tasks(p *ptrace.Process) map[int]bool {
 		out[p.Threads[i].TID] = true
 	}
 	return out
+}
+
+// unsupportedCore says which machine's core the ELF header eh is of (its
+// class and byte order taken into account: s390x's is big-endian) and
+// that it is not read.
+func unsupportedCore(eh []byte) error {
+	var order binary.ByteOrder = binary.LittleEndian
+	if elf.Data(eh[elf.EI_DATA]) == elf.ELFDATA2MSB {
+		order = binary.BigEndian
+	}
+	class, m := elf.Class(eh[elf.EI_CLASS]), elf.Machine(order.Uint16(eh[18:]))
+	name := m.String()
+	switch {
+	case m == elf.EM_386:
+		name = "i386"
+	case m == elf.EM_X86_64 && class == elf.ELFCLASS32:
+		name = "x32"
+	case m == elf.EM_ARM:
+		name = "32-bit arm"
+	case m == elf.EM_PPC64 && order == binary.LittleEndian:
+		name = "ppc64le"
+	case m == elf.EM_PPC64:
+		name = "ppc64"
+	case m == elf.EM_S390:
+		name = "s390x"
+	case m == elf.EM_RISCV:
+		name = "riscv64"
+	}
+	return fmt.Errorf("a core of %s programs (%v, %v, %v): not supported (this stackshot reads x86-64 and aarch64 cores; read it with the debugger of that machine)",
+		name, m, class, elf.Data(eh[elf.EI_DATA]))
 }

@@ -176,8 +176,16 @@ func TestCoreBadInput(t *testing.T) {
 		{"empty", nil, "truncated ELF header"},
 		{"header only", good[:64], "program headers"},
 		{"not ELF", []byte(strings.Repeat("x", 100)), "not a stackshot capture"},
-		{"arm64", mod(func(b []byte) { le.PutUint16(b[18:], uint16(elf.EM_AARCH64)) }), "not supported yet"},
-		{"32-bit", mod(func(b []byte) { b[elf.EI_CLASS] = byte(elf.ELFCLASS32) }), "not supported yet"},
+		{"ppc64le", mod(func(b []byte) { le.PutUint16(b[18:], uint16(elf.EM_PPC64)) }), "a core of ppc64le programs (EM_PPC64, ELFCLASS64, ELFDATA2LSB): not supported"},
+		{"i386", mod(func(b []byte) {
+			b[elf.EI_CLASS] = byte(elf.ELFCLASS32)
+			le.PutUint16(b[18:], uint16(elf.EM_386))
+		}), "a core of i386 programs (EM_386, ELFCLASS32, ELFDATA2LSB): not supported"},
+		{"s390x", mod(func(b []byte) {
+			b[elf.EI_DATA] = byte(elf.ELFDATA2MSB)
+			binary.BigEndian.PutUint16(b[16:], uint16(elf.ET_CORE))
+			binary.BigEndian.PutUint16(b[18:], uint16(elf.EM_S390))
+		}), "a core of s390x programs (EM_S390, ELFCLASS64, ELFDATA2MSB): not supported"},
 		{"executable", mod(func(b []byte) { le.PutUint16(b[16:], uint16(elf.ET_EXEC)) }), "not a core"},
 		{"phnum lies", mod(func(b []byte) { le.PutUint16(b[56:], 0xffff) }), "outside"},
 		{"note size lies", mod(func(b []byte) {

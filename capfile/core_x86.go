@@ -69,14 +69,6 @@ func putRegs(b []byte, regs []uint64) {
 	}
 }
 
-func getRegs(b []byte) []uint64 {
-	r := make([]uint64, arch.UserRegsCount)
-	for i := range r {
-		r[i] = binary.LittleEndian.Uint64(b[prstatusReg+8*i:])
-	}
-	return r
-}
-
 // syscallFromRegs is the system call a core's thread was blocked in, from
 // its registers as the kernel left them when it was stopped for the dump:
 // orig_rax holds the call's number and rax the restart code (or -EINTR)

@@ -37,7 +37,7 @@ func Lookup(pid int, newSym func() *symtab.Symbolizer, o Options) (lookup func(u
 		if child.NeverStarted() {
 			return func(addr uint64) []report.Frame { return []report.Frame{{PC: addr, Kind: "user"}} }, nil, nil
 		}
-		return s.childLookup(child, &ptrace.Process{Arch: arch.AMD64, PID: pid, Maps: maps}), func() { child.Close() }, nil
+		return s.childLookup(child, &ptrace.Process{Arch: arch.Host, PID: pid, Maps: maps}), func() { child.Close() }, nil
 	}
 	sandbox.CountInProcess(fmt.Sprintf("process %d", pid))
 	res := resolve.NewResolver(newSym(), resolve.Options{Live: true})

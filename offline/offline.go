@@ -5,6 +5,8 @@
 package offline
 
 import (
+	"path/filepath"
+
 	"stackshot/capfile"
 	"stackshot/diagnose"
 	"stackshot/report"
@@ -38,6 +40,9 @@ type Reader struct {
 func New(sym *symtab.Symbolizer, o Options) *Reader {
 	if o.Say == nil {
 		o.Say = func(string) {}
+	}
+	if a, err := filepath.Abs(o.Resolve.Exe); err == nil && o.Resolve.Exe != "" {
+		o.Resolve.Exe = a // (as named on the command line: a child looks files up by absolute path)
 	}
 	return &Reader{o: o, sym: sym}
 }
@@ -90,7 +95,8 @@ func (r *Reader) Read(path string) (procs []*report.Process, failed int, err err
 			continue
 		}
 		if sv.Mem != nil && p.BuildIDs == nil {
-			resolve.CollectImages(p, sv.Mem) // a core of another tool
+			resolve.LinkMapModules(p, sv.Mem, r.sym, ropts.Sysroot, ropts.Exe) // a core that names no files
+			resolve.CollectImages(p, sv.Mem)                                   // a core of another tool
 		}
 		rp, err := res.SafeProcess(p, sv.Mem)
 		if err != nil {

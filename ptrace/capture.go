@@ -106,8 +106,11 @@ type Process struct {
 	// SharedRoot: the process sees the filesystem as stackshot does (the
 	// same mount namespace and root directory), so a file looked for on
 	// the host need not be looked for again inside its root.
-	SharedRoot bool  `json:"shared_root,omitempty"`
-	WallNS     int64 `json:"wall_ns"`
+	SharedRoot bool `json:"shared_root,omitempty"`
+	// PACMask (arm64) is the bits pointer authentication puts in a code
+	// address (a core's NT_ARM_PAC_MASK); 0: unknown.
+	PACMask uint64 `json:"pac_mask,omitempty"`
+	WallNS  int64  `json:"wall_ns"`
 	// FatalSignal is the signal that ended the process, from an ELF
 	// core's NT_SIGINFO when it is one that dumps core; 0 otherwise.
 	FatalSignal int `json:"fatal_signal,omitempty"`

@@ -41,7 +41,7 @@ type BatchCheck func(p *Process, ths []*Thread) (answers func() []bool)
 // Capture takes a snapshot of every thread of pid.
 func Capture(pid int, opt Options, check CheckFunc) (*Process, error) {
 	start := time.Now()
-	p := &Process{Arch: arch.AMD64, PID: pid, Time: start.UTC()}
+	p := &Process{Arch: arch.Host, PID: pid, Time: start.UTC()}
 	var err error
 	if r := opt.Reuse; r != nil && r.PID == pid {
 		err = reuseIdentity(p, r, opt.RefreshMaps)

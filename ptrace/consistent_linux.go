@@ -136,7 +136,7 @@ func (c *capturer) copyHeld(h *held) {
 		h.th.giveUp(OutcomeRegsFailed, failMsg(OutcomeRegsFailed, err))
 		return
 	}
-	sp := regs[arch.UserRSP]
+	sp := regs[arch.HostSP]
 	lo, hi := c.knownStackBounds(sp)
 	h.th.Method = MethodPtrace
 	h.th.Regs = regs

@@ -107,6 +107,8 @@ func (k *KernelOutcome) UnmarshalText(b []byte) error {
 // thread read without a stop), else 0.
 func (th *Thread) PC() uint64 {
 	switch {
+	case len(th.Regs) == arch.ARM64UserRegsCount:
+		return th.Regs[arch.ARM64UserPC]
 	case len(th.Regs) > arch.UserRIP:
 		return th.Regs[arch.UserRIP]
 	case th.Syscall != nil:
@@ -178,7 +180,7 @@ func (th *Thread) SpareReason() string {
 	if th.Outcome != OutcomeStopSpared || th.Syscall == nil {
 		return ""
 	}
-	return "not stopped: a stop would make its " + arch.SyscallName(th.Syscall.Nr) + " fail with EINTR (--mode stop stops it)"
+	return "not stopped: a stop would make its " + arch.SyscallNameFor(arch.Host, th.Syscall.Nr) + " fail with EINTR (--mode stop stops it)"
 }
 
 // giveUp marks a thread shown from /proc only, for reason o.

@@ -198,7 +198,7 @@ func (c *capturer) copyStopped(t *tracer, tid int, r *stopResult) {
 		r.outcome = OutcomeRegsFailed
 		return
 	}
-	r.sp = r.regs[arch.UserRSP]
+	r.sp = r.regs[arch.HostSP]
 	r.lo, r.hi = c.knownStackBounds(r.sp)
 	// Into the tracer's pre-faulted scratch buffer: page faults on a fresh
 	// buffer would cost more than the copy.
@@ -301,7 +301,7 @@ func classifyStop(ws unix.WaitStatus) (sig int, gone, ok, final bool) {
 }
 
 func getRegs(tid int) ([]uint64, error) {
-	regs := make([]uint64, arch.UserRegsCount)
+	regs := make([]uint64, arch.HostRegsCount)
 	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&regs[0]))}
 	iov.SetLen(len(regs) * 8)
 	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), uintptr(_NT_PRSTATUS), uintptr(unsafe.Pointer(&iov)), 0, 0)

@@ -406,7 +406,7 @@ func convSyscall(s *ptrace.Thread) *report.Syscall {
 	sc := s.Syscall
 	out := &report.Syscall{Nr: sc.Nr, Args: sc.Args, SP: sc.SP, PC: sc.PC, Running: sc.Running, InCall: sc.InCall}
 	if sc.InCall {
-		out.Name = arch.SyscallName(sc.Nr)
+		out.Name = arch.SyscallNameFor(arch.OfRegs(len(s.Regs)), sc.Nr)
 	}
 	return out
 }

@@ -39,7 +39,7 @@ func (r *Resolver) LiveSpace(pid int) (*Space, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &ptrace.Process{Arch: arch.AMD64, PID: pid, Maps: maps}
+	p := &ptrace.Process{Arch: arch.Host, PID: pid, Maps: maps}
 	mem := ptrace.MemReader{PID: pid}
 	CollectImages(p, mem)
 	return r.Space(p, mem), nil

@@ -2,12 +2,15 @@ package resolve
 
 import (
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"sync"
 
+	"stackshot/internal/arch"
 	"stackshot/internal/contain"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
@@ -27,6 +30,10 @@ type Options struct {
 	// Sysroot is where a saved capture's files are looked up first ("" or
 	// "/": the host's root).
 	Sysroot string
+	// Exe is report -e: the saved capture's main executable, used in
+	// place of the path the capture names (checked by build id where
+	// the capture has one).
+	Exe string
 	// Sampler: the resolver unwinds many samples of the same modules, so
 	// each module's CFI is compiled whole once (a lookup is then a binary
 	// search). Otherwise (a one-off dump) only the FDEs of the PCs met are
@@ -174,6 +181,53 @@ func (s *Space) noteMissing(ref symtab.ModuleRef) {
 	s.warnings = append(s.warnings, fmt.Sprintf("module %s (build id %s) not found %s: its frames have no names (copy the file, or give --sysroot)", ref.Path, id, where))
 }
 
+// noteForeign says once that the file found for a module is another
+// machine's (a core read on a machine of another architecture without
+// --sysroot).
+func (s *Space) noteForeign(path string, m elf.Machine) {
+	if s.missing == nil {
+		s.missing = map[string]bool{}
+	}
+	if s.missing[path] {
+		return
+	}
+	s.missing[path] = true
+	s.warnings = append(s.warnings, fmt.Sprintf("module %s: the file found is for %v, the capture is of %s: not used, its frames have no names (give --sysroot with the %s files)",
+		path, m, s.p.Arch, s.p.Arch))
+}
+
+// foreignMachine reports the machine of mod's file when it is not the
+// one the capture's architecture runs. A file that is not the one mapped
+// (its build id differs: another machine's file of the same name, say)
+// is opened again for its header. A live process's are this machine's.
+func (s *Space) foreignMachine(mod *symtab.Module, path string) (elf.Machine, bool) {
+	if s.r.opts.Live {
+		return 0, false // (a live process runs on this machine)
+	}
+	f := mod.ELF()
+	if mod.Mismatch() {
+		of, err := s.r.sym.OpenModule(s.r.opts.Sysroot, path)
+		if err != nil {
+			return 0, false
+		}
+		defer of.Close()
+		f = of
+	}
+	if f == nil {
+		return 0, false
+	}
+	var eh [20]byte
+	if n, _ := f.ReadAt(eh[:], 0); n != len(eh) || string(eh[:4]) != elf.ELFMAG || elf.Data(eh[elf.EI_DATA]) != elf.ELFDATA2LSB {
+		return 0, false
+	}
+	m := elf.Machine(binary.LittleEndian.Uint16(eh[18:]))
+	want := elf.EM_X86_64
+	if s.p.Arch == arch.ARM64 {
+		want = elf.EM_AARCH64
+	}
+	return m, m != want
+}
+
 // Missing reports whether addr lies outside every known mapping (the maps
 // may be stale).
 func (s *Space) Missing(addr uint64) bool {
@@ -220,6 +274,12 @@ func (s *Space) module(m *procmaps.Mapping) *modEntry {
 		if e.missing && !s.r.opts.Live {
 			s.noteMissing(ref)
 		}
+		return e
+	}
+	if m, ok := s.foreignMachine(mod, ref.Path); ok {
+		e.err = fmt.Errorf("a file for %v", m)
+		e.missing = true
+		s.noteForeign(ref.Path, m)
 		return e
 	}
 	e.mod = mod
@@ -370,6 +430,16 @@ func (s *Space) ReadMemory(p []byte, addr uint64) (int, error) {
 func (s *Space) input(th *ptrace.Thread) (unwind.Input, bool) {
 	in := unwind.Input{Space: s, MaxFrames: s.r.opts.MaxFrames}
 	switch {
+	case s.p.Arch == arch.ARM64:
+		in.Arch, in.PACMask = unwind.ArchARM64, s.p.PACMask
+		switch {
+		case len(th.Regs) >= arch.ARM64UserRegsCount:
+			in.Regs = unwind.RegsFromUserARM64(th.Regs)
+		case th.Method == ptrace.MethodNoStop && th.Syscall != nil:
+			in.Regs = unwind.RegsFromSyscallARM64(th.Syscall.SP, th.Syscall.PC)
+		default:
+			return in, false
+		}
 	case len(th.Regs) >= unwind.UserRegsCount:
 		in.Regs = unwind.RegsFromUser(th.Regs)
 	case th.Method == ptrace.MethodNoStop && th.Syscall != nil:

@@ -137,10 +137,11 @@ func saved(cfg *setup, sym *symtab.Symbolizer, m *downMsg, f *os.File) upMsg {
 		var why string
 		if len(p.Threads) > 0 {
 			res := resolve.NewResolver(sym, resolve.Options{MaxFrames: cfg.MaxFrames, Kernel: cfg.Kernel && sv.Kernel,
-				Sysroot: cfg.Sysroot})
+				Sysroot: cfg.Sysroot, Exe: cfg.Exe})
 			if err := contain.Call(fmt.Sprintf("resolving process %d", p.PID), func() {
 				if sv.Mem != nil && p.BuildIDs == nil {
-					resolve.CollectImages(p, sv.Mem) // a core of another tool
+					resolve.LinkMapModules(p, sv.Mem, sym, cfg.Sysroot, cfg.Exe) // a core that names no files
+					resolve.CollectImages(p, sv.Mem)                             // a core of another tool
 				}
 				rp = res.Process(p, sv.Mem)
 				if sv.Mem != nil {

@@ -286,7 +286,7 @@ func (c *Child) sendSetup() {
 	st := &setup{DebugDirs: cfg.Symtab.DebugDirs, NoDemangle: cfg.Symtab.NoDemangle, NamesOnly: cfg.Symtab.NamesOnly,
 		MaxDebugBytes: cfg.Symtab.MaxDebugBytes, MaxSectionBytes: cfg.Symtab.MaxSectionBytes, PerfMap: cfg.Symtab.PerfMap,
 		Deadline: cfg.Deadline, MaxFrames: cfg.Resolve.MaxFrames, Kernel: cfg.Resolve.Kernel, Live: cfg.Resolve.Live,
-		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot, NoJava: cfg.Resolve.NoJava,
+		KernelAddrs: cfg.Resolve.KernelAddrs, Sysroot: cfg.Resolve.Sysroot, NoJava: cfg.Resolve.NoJava, Exe: cfg.Resolve.Exe,
 		FetchDebug: cfg.Symtab.FetchDebug != nil, FetchExecutable: cfg.Symtab.FetchExecutable != nil, MemoryLimit: cfg.MemoryLimit, CPUSeconds: cfg.CPUSeconds, GCPercent: cfg.GCPercent, Hook: TestHook,
 		Cache: cfg.Cache != nil}
 	c.startBy = startDeadline(cfg)

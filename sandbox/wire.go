@@ -83,6 +83,7 @@ type setup struct {
 	MaxFrames       int
 	Kernel          bool
 	Sysroot         string // report's --sysroot: where a core's files are opened
+	Exe             string // report's -e: the core's main executable
 	Live            bool
 	KernelAddrs     bool
 	NoJava          bool   // resolve.Options.NoJava

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"stackshot/internal/testutil"
 )
 
 // Build commands of the C/C++ targets (recorded here, run at test time).
@@ -332,6 +334,7 @@ func refFor(pid int, mp procMapping, buildID string) ModuleRef {
 // returns its pid and that line, and kills it (by pid) when the test ends.
 func startTarget(t testing.TB, argv ...string) (int, string) {
 	t.Helper()
+	testutil.NeedLive(t)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

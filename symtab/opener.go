@@ -84,3 +84,15 @@ func (s *Symbolizer) openFirstELF(cands []Candidate, accept func(f *openFile, i 
 	}
 	return nil
 }
+
+// OpenModule opens a module's file p as the symbolizer's own lookups do
+// (through its Opener: in a sandboxed child, by asking the parent): inside
+// root first when root is neither "" nor "/", then on the host.
+func (s *Symbolizer) OpenModule(root, p string) (*os.File, error) {
+	if root != "" && root != "/" {
+		if f, err := s.opener().Open(root, p, true); err == nil {
+			return f, nil
+		}
+	}
+	return s.opener().Open("", p, true)
+}

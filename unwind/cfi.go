@@ -75,6 +75,7 @@ type frameSection struct {
 	data  []byte
 	isEH  bool
 	bases ptrBases // section = vaddr of data[0]
+	arm64 bool     // an aarch64 module's (EM_AARCH64): see arm64Slot
 }
 
 type cie struct {
@@ -87,6 +88,7 @@ type cie struct {
 	initial   []byte
 	init      ruleSet // row after the initial instructions
 	err       error
+	arm64     bool // the section is an aarch64 module's: registers go to their arm64 slots
 }
 
 type fde struct {
@@ -259,7 +261,7 @@ func (b *builder) parseCIEAt(s *frameSection, off int) *cie {
 
 // parseCIE parses a CIE body (after its id) and runs its initial instructions.
 func (b *builder) parseCIE(s *frameSection, r *reader, off int) *cie {
-	c := &cie{off: off}
+	c := &cie{off: off, arm64: s.arm64}
 	version := r.U8()
 	if version != 1 && version != 3 && version != 4 {
 		c.err = fmt.Errorf("cie version %d", version)
@@ -291,7 +293,7 @@ func (b *builder) parseCIE(s *frameSection, r *reader, off int) *cie {
 		c.err = errors.New("truncated cie")
 		return c
 	}
-	if ra != RegRIP {
+	if wantRA := uint64(RegRIP); c.arm64 && ra != 30 || !c.arm64 && ra != wantRA {
 		c.err = fmt.Errorf("return address column %d", ra)
 		return c
 	}
@@ -409,7 +411,14 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 		}
 		return true
 	}
+	slot := func(reg uint64) uint64 {
+		if c.arm64 {
+			return arm64Slot(reg)
+		}
+		return reg
+	}
 	setReg := func(reg uint64, rule Rule) {
+		reg = slot(reg)
 		if reg < NumRegs {
 			st.Regs[reg] = rule
 		}
@@ -438,7 +447,7 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 			if v.initial == nil {
 				return errRestoreInCIE
 			}
-			if reg := op & 0x3f; reg < NumRegs {
+			if reg := slot(uint64(op & 0x3f)); reg < NumRegs {
 				st.Regs[reg] = v.initial.Regs[reg]
 			}
 			continue
@@ -486,7 +495,7 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 			reg := r.ULEB()
 			setReg(reg, offRule(RuleValOffset, r.SLEB()*c.dataAlign))
 		case DW_CFA_restore_extended:
-			reg := r.ULEB()
+			reg := slot(r.ULEB())
 			if v.initial == nil {
 				return errRestoreInCIE
 			}
@@ -499,7 +508,7 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 			setReg(r.ULEB(), Rule{Kind: RuleSame})
 		case DW_CFA_register:
 			reg := r.ULEB()
-			src := r.ULEB()
+			src := slot(r.ULEB())
 			if src < NumRegs {
 				setReg(reg, Rule{Kind: RuleRegister, Reg: uint8(src)})
 			} else {
@@ -519,15 +528,15 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 			// The CFA is part of the remembered row (DWARF 5 §6.4.2.4).
 			*st = v.stack[v.depth]
 		case DW_CFA_def_cfa:
-			reg := r.ULEB()
+			reg := slot(r.ULEB())
 			off := r.ULEB()
 			st.CFA = cfaRule(reg, int64(off))
 		case DW_CFA_def_cfa_sf:
-			reg := r.ULEB()
+			reg := slot(r.ULEB())
 			off := r.SLEB() * c.dataAlign
 			st.CFA = cfaRule(reg, off)
 		case DW_CFA_def_cfa_register:
-			reg := r.ULEB()
+			reg := slot(r.ULEB())
 			off := int64(0)
 			if st.CFA.Kind == RuleCFAReg {
 				off = int64(st.CFA.Off)
@@ -554,7 +563,7 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 				st.CFA = b.exprRule(RuleCFAExpr, e)
 			}
 		case DW_CFA_expression, DW_CFA_val_expression:
-			reg := r.ULEB()
+			reg := slot(r.ULEB())
 			n := r.ULEB()
 			e := r.Bytes(uint64(min(n, uint64(r.Left()+1))))
 			if r.Err() == nil && reg < NumRegs {
@@ -567,7 +576,10 @@ func (b *builder) execute(v *vm, c *cie, code []byte, f *fde, loc, end uint64) e
 		case DW_CFA_GNU_args_size:
 			r.ULEB() // the caller's outgoing argument area; the CFA already accounts for it
 		case DW_CFA_GNU_window_save:
-			// SPARC register windows / AArch64 RA signing: no meaning on x86-64.
+			// SPARC register windows; on AArch64, DW_CFA_AARCH64_negate_ra_state:
+			// the return address is signed from here. The arm64 walk strips
+			// the PAC bits of every return address (Input.PACMask), signed
+			// or not, so the state needs no column of its own.
 		default:
 			return fmt.Errorf("%w %#x", errBadOpcode, op)
 		}

@@ -117,10 +117,10 @@ func evalExpr(code []byte, env exprEnv, push bool, initial uint64, haveCFA bool,
 			if r.Err() != nil {
 				return 0, r.Err()
 			}
-			if reg >= NumRegs {
+			if reg >= 1<<16 {
 				return 0, errExprUnknown
 			}
-			v, ok := env.reg(int(reg))
+			v, ok := env.reg(int(reg)) // (a DWARF number: the walker maps it to its slot)
 			if !ok {
 				return 0, errExprUnknown
 			}

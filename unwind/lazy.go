@@ -278,7 +278,7 @@ func loadLazy(ctx context.Context, binR io.ReaderAt, budget *safeelf.Budget) (*T
 		return nil, err
 	}
 	f := sf.File
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
+	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 && f.Machine != elf.EM_AARCH64 {
 		return nil, nil // LoadTableLimited says why
 	}
 	if s := f.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
@@ -333,7 +333,7 @@ func loadLazy(ctx context.Context, binR io.ReaderAt, budget *safeelf.Budget) (*T
 		}
 		l.taken += int64(s.FileSize)
 		text, data := baseAddrs(f)
-		lz.sec = &frameSection{name: ".eh_frame", data: make([]byte, s.FileSize), isEH: true,
+		lz.sec = &frameSection{name: ".eh_frame", data: make([]byte, s.FileSize), isEH: true, arm64: f.Machine == elf.EM_AARCH64,
 			bases: ptrBases{section: s.Addr, text: text, data: data, deref: derefFunc(f)}}
 		lz.src, lz.filled = s.ReaderAt, make([]uint64, (s.FileSize+lazyPage*64-1)/(lazyPage*64))
 		return &Table{lazy: lz}, nil

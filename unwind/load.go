@@ -91,7 +91,7 @@ func loadTable(ctx context.Context, binR io.ReaderAt, debug io.ReaderAt, budget 
 		return nil, err
 	}
 	f := sf.File
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
+	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 && f.Machine != elf.EM_AARCH64 {
 		return nil, fmt.Errorf("unwind: unsupported elf %v %v", f.Class, f.Machine)
 	}
 	b := newBuilder()
@@ -203,7 +203,7 @@ func (l *loader) ehFrameSection(sf *safeelf.File) (*frameSection, error) {
 		if err != nil {
 			return nil, fmt.Errorf("unwind: .eh_frame: %w", err)
 		}
-		return &frameSection{name: ".eh_frame", data: d, isEH: true,
+		return &frameSection{name: ".eh_frame", data: d, isEH: true, arm64: f.Machine == elf.EM_AARCH64,
 			bases: ptrBases{section: s.Addr, text: text, data: data, deref: derefFunc(f)}}, nil
 	}
 	for _, p := range f.Progs {
@@ -232,7 +232,7 @@ func (l *loader) ehFrameSection(sf *safeelf.File) (*frameSection, error) {
 		if err != nil {
 			return nil, fmt.Errorf("unwind: .eh_frame: %w", err)
 		}
-		return &frameSection{name: ".eh_frame", data: d, isEH: true,
+		return &frameSection{name: ".eh_frame", data: d, isEH: true, arm64: f.Machine == elf.EM_AARCH64,
 			bases: ptrBases{section: eh, text: text, data: data, deref: derefFunc(f)}}, nil
 	}
 	return nil, nil
@@ -249,5 +249,5 @@ func (l *loader) debugFrameSection(sf *safeelf.File) *frameSection {
 		return nil
 	}
 	text, data := baseAddrs(f)
-	return &frameSection{name: ".debug_frame", data: d, bases: ptrBases{text: text, data: data}}
+	return &frameSection{name: ".debug_frame", data: d, arm64: f.Machine == elf.EM_AARCH64, bases: ptrBases{text: text, data: data}}
 }

@@ -175,4 +175,19 @@ type Input struct {
 	Space            Space
 	Mem              Memory // optional
 	MaxFrames        int    // 0: DefaultMaxFrames
+	// Arch is the thread's architecture: ArchAMD64 (the zero value) or
+	// ArchARM64, whose Regs are in arm64 slots (A64*).
+	Arch Arch
+	// PACMask (arm64) is the pointer-authentication code's bits in a
+	// return address (a core's NT_ARM_PAC_MASK); 0: the bits above a
+	// 48-bit virtual address.
+	PACMask uint64
 }
+
+// Arch is the architecture of a walk.
+type Arch uint8
+
+const (
+	ArchAMD64 Arch = iota
+	ArchARM64
+)

@@ -46,6 +46,10 @@ type walker struct {
 	cfiPC  uint64
 	cfiRS  *ruleSet
 	cfiSrc *Table
+	// arm64: the walk is of an aarch64 thread (walkARM64); pacMask is
+	// the pointer-authentication bits cleared from its return addresses.
+	arm64   bool
+	pacMask uint64
 }
 
 type rowMemo struct {
@@ -114,14 +118,21 @@ func Unwind(in *Input, out []Frame) (frames []Frame, stop StopReason) {
 		return frames, stop
 	}
 	out = out[:n]
-	if pc, ok := in.Regs.Get(RegRIP); ok {
-		sp, _ := in.Regs.Get(RegRSP)
+	pcReg, spReg := RegRIP, RegRSP
+	if in.Arch == ArchARM64 {
+		pcReg, spReg = A64PC, A64SP
+	}
+	if pc, ok := in.Regs.Get(pcReg); ok {
+		sp, _ := in.Regs.Get(spReg)
 		out = append(out, Frame{PC: pc, SP: sp, Method: MethodRegs, Exact: true})
 	}
 	return out, StopFault
 }
 
 func walk(in *Input, out []Frame) ([]Frame, StopReason) {
+	if in.Arch == ArchARM64 {
+		return walkARM64(in, out)
+	}
 	max := in.MaxFrames
 	if max <= 0 {
 		max = DefaultMaxFrames
@@ -141,6 +152,7 @@ func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 	w := walkerPool.Get().(*walker)
 	defer walkerPool.Put(w)
 	w.in = in
+	w.arm64 = false
 	w.miValid = false
 	w.gen++ // (a pooled walker's memos are another walk's)
 	w.cfiRS, w.cfiSrc = nil, nil
@@ -226,7 +238,12 @@ func (w *walker) readBytes(p []byte, addr uint64) bool {
 }
 
 // reg and readMem make the walker an exprEnv.
-func (w *walker) reg(n int) (uint64, bool) { return w.regs.Get(n) }
+func (w *walker) reg(n int) (uint64, bool) {
+	if w.arm64 {
+		n = int(arm64Slot(uint64(n)))
+	}
+	return w.regs.Get(n)
+}
 
 func (w *walker) readMem(addr uint64, size int) (uint64, bool) {
 	if size == 8 {
@@ -411,41 +428,8 @@ func (w *walker) cfiStep(rs *ruleSet, t *Table) (Frame, StopReason) {
 	var nr Regs
 	nr.V = w.regs.V
 	nr.Known = w.regs.Known & calleeSavedMask
-	for m := rs.Mask &^ (1 << RegRSP); m != 0; m &= m - 1 {
-		r := bits.TrailingZeros32(m)
-		rule := rs.Regs[r]
-		nr.Known &^= 1 << uint(r)
-		switch rule.Kind {
-		case RuleSame:
-			if v, ok := w.regs.Get(r); ok {
-				nr.Set(r, v)
-			}
-		case RuleOffset:
-			if v, ok := w.read64(cfa + uint64(int64(rule.Off))); ok {
-				nr.Set(r, v)
-			} else if r == RegRIP {
-				return Frame{}, StopStackCopy
-			}
-		case RuleValOffset:
-			nr.Set(r, cfa+uint64(int64(rule.Off)))
-		case RuleRegister:
-			if v, ok := w.regs.Get(int(rule.Reg)); ok {
-				nr.Set(r, v)
-			}
-		case RuleExpr, RuleValExpr:
-			v, err := evalExpr(t.expr(rule.Off), w, true, cfa, true, cfa)
-			if err == nil && rule.Kind == RuleExpr {
-				var ok bool
-				if v, ok = w.read64(v); !ok {
-					err = errExprMemory
-				}
-			}
-			if err == nil {
-				nr.Set(r, v)
-			} else if r == RegRIP {
-				return Frame{}, exprStop(err)
-			}
-		}
+	if stop := w.applyRules(rs, t, cfa, RegRSP, RegRIP, &nr); stop != StopNone {
+		return Frame{}, stop
 	}
 	// CFI that says nothing about RBP in a function whose RBP points at
 	// its own frame record (CFA-16) is frame-pointer code whose producer
@@ -466,6 +450,50 @@ func (w *walker) cfiStep(rs *ruleSet, t *Table) (Frame, StopReason) {
 		return w.cfiFailed(stop)
 	}
 	return f, stop
+}
+
+// applyRules gives every register with a rule in rs its value in the
+// caller (nr), the CFA being cfa; sp is the stack pointer's slot (the CFA
+// is its value), ra the return address's. A rule that fails leaves its
+// register unknown, except the return address's: then the walk stops.
+func (w *walker) applyRules(rs *ruleSet, t *Table, cfa uint64, sp, ra int, nr *Regs) StopReason {
+	for m := rs.Mask &^ (1 << uint(sp)); m != 0; m &= m - 1 {
+		r := bits.TrailingZeros32(m)
+		rule := rs.Regs[r]
+		nr.Known &^= 1 << uint(r)
+		switch rule.Kind {
+		case RuleSame:
+			if v, ok := w.regs.Get(r); ok {
+				nr.Set(r, v)
+			}
+		case RuleOffset:
+			if v, ok := w.read64(cfa + uint64(int64(rule.Off))); ok {
+				nr.Set(r, v)
+			} else if r == ra {
+				return StopStackCopy
+			}
+		case RuleValOffset:
+			nr.Set(r, cfa+uint64(int64(rule.Off)))
+		case RuleRegister:
+			if v, ok := w.regs.Get(int(rule.Reg)); ok {
+				nr.Set(r, v)
+			}
+		case RuleExpr, RuleValExpr:
+			v, err := evalExpr(t.expr(rule.Off), w, true, cfa, true, cfa)
+			if err == nil && rule.Kind == RuleExpr {
+				var ok bool
+				if v, ok = w.read64(v); !ok {
+					err = errExprMemory
+				}
+			}
+			if err == nil {
+				nr.Set(r, v)
+			} else if r == ra {
+				return exprStop(err)
+			}
+		}
+	}
+	return StopNone
 }
 
 // cfiFailed handles CFI that yields an impossible caller. CFI cannot

@@ -78,7 +78,7 @@ func cmdReport(args []string) error {
 		return cli.Usage("report needs a capture FILE", "it reads what 'stackshot capture' or a core dump saved", "e.g. 'stackshot report snap.gz'")
 	}
 	sym := c.newSymbolizer() // (sets c.debuginfod)
-	r := offline.New(sym, offline.Options{Resolve: resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot, NoJava: c.noJava},
+	r := offline.New(sym, offline.Options{Resolve: resolve.Options{MaxFrames: c.maxFrames, Kernel: c.kernel, Sysroot: c.sysroot, NoJava: c.noJava, Exe: c.exe},
 		Sandbox: c.sandboxConfig(resolve.Options{}), NoSandbox: c.noSandbox,
 		TIDs: c.tids, Quiet: c.quiet, Say: cli.Say})
 	var procs []*report.Process

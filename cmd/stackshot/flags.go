@@ -20,40 +20,39 @@ import (
 // common holds the flags of every command; each registers only the ones it
 // takes (flagSets).
 type common struct {
-	fs                         *pflag.FlagSet
-	pids, tids                 []int
-	format, output, mode       string
-	debugDirs                  []string
-	jsonOut, kernel, noKernel  bool
-	source, inline, noDemangle bool
-	consistent, verbose, quiet bool
-	maxFrames, stackBytes      int
-	timeout                    time.Duration
-	files                      bool  // positional arguments are not pids (report, symbolize)
-	badID                      error // a -p or -t value that is not an id
-	freq                       int   // record
-	duration                   time.Duration
-	perThread, idle            bool
-	maxDebugBytes              int64
-	sysroot                    string             // report: where the capture's files are looked up first
-	coreMemory                 string             // capture: what memory a core carries
-	perfMap                    string             // report: the JIT perf map of the captured process
-	sampler                    sampler.Source     // record: how running threads are sampled
-	started                    time.Time          // when the command began: --timeout counts from here
-	cancelSym                  context.CancelFunc // ends the symbolizer's deadline
-	group, noGroup, noPython   bool               // dump: fold threads with the same stack, or never; no Python frames
-	noJava                     bool               // --no-java
-	interval                   time.Duration      // dump: between snapshots
-	count                      int                // dump: snapshots
-	goroutines, noGoroutines   bool               // dump: goroutines of Go processes
-	exe                        string             // symbolize: the ELF file addresses are in
-	showAddr, addrJSON         bool               // symbolize: -a, --json
-	otlp                       *otlpFlags         // record: sending to a collector (otlp.go)
-	noDebuginfod               bool               // --no-debuginfod
-	noCache                    bool               // --no-cache
-	debuginfod                 *debuginfod.Client // fetches debug files by build id, or nil (options.go)
-	debuginfodSet              bool               // debuginfod made (once: the children share it)
-	noSandbox                  bool               // parse the target's bytes in-process (options.go)
+	fs                               *pflag.FlagSet
+	pids, tids                       []int
+	format, output, mode             string
+	debugDirs                        []string
+	jsonOut, kernel, noKernel        bool
+	source, inline, noDemangle       bool
+	consistent, verbose, quiet       bool
+	maxFrames, stackBytes            int
+	timeout                          time.Duration
+	files                            bool  // positional arguments are not pids (report, symbolize)
+	badID                            error // a -p or -t value that is not an id
+	freq                             int   // record
+	duration                         time.Duration
+	perThread, idle                  bool
+	maxDebugBytes                    int64
+	sysroot                          string             // report: where the capture's files are looked up first
+	coreMemory                       string             // capture: what memory a core carries
+	perfMap                          string             // report: the JIT perf map of the captured process
+	sampler                          sampler.Source     // record: how running threads are sampled
+	started                          time.Time          // when the command began: --timeout counts from here
+	cancelSym                        context.CancelFunc // ends the symbolizer's deadline
+	group, noGroup, noPython, noJava bool               // dump: fold threads alike, or never; no Python (dump) or Java frames
+	interval                         time.Duration      // dump: between snapshots
+	count                            int                // dump: snapshots
+	goroutines, noGoroutines         bool               // dump: goroutines of Go processes
+	exe                              string             // symbolize: the ELF file addresses are in
+	showAddr, addrJSON               bool               // symbolize: -a, --json
+	otlp                             *otlpFlags         // record: sending to a collector (otlp.go)
+	noDebuginfod                     bool               // --no-debuginfod
+	noCache                          bool               // --no-cache
+	debuginfod                       *debuginfod.Client // fetches debug files by build id, or nil (options.go)
+	debuginfodSet                    bool               // debuginfod made (once: the children share it)
+	noSandbox                        bool               // parse the target's bytes in-process (options.go)
 }
 
 // Groups of flags, by what they are for.
@@ -157,6 +156,7 @@ func (c *common) register(name string, set int, v *common) {
 		if name == "report" {
 			fs.StringVar(&v.perfMap, "perf-map", "", "the JIT perf map `FILE` (perf-PID.map) of the captured process")
 			fs.StringVar(&v.sysroot, "sysroot", "/", "look the capture's files up under `DIR` first (checked by build id)")
+			fs.StringVarP(&v.exe, "exe", "e", "", "use this ELF `FILE` as the core's main executable, as gdb EXE CORE does")
 		}
 		fs.BoolVar(&v.noDemangle, "no-demangle", false, "keep raw symbol names")
 		if v == c { // (new: not among the flags every command once took)

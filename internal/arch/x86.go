@@ -60,7 +60,7 @@ func SyscallName(nr int64) string {
 // (SO_RCVTIMEO, SO_SNDTIMEO) does too; that cannot be told from the
 // outside.
 func StopInterrupts(nr int64) bool {
-	switch SyscallName(nr) {
+	switch SyscallNameFor(Host, nr) {
 	case "epoll_wait", "epoll_pwait", "epoll_pwait2", "semop", "semtimedop", "rt_sigtimedwait",
 		"io_getevents", "io_pgetevents":
 		return true

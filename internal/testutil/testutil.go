@@ -116,6 +116,9 @@ func ArtifactErr(name, src string, steps ...[]string) (string, error) {
 		fmt.Fprintf(&log, "%q\n", args)
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Dir = scratch
+		// For this machine unless a step says otherwise: an arm64 test
+		// binary run under emulation has GOARCH=arm64 from go test.
+		cmd.Env = environWithout("GOARCH")
 		if o, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, o)
 		}
@@ -194,6 +197,7 @@ func Start(t testing.TB, bin string, args ...string) *Target {
 // and settle (a JVM on a loaded machine).
 func StartWithin(t testing.TB, d time.Duration, bin string, args ...string) *Target {
 	t.Helper()
+	NeedLive(t)
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	// No Pdeathsig: it fires when the forking OS thread exits, and the
@@ -406,6 +410,17 @@ func ThreadStates(pid int) map[int]string {
 func Skip(t testing.TB, reason string) {
 	t.Helper()
 	t.Skipf("skipped: %s", reason)
+}
+
+// NeedLive skips a test that attaches to live targets when the test
+// binary is not an x86-64 one: the targets are built for this x86-64
+// machine, and an arm64 test binary runs under qemu's user emulation,
+// which has no ptrace (the offline packages' tests run that way too).
+func NeedLive(t testing.TB) {
+	t.Helper()
+	if runtime.GOARCH != "amd64" {
+		Skip(t, "live targets are x86-64 programs, and this is a "+runtime.GOARCH+" test binary (under emulation: no ptrace)")
+	}
 }
 
 // Need skips unless tool is on PATH. With STACKSHOT_STRICT=1 (CI, whose

@@ -1,0 +1,3 @@
+module goparked
+
+go 1.19
