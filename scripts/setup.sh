@@ -65,9 +65,11 @@ test_cmds=(
 	aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu aarch64-linux-gnu-objdump:binutils-aarch64-linux-gnu
 	gdb-multiarch:gdb-multiarch debootstrap:debootstrap stress-ng:stress-ng
 	redis-server:redis-server nginx:nginx-light ip:iproute2 ps:procps pgrep:procps
-	man:man-db groff:groff-base zsh:zsh
+	man:man-db groff:groff-base zsh:zsh ss:iproute2 python3.11-config:python3.11-dev
 )
-test_pkgs=(libc6-dbg libc6-dev-arm64-cross ca-certificates)
+# (libpython3.11's static link for the embedded-interpreter test needs
+# expat's and zlib's too)
+test_pkgs=(libc6-dbg libc6-dev-arm64-cross ca-certificates libexpat1-dev zlib1g-dev)
 
 missing=()
 want_cmds() {
