@@ -14,8 +14,9 @@ import (
 // that is no thread of the target (WaitingFor.ForeignTID): its thread
 // group from /proc/TID/status, believed only when that process maps the
 // same shared object the lock lies in (a TID reused by an unrelated
-// process maps nothing of the target's), the target shares our PID
-// namespace (else the TID names another task here), and the TID still
+// process maps nothing of the target's), the target and that process
+// share our PID namespace (else the TID names another task here: a
+// target in another one keeps its note), and the TID still
 // belongs to that process after its maps were read.
 func foreignOwners(rp *report.Process) {
 	var maps procmaps.Maps
@@ -56,6 +57,11 @@ func sharedOwner(maps procmaps.Maps, addr uint64, tid, self int) (int, string) {
 	}
 	st, err := procmaps.ReadStatus(tid)
 	if err != nil || st.Tgid <= 0 || st.Tgid == self {
+		return 0, ""
+	}
+	// The owner recorded its id in its own PID namespace: one nested in
+	// ours would have given a number that here names another task.
+	if !samePIDNamespace(st.Tgid) {
 		return 0, ""
 	}
 	theirs, err := procmaps.ReadMaps(st.Tgid)
