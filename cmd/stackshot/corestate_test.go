@@ -59,3 +59,23 @@ func TestReportStackshotCoreThreadStates(t *testing.T) {
 		t.Errorf("kernel frames checked for %d of %d threads", checked, len(states))
 	}
 }
+
+// A process-shared mutex held by another process, read from a core: the
+// owner's process is not claimed (no /proc of the time), and the note
+// says why.
+func TestReportCoreProcessSharedOwner(t *testing.T) {
+	tg := testutil.Start(t, buildEdges(t), "pshared")
+	v := readyVals(t, tg.Ready)
+	waiter := tidOf(t, v, "waiter")
+	p, _ := reportDiagJSON(t, captureCore(t, tg, "--core-memory", "all"))
+	w := threadByTID(t, p, waiter).WaitingFor
+	if w == nil || w.Kind != "mutex" || w.Address == nil || *w.Address != addrOf(t, v, "m") {
+		t.Fatalf("waiter waits for %+v, want mutex %s", w, addrOf(t, v, "m"))
+	}
+	if w.OwnerTID != nil || w.OwnerPID != 0 {
+		t.Errorf("owner tid %v pid %d claimed from a core", w.OwnerTID, w.OwnerPID)
+	}
+	if want := "the owner is a thread of another process; a core cannot prove which process"; !strings.HasPrefix(w.Note, want) {
+		t.Errorf("note %q, want it to start %q", w.Note, want)
+	}
+}
