@@ -139,3 +139,39 @@ func TestPIDNamespaceStdioAndSleepingOwner(t *testing.T) {
 	}
 	wantDeadlocks(t, p, "")
 }
+
+// A process-shared mutex held by another process of the namespace: its
+// owner's id there is found among that namespace's tasks, and the
+// process named by our id.
+func TestPIDNamespaceProcessSharedOwner(t *testing.T) {
+	n := startInPIDNS(t, buildEdges(t), "pshared")
+	v := readyVals(t, n.Ready)
+	waiter := n.tid(t, v, "waiter")
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", n.pid, n.pid))
+	f := strings.Fields(string(b))
+	if err != nil || len(f) != 1 {
+		t.Fatalf("the target's child: %q %v", b, err)
+	}
+	owner, _ := strconv.Atoi(f[0])
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, line := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			ids = strings.Fields(v)
+		}
+	}
+	if len(ids) < 2 || ids[len(ids)-1] != v["lockowner"] {
+		t.Fatalf("process %d: NSpid %v, want the lockowner=%s the target printed", owner, ids, v["lockowner"])
+	}
+	p := diagJSON(t, strconv.Itoa(n.pid))
+	w := threadByTID(t, p, waiter).WaitingFor
+	if w == nil || w.Kind != "mutex" || w.Address == nil || *w.Address != addrOf(t, v, "m") {
+		t.Fatalf("waiter waits for %+v, want mutex %s", w, addrOf(t, v, "m"))
+	}
+	if w.OwnerTID != nil || w.OwnerPID != owner || w.OwnerComm != "lockowner" {
+		t.Errorf("owner tid %v pid %d comm %q, want no thread here, process %d \"lockowner\"", w.OwnerTID, w.OwnerPID, w.OwnerComm, owner)
+	}
+}
