@@ -42,6 +42,7 @@ func Diagnose(p *report.Process, mem io.ReaderAt, tasks map[int]bool) {
 			w.OwnerName = names[*w.OwnerTID]
 		}
 	}
+	staleOwners(p.Threads, mem)
 	inferPIParked(p.Threads, names)
 	p.Deadlocks = Deadlocks(p.Threads)
 	p.Diagnosed = true

@@ -42,10 +42,21 @@ func cpuTimes(pid int, p *report.Process) map[int]diagnose.CPU {
 //
 // tasks are the target's threads now (liveTasks), read after the capture.
 func (s *Session) diagnose(rp *report.Process, raw *ptrace.Process, tasks map[int]bool) *report.Process {
-	if child := s.sandboxFor(raw.PID); child != nil {
-		child.Locks(rp, tasks)
-	} else {
-		diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
+	find := func(tasks map[int]bool) {
+		if child := s.sandboxFor(raw.PID); child != nil {
+			child.Locks(rp, tasks)
+		} else {
+			diagnose.Diagnose(rp, ptrace.MemReader{PID: raw.MemPID()}, tasks)
+		}
+	}
+	// (in the ids of the target's PID namespace: see pidns.go)
+	switch ns, ok := nsTIDs(raw.PID, tasks); {
+	case !ok:
+		find(map[int]bool{}) // no owner can be proved
+	case ns != nil:
+		inTargetNamespace(rp, tasks, ns, find)
+	default:
+		find(tasks)
 	}
 	foreignOwners(rp)
 	if s.sandboxFor(raw.PID) == nil {

@@ -305,12 +305,14 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 		// each, no report sent back down), then hands over its cache
 		// entries (this is a dump's last request of it).
 		// The target's tasks are listed once the request has gone
-		// (Then.Tasks), while the child resolves.
+		// (Then.Tasks), while the child resolves. Not for a target in
+		// another PID namespace: its lock owners are read in its own
+		// ids (pidns.go), asked of the child after.
 		list := func() map[int]bool {
 			tasks = procmaps.TaskSet(p.PID)
 			return tasks
 		}
-		rp = s.resolveBoxed(child, p, sandbox.Then{Locks: true, Tasks: list, Goroutines: s.o.Goroutines, Flush: true})
+		rp = s.resolveBoxed(child, p, sandbox.Then{Locks: samePIDNamespace(p.PID), Tasks: list, Goroutines: s.o.Goroutines, Flush: true})
 		if tasks == nil {
 			list() // (the child failed before)
 		}

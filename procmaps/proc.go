@@ -451,6 +451,10 @@ type Status struct {
 	UIDs, GIDs [4]int
 	VolCtx     uint64
 	NonVolCtx  uint64
+	// NSpid is the task's id in each PID namespace it is in, from the
+	// one /proc was mounted in to its own (at most 33 levels, the
+	// kernel's limit); nil when the kernel does not say.
+	NSpid []int
 }
 
 // ParseStatus parses /proc/PID/status.
@@ -492,10 +496,32 @@ func ParseStatus(b []byte) Status {
 			s.VolCtx, _ = strconv.ParseUint(v, 10, 64)
 		case "nonvoluntary_ctxt_switches":
 			s.NonVolCtx, _ = strconv.ParseUint(v, 10, 64)
+		case "NSpid":
+			s.NSpid = parseNSpid(v)
 		}
 		return true
 	})
 	return s
+}
+
+// maxPIDNSLevels bounds an NSpid line (MAX_PID_NS_LEVEL is 32, plus the
+// root namespace).
+const maxPIDNSLevels = 33
+
+func parseNSpid(v string) []int {
+	f := strings.Fields(v)
+	if len(f) == 0 || len(f) > maxPIDNSLevels {
+		return nil
+	}
+	out := make([]int, len(f))
+	for i := range f {
+		n, err := strconv.Atoi(f[i])
+		if err != nil || n <= 0 {
+			return nil
+		}
+		out[i] = n
+	}
+	return out
 }
 
 // ReadStatus reads /proc/PID/status.

@@ -28,5 +28,10 @@ func (s *Space) DataName(addr uint64) string {
 	if e.mod == nil || !e.ok || e.mod.Mismatch() {
 		return ""
 	}
-	return e.mod.DataName(addr - e.bias)
+	if n := e.mod.DataName(addr - e.bias); n != "" {
+		return n
+	}
+	// (no debug file: a standard stream's lock is a static of libc,
+	// named from its .dynsym)
+	return s.stdioLockName(e, addr)
 }

@@ -60,3 +60,23 @@ func (m *Module) collectData() *symTable {
 	}
 	return buildSymTable(raw)
 }
+
+// DataAddr is the address (in the module's ELF address space) of the data
+// object named name, the first of that name in the module's table of
+// globals and statics (see DataSymbol); ok is false when there is none.
+func (m *Module) DataAddr(name string) (vaddr uint64, ok bool) {
+	if m == nil || m.mismatch {
+		return 0, false
+	}
+	m.data.once.Do(func() { m.data.table = m.collectData() })
+	t := m.data.table
+	if t == nil {
+		return 0, false
+	}
+	for i := 0; i < t.count; i++ {
+		if t.name(i) == name {
+			return t.addr[i], true
+		}
+	}
+	return 0, false
+}

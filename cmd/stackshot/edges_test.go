@@ -208,3 +208,29 @@ func TestStdioLockOwnerTIDReused(t *testing.T) {
 		t.Errorf("note %q, want \"the owner has exited\"", w.Note)
 	}
 }
+
+// A plain mutex's owner exited holding it and its TID now belongs to
+// "reuser", which waits for the same mutex, as "orphan" does: glibc
+// records only the TID, so the reuser reads as the owner. That it waits
+// for the mutex itself is what is provable (it locked it twice, or is
+// not the owner): no owner is named, and no self-deadlock claimed.
+func TestMutexOwnerTIDReusedByWaiter(t *testing.T) {
+	tg := testutil.Start(t, buildEdges(t), "mutexreuse")
+	if tg.Ready == "ready noreuse" {
+		testutil.Skip(t, "the target could not have a TID reused (ns_last_pid needs root, and the pid must be free)")
+	}
+	v := readyVals(t, tg.Ready)
+	holder, reuser, orphan := tidOf(t, v, "holder"), tidOf(t, v, "reuser"), tidOf(t, v, "orphan")
+	if holder != reuser {
+		t.Fatalf("holder %d, reuser %d: the TID was not reused", holder, reuser)
+	}
+	stale := addrOf(t, v, "stale")
+	p := diagJSON(t, strconv.Itoa(tg.PID))
+	for _, tid := range []int{reuser, orphan} {
+		wantWait(t, p, tid, "mutex", stale, 0)
+		if w := threadByTID(t, p, tid).WaitingFor; !strings.Contains(w.Note, "locked it twice, or") {
+			t.Errorf("thread %d: note %q, want it to say the recorded owner waits for the mutex itself", tid, w.Note)
+		}
+	}
+	wantDeadlocks(t, p, "")
+}

@@ -17,6 +17,10 @@
  *             thread "reuser" is given its TID (ns_last_pid, root only;
  *             "ready noreuse" otherwise); "printer" blocks in printf:
  *             the owner recorded is gone, its TID another thread's
+ *   mutexreuse "holder" locks the plain mutex "stale" and exits holding
+ *             it; "reuser" is given its TID (as in reuse) and then waits
+ *             for stale, as does "orphan": glibc records the holder's
+ *             TID, now the reuser's, which never locked it
  * When every thread is where the scenario wants it, main prints "ready"
  * and NAME=TID / NAME=ADDRESS pairs (the program's own view of who took
  * what), then waits for EOF on stdin (the join scenario's main is blocked
@@ -244,6 +248,64 @@ static void reuse(void) {
 	wait_stdin();
 }
 
+static pthread_mutex_t stale = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int decide; /* the reuser's: 1 exit (wrong TID), 2 lock stale */
+
+static void *exit_holding_stale(void *p) {
+	(void)p;
+	pthread_mutex_lock(&stale);
+	name(0, "holder");
+	return NULL;
+}
+
+static void *stale_reuser(void *p) {
+	(void)p;
+	name(2, "reuser");
+	int d;
+	while (!(d = atomic_load(&decide))) usleep(200);
+	if (d == 2) pthread_mutex_lock(&stale);
+	return NULL;
+}
+
+static void *stale_orphan(void *p) {
+	(void)p;
+	name(1, "orphan");
+	pthread_mutex_lock(&stale);
+	return NULL;
+}
+
+static void mutex_reuse(void) {
+	pthread_t t;
+	if (pthread_create(&t, NULL, exit_holding_stale, NULL) != 0) exit(1);
+	pthread_join(t, NULL);
+	int old = tids[0], got = 0;
+	for (int try = 0; try < 200 && got != old; try++) {
+		FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "w");
+		if (!f) break;
+		fprintf(f, "%d", old - 1);
+		if (fclose(f) != 0) break;
+		atomic_store(&tids[2], 0);
+		atomic_store(&decide, 0);
+		if (pthread_create(&t, NULL, stale_reuser, NULL) != 0) exit(1);
+		while (!(got = atomic_load(&tids[2]))) usleep(100);
+		if (got != old) {
+			atomic_store(&decide, 1);
+			pthread_join(t, NULL);
+		}
+	}
+	if (got != old) {
+		printf("ready noreuse\n");
+	} else {
+		atomic_store(&decide, 2);
+		wait_futex(2);
+		spawn(stale_orphan, NULL);
+		wait_futex(1);
+		printf("ready holder=%d reuser=%d orphan=%d stale=%p\n", old, got, tids[1], (void *)&stale);
+	}
+	fflush(stdout);
+	wait_stdin();
+}
+
 static void pshared(void) {
 	pthread_mutex_t *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	int *flag = (int *)(m + 1);
@@ -287,6 +349,8 @@ int main(int argc, char **argv) {
 	} else if (!strcmp(mode, "reuse")) {
 		signal(SIGUSR1, nothing);
 		reuse();
+	} else if (!strcmp(mode, "mutexreuse")) {
+		mutex_reuse();
 	} else if (!strcmp(mode, "pshared")) {
 		pshared();
 	} else if (!strcmp(mode, "chain")) {
