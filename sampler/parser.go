@@ -99,8 +99,11 @@ type boxed struct {
 	warned bool
 }
 
+// A child that never started was said so by whoever started it
+// (sandbox.TryStart, Launching.Child): its errors, that line again, are
+// not said twice.
 func newBoxed(child *sandbox.Child, res *resolve.Resolver, warn func(string)) *boxed {
-	return &boxed{child: child, w: child.Walker(), res: res, warn: warn}
+	return &boxed{child: child, w: child.Walker(), res: res, warn: warn, warned: child.NeverStarted()}
 }
 
 func (b *boxed) warm(p *ptrace.Process) {

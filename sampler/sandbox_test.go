@@ -3,6 +3,7 @@
 package sampler
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -178,3 +179,49 @@ func TestSamplerSandboxCrash(t *testing.T) {
 }
 
 func perfProbe() error { return perfsample.Probe(perfsample.Config{Freq: 99}) }
+
+// A child that never started was said so, in one line, by whoever started
+// it (sandbox.TryStart): the sampler, whose every walk then fails with
+// that line, does not say it again (record on a terminal printed it
+// twice, once behind its progress line's clearing).
+func TestSamplerSandboxNotStartedSaidOnce(t *testing.T) {
+	tg := startBusyAsOther(t)
+	sandbox.TestHook = "lockdown"
+	defer func() { sandbox.TestHook = "" }()
+	tgt, err := sandbox.TargetOf(tg.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	say := func(msg string) { said = append(said, msg) }
+	ropts := resolve.Options{Live: true, Sampler: true}
+	child := sandbox.TryStart(sandbox.Config{Resolve: ropts}, tgt, fmt.Sprintf("process %d", tg.PID), say)
+	t.Cleanup(func() { child.Close() })
+	if !child.NeverStarted() {
+		t.Fatalf("the child started despite its failing lockdown")
+	}
+	s, err := New(resolve.NewResolver(symtab.New(symtab.Options{}), ropts),
+		Config{Freq: 99, Duration: 300 * time.Millisecond, Idle: true, Source: SourcePtrace, Warn: say,
+			Sandbox: func(int) *sandbox.Child { return child }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeAuto, Deadline: time.Now().Add(10 * time.Second)}, child.Check())
+	if err != nil {
+		t.Fatalf("first capture: %v", err)
+	}
+	if err := s.Add(p); err != nil {
+		t.Fatal(err)
+	}
+	if end := s.Run(); end != EndDuration {
+		t.Fatalf("Run ended with %q", end)
+	}
+	want := sandbox.NotStartedLine(fmt.Sprintf("process %d", tg.PID), errors.New("test hook: the lockdown fails"))
+	if len(said) != 1 || said[0] != want {
+		t.Errorf("said %q, want the one line %q", said, want)
+	}
+	if st := s.Profile().Stats; st.Samples == 0 || st.TruncatedWhy["sandboxed parser failed"] != st.Samples {
+		t.Errorf("%d samples, truncated %v: want every sample unnamed", st.Samples, st.TruncatedWhy)
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -189,8 +188,11 @@ func (c *Child) flushCache() {
 	if c.drain(); !c.unflushed || c.dead != nil {
 		return // (flushed after the last request: ResolveThen)
 	}
+	// (Bounded as a start is, the bound growing with the machine's load:
+	// a fixed 10 s cut the writes short at a load of 200 on 2 CPUs, and
+	// the next run built those entries again.)
 	killAt := c.killAt()
-	if soon := time.Now().Add(startWait); soon.Before(killAt) {
+	if soon := startDeadline(c.cfg); soon.Before(killAt) {
 		killAt = soon
 	}
 	c.roundTrip(&downMsg{Kind: kFlush}, killAt)

@@ -74,8 +74,7 @@ func idsInUse() (map[uint32]bool, error) {
 		if !isDigits(name) {
 			continue
 		}
-		n := readHead("/proc/"+name+"/status", buf)
-		for _, line := range bytes.Split(buf[:n], []byte("\n")) {
+		for _, line := range bytes.Split(statusHead("/proc/"+name+"/status", buf), []byte("\n")) {
 			k, v, ok := bytes.Cut(line, []byte(":"))
 			if !ok || !(string(k) == "Uid" || string(k) == "Gid" || string(k) == "Groups") {
 				continue
@@ -91,6 +90,18 @@ func idsInUse() (map[uint32]bool, error) {
 		return nil, errors.New("no processes in /proc")
 	}
 	return used, nil
+}
+
+// statusHead is a status file up to the end of its Groups line, read into
+// buf; a Groups line longer than buf (hundreds of groups) makes it read
+// the whole file, or the last groups would go unseen (empty: gone).
+func statusHead(path string, buf []byte) []byte {
+	b := buf[:readHead(path, buf)]
+	if g := bytes.Index(b, []byte("\nGroups:")); len(b) < len(buf) || g >= 0 && bytes.IndexByte(b[g+1:], '\n') >= 0 {
+		return b
+	}
+	all, _ := os.ReadFile(path)
+	return all
 }
 
 // readHead reads the start of a small file into buf (0: unreadable).

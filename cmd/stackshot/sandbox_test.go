@@ -142,6 +142,15 @@ func TestSandboxNeverReady(t *testing.T) {
 			if se.String() != notStarted {
 				t.Errorf("%s: stderr:\n%s\nwant the one line\n%s", hook, se.String(), notStarted)
 			}
+			// record's sampler gets the same child: the line is said
+			// once, not again by the sampler (--idle: its every tick walks
+			// the blocked threads in the failed child).
+			rec := exec.Command(bin, "record", "--idle", "-d", "1s", "-o", filepath.Join(t.TempDir(), "rec.json"), fmt.Sprint(svc.PID))
+			rec.Env = cmd.Env
+			out, err := rec.CombinedOutput()
+			if n := strings.Count(string(out), "did not start"); err != nil || n != 1 || !strings.Contains(string(out), strings.TrimSuffix(notStarted, "\n")) {
+				t.Errorf("%s: record (%v) said the not-started line %d times:\n%s", hook, err, n, out)
+			}
 			for _, th := range proc.Threads {
 				// (a stop would make epoll_wait and rt_sigtimedwait fail
 				// with EINTR: those are spared it, checked or not)

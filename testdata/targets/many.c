@@ -37,10 +37,21 @@ NOINLINE static void spin_b(long i) {
 }
 NOINLINE static void spin_a(long i) { spin_b(i); KEEP(); }
 
+/* Spinners wait at a gate until every thread exists, so creating them
+ * does not compete with those already spinning (slow on a loaded
+ * machine). */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate_open;
+
 static int spin;
 static void *start(void *arg) {
-	if (spin) spin_a((long)arg);
-	else work_a();
+	if (spin) {
+		pthread_mutex_lock(&gate_mu);
+		while (!gate_open) pthread_cond_wait(&gate_cv, &gate_mu);
+		pthread_mutex_unlock(&gate_mu);
+		spin_a((long)arg);
+	} else work_a();
 	return NULL;
 }
 
@@ -57,6 +68,10 @@ int main(int argc, char **argv) {
 		snprintf(name, sizeof name, "w-%03ld", i);
 		pthread_setname_np(t, name);
 	}
+	pthread_mutex_lock(&gate_mu);
+	gate_open = 1;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
 	while (atomic_load(&started) < n) usleep(1000);
 	printf("ready\n");
 	fflush(stdout);
