@@ -74,7 +74,7 @@ _stackshot() {
 		esac
 		;;
 	report)
-		flags='--format --json -o --output -t --tid --kernel --no-kernel -s --source -i --inline -v --verbose --max-frames --no-java --debug-dir --max-debug-bytes --perf-map --sysroot --no-demangle --no-debuginfod --no-cache --no-sandbox -q --quiet'
+		flags='--format --json -o --output -t --tid --kernel --no-kernel -s --source -i --inline -v --verbose --max-frames --no-java --debug-dir --max-debug-bytes --perf-map --sysroot -e --exe --no-demangle --no-debuginfod --no-cache --no-sandbox -q --quiet'
 		operand=file
 		case $prev in
 		--format) values='text json' ;;
@@ -85,6 +85,7 @@ _stackshot() {
 		--max-debug-bytes) values=none ;;
 		--perf-map) values=file ;;
 		--sysroot) values=dir ;;
+		-e|--exe) values=file ;;
 		esac
 		;;
 	symbolize)
