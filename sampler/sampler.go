@@ -686,8 +686,12 @@ func (s *Sampler) pythonThreads(t *target, p *ptrace.Process) map[int]*pyruntime
 		// target: a python under another name, a program with CPython
 		// linked in)
 		cands := pyruntime.Candidates(p.Exe, p.Maps, map[string]bool{p.Exe: true})
-		if _, boxed := t.parse.(*boxed); boxed && len(cands) > 0 {
-			s.cfg.Warn(fmt.Sprintf("process %d: Python frames not recorded: its memory is parsed in a sandboxed child, which does not read them yet", t.pid))
+		if _, boxed := t.parse.(*boxed); boxed {
+			// (said only of a process that is CPython by its files'
+			// names: its executable is not looked into here)
+			if len(pyruntime.Candidates(p.Exe, p.Maps, nil)) > 0 {
+				s.cfg.Warn(fmt.Sprintf("process %d: Python frames not recorded: its memory is parsed in a sandboxed child, which does not read them yet", t.pid))
+			}
 		} else if len(cands) > 0 {
 			t.py, _ = pyruntime.OpenLive(p.MemPID(), cands, ptrace.MemReader{PID: p.MemPID()})
 		}
