@@ -3,8 +3,6 @@
 package live
 
 import (
-	"errors"
-	"fmt"
 
 	"stackshot/diagnose"
 	"stackshot/ptrace"
@@ -34,26 +32,12 @@ func (s *Session) addPython(p *ptrace.Process, rp *report.Process) *pyState {
 		rp.Warnings = append(rp.Warnings, "Python frames not read: the process belongs to another user, and its memory is parsed in a sandboxed child, which does not read them yet (run as the process's owner to see them)")
 		return nil
 	}
-	rt, err := pyruntime.OpenLive(p.MemPID(), cands, ptrace.MemReader{PID: p.MemPID()})
-	var unknown *pyruntime.UnknownVersionError
-	switch {
-	case errors.Is(err, pyruntime.ErrNotPython):
-		return nil
-	case errors.As(err, &unknown):
-		rp.AddRuntime(report.Runtime{Name: "python", Version: unknown.Version})
-		rp.Warnings = append(rp.Warnings, unknown.Error())
-		return nil
-	case err != nil:
-		rp.AddRuntime(report.Runtime{Name: "python"})
-		rp.Warnings = append(rp.Warnings, fmt.Sprintf("Python frames not read (%v)", err))
+	rt, threads, _ := pyruntime.ReadInto(rp, func() (*pyruntime.Runtime, error) {
+		return pyruntime.OpenLive(p.MemPID(), cands, ptrace.MemReader{PID: p.MemPID()})
+	})
+	if rt == nil {
 		return nil
 	}
-	rp.AddRuntime(report.Runtime{Name: "python", Version: rt.Version})
-	threads, err := rt.Threads()
-	if err != nil {
-		rp.Warnings = append(rp.Warnings, fmt.Sprintf("Python frames not read past a thread state that does not check out (%v)", err))
-	}
-	pyruntime.Merge(rp, rt, threads)
 	return &pyState{rt, threads}
 }
 
