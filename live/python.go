@@ -3,11 +3,13 @@
 package live
 
 import (
+	"fmt"
 
 	"stackshot/diagnose"
 	"stackshot/ptrace"
 	"stackshot/pyruntime"
 	"stackshot/report"
+	"stackshot/sandbox"
 )
 
 // pyState is what addPython read, kept for what the diagnosis asks of
@@ -28,10 +30,13 @@ func (s *Session) addPython(p *ptrace.Process, rp *report.Process) *pyState {
 	if len(cands) == 0 {
 		return nil
 	}
-	if s.sandboxFor(p.PID) != nil {
-		rp.Warnings = append(rp.Warnings, "Python frames not read: the process belongs to another user, and its memory is parsed in a sandboxed child, which does not read them yet (run as the process's owner to see them)")
-		return nil
+	if child := s.sandboxFor(p.PID); child != nil {
+		if !child.RuntimeFrames(p, rp, "python", cands) {
+			return nil
+		}
+		return &pyState{}
 	}
+	sandbox.CountInProcess(fmt.Sprintf("process %d's Python frames", p.PID))
 	rt, threads, _ := pyruntime.ReadInto(rp, func() (*pyruntime.Runtime, error) {
 		return pyruntime.OpenLive(p.MemPID(), cands, ptrace.MemReader{PID: p.MemPID()})
 	})
@@ -49,7 +54,9 @@ func (py *pyState) nameLockWaits(rp *report.Process) {
 	if py == nil {
 		return
 	}
-	py.rt.NameRLockOwners(rp, py.threads)
+	if py.rt != nil { // (the sandboxed child read the frames: RLock owners are not read)
+		py.rt.NameRLockOwners(rp, py.threads)
+	}
 	pyruntime.NameGILWaits(rp)
 	if rp.Diagnosed {
 		rp.Deadlocks = diagnose.Deadlocks(rp.Threads)
