@@ -39,6 +39,7 @@ func (c *Child) RuntimeFrames(p *ptrace.Process, rp *report.Process, name string
 	if c.dead != nil || !c.cfg.Resolve.Live {
 		return false
 	}
+	c.keepOwed(rp) // (the lock owners and goroutines it resolved with)
 	c.follow(p)
 	head := *p
 	head.Threads = nil
