@@ -274,7 +274,7 @@ func serveWork(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *reso
 		}
 		hookBefore(cfg.Hook, kRuntime)
 		up.Kind = kRuntime
-		up.Result, up.NotRuntime = runtimeFrames(m, memc, os.NewFile(uintptr(fd), "runtime"))
+		up.Result, up.NotRuntime, up.RuntimeRead = runtimeFrames(m, memc, os.NewFile(uintptr(fd), "runtime"))
 	case kLocks:
 		if !haveReport(m) {
 			return up, false

@@ -94,7 +94,7 @@ func upSeeds() []upSeed {
 		{"refs_whole", upMsg{Kind: kResolve, Result: &report.Process{Threads: []report.Thread{{TID: 1}}},
 			Unwound: []unwound{{}, {}}, FrameTab: []report.Frame{}, FrameRefs: []byte{1, 5, 2}}},
 		// A runtime's frames (kRuntime) for the two threads of the capture.
-		{"runtime_frames", upMsg{Kind: kRuntime, Result: &report.Process{Runtime: &report.Runtime{Name: "python", Version: "3.11.2"},
+		{"runtime_frames", upMsg{Kind: kRuntime, RuntimeRead: true, Result: &report.Process{Runtime: &report.Runtime{Name: "python", Version: "3.11.2"},
 			Threads:  []report.Thread{{TID: 1, HoldsGIL: true, Frames: []report.Frame{{Kind: "python", Function: "f\x1b[2J", Line: 7}}}, {TID: 2}},
 			Warnings: []string{"thread 2: Python frames incomplete"}}}},
 		{"runtime_none", upMsg{Kind: kRuntime, NotRuntime: true}},

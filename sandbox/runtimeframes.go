@@ -66,7 +66,7 @@ func (c *Child) RuntimeFrames(p *ptrace.Process, rp *report.Process, name string
 			rp.Warnings = append(rp.Warnings, fmt.Sprintf("%s frames not read: the sandboxed parser failed (%v)", name, err))
 			return false
 		}
-		return true
+		return up.RuntimeRead
 	}
 	return false
 }
@@ -113,29 +113,31 @@ func joinRuntime(rp *report.Process, up *upMsg, name string) error {
 // runtimeFrames answers kRuntime in the child: the frames of m.Runtime
 // read from the target's memory and the file f (m.Mapping's, handed over
 // by the parent, closed here) into m's report, which comes back with only
-// its threads, runtime and new warnings; (nil, true): f holds no such
-// runtime.
-func runtimeFrames(m *downMsg, memc *memClient, f *os.File) (out *report.Process, notRuntime bool) {
+// its threads, runtime and new warnings (read: its frames were read, not
+// only its version); (nil, true): f holds no such runtime.
+func runtimeFrames(m *downMsg, memc *memClient, f *os.File) (out *report.Process, notRuntime, read bool) {
 	defer f.Close()
 	st, err := f.Stat()
 	if m.Runtime != runtimePython || memc == nil || err != nil {
-		return nil, true
+		return nil, true, false
 	}
 	bias, ok := goruntime.LoadBias(f, m.Mapping.Start, m.Mapping.Offset)
 	if !ok {
-		return nil, true
+		return nil, true, false
 	}
 	out = &report.Process{Threads: m.report.Threads}
 	mod := pyruntime.Module{Path: m.Mapping.Path, File: f, Size: st.Size(), Bias: bias}
 	if err := contain.Call("reading Python frames", func() {
-		_, _, notRuntime = pyruntime.ReadInto(out, func() (*pyruntime.Runtime, error) {
+		var rt *pyruntime.Runtime
+		rt, _, notRuntime = pyruntime.ReadInto(out, func() (*pyruntime.Runtime, error) {
 			return pyruntime.Open(memc.direct(), []pyruntime.Module{mod})
 		})
+		read = rt != nil
 	}); err != nil {
-		return nil, false // (the parent says it failed)
+		return nil, false, false // (the parent says it failed)
 	}
 	if notRuntime {
-		return nil, true
+		return nil, true, false
 	}
-	return &report.Process{Threads: out.Threads, Runtime: out.Runtime, Runtimes: out.Runtimes, Warnings: out.Warnings}, false
+	return &report.Process{Threads: out.Threads, Runtime: out.Runtime, Runtimes: out.Runtimes, Warnings: out.Warnings}, false, read
 }

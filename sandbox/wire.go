@@ -182,8 +182,10 @@ type upMsg struct {
 	WaitTab   []*report.WaitingFor // (table.go: most wait alike)
 	WaitOf    []int
 	Deadlocks []report.Deadlock
-	// kRuntime: the file handed over holds no such runtime.
-	NotRuntime bool
+	// kRuntime: the file handed over holds no such runtime; or it does,
+	// and its frames were read (RuntimeRead), not only its version.
+	NotRuntime  bool
+	RuntimeRead bool
 	// kSaved: the capture's processes, the thread ids --tid asked for
 	// that each lacks, why one could not be shown, and whether the file is
 	// not a capture at all.
