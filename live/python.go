@@ -3,13 +3,13 @@
 package live
 
 import (
-	"errors"
 	"fmt"
 
 	"stackshot/diagnose"
 	"stackshot/ptrace"
 	"stackshot/pyruntime"
 	"stackshot/report"
+	"stackshot/sandbox"
 )
 
 // pyState is what addPython read, kept for what the diagnosis asks of
@@ -30,30 +30,19 @@ func (s *Session) addPython(p *ptrace.Process, rp *report.Process) *pyState {
 	if len(cands) == 0 {
 		return nil
 	}
-	if s.sandboxFor(p.PID) != nil {
-		rp.Warnings = append(rp.Warnings, "Python frames not read: the process belongs to another user, and its memory is parsed in a sandboxed child, which does not read them yet (run as the process's owner to see them)")
+	if child := s.sandboxFor(p.PID); child != nil {
+		if !child.RuntimeFrames(p, rp, "python", cands) {
+			return nil
+		}
+		return &pyState{}
+	}
+	sandbox.CountInProcess(fmt.Sprintf("process %d's Python frames", p.PID))
+	rt, threads, _ := pyruntime.ReadInto(rp, func() (*pyruntime.Runtime, error) {
+		return pyruntime.OpenLive(p.MemPID(), cands, ptrace.MemReader{PID: p.MemPID()})
+	})
+	if rt == nil {
 		return nil
 	}
-	rt, err := pyruntime.OpenLive(p.MemPID(), cands, ptrace.MemReader{PID: p.MemPID()})
-	var unknown *pyruntime.UnknownVersionError
-	switch {
-	case errors.Is(err, pyruntime.ErrNotPython):
-		return nil
-	case errors.As(err, &unknown):
-		rp.AddRuntime(report.Runtime{Name: "python", Version: unknown.Version})
-		rp.Warnings = append(rp.Warnings, unknown.Error())
-		return nil
-	case err != nil:
-		rp.AddRuntime(report.Runtime{Name: "python"})
-		rp.Warnings = append(rp.Warnings, fmt.Sprintf("Python frames not read (%v)", err))
-		return nil
-	}
-	rp.AddRuntime(report.Runtime{Name: "python", Version: rt.Version})
-	threads, err := rt.Threads()
-	if err != nil {
-		rp.Warnings = append(rp.Warnings, fmt.Sprintf("Python frames not read past a thread state that does not check out (%v)", err))
-	}
-	pyruntime.Merge(rp, rt, threads)
 	return &pyState{rt, threads}
 }
 
@@ -65,7 +54,9 @@ func (py *pyState) nameLockWaits(rp *report.Process) {
 	if py == nil {
 		return
 	}
-	py.rt.NameRLockOwners(rp, py.threads)
+	if py.rt != nil { // (the sandboxed child read the frames: RLock owners are not read)
+		py.rt.NameRLockOwners(rp, py.threads)
+	}
 	pyruntime.NameGILWaits(rp)
 	if rp.Diagnosed {
 		rp.Deadlocks = diagnose.Deadlocks(rp.Threads)

@@ -15,6 +15,7 @@ import (
 
 	"stackshot/internal/diskcache"
 	"stackshot/ptrace"
+	"stackshot/pyruntime"
 	"stackshot/report"
 )
 
@@ -56,6 +57,12 @@ func FuzzRecvUp(f *testing.F) {
 					t.Fatalf("%d frames rebuilt", n)
 				}
 			}
+			if err == nil && m.Kind == kRuntime {
+				rp := &report.Process{Threads: []report.Thread{{TID: 1}, {TID: 2}}}
+				if joinRuntime(rp, m, "python") == nil && len(rp.Threads[0].Frames)+len(rp.Threads[1].Frames) > 2*pyruntime.MaxFrames {
+					t.Fatalf("%d frames taken", len(rp.Threads[0].Frames)+len(rp.Threads[1].Frames))
+				}
+			}
 			if n != uint32(len(payload)) {
 				if err == nil {
 					t.Fatalf("a %d-byte frame was accepted", n)
@@ -86,6 +93,11 @@ func upSeeds() []upSeed {
 			FrameRefs: []byte{2, 0, 16, 0, 16, 1, 0, 48}}},
 		{"refs_whole", upMsg{Kind: kResolve, Result: &report.Process{Threads: []report.Thread{{TID: 1}}},
 			Unwound: []unwound{{}, {}}, FrameTab: []report.Frame{}, FrameRefs: []byte{1, 5, 2}}},
+		// A runtime's frames (kRuntime) for the two threads of the capture.
+		{"runtime_frames", upMsg{Kind: kRuntime, RuntimeRead: true, Result: &report.Process{Runtime: &report.Runtime{Name: "python", Version: "3.11.2"},
+			Threads:  []report.Thread{{TID: 1, HoldsGIL: true, Frames: []report.Frame{{Kind: "python", Function: "f\x1b[2J", Line: 7}}}, {TID: 2}},
+			Warnings: []string{"thread 2: Python frames incomplete"}}}},
+		{"runtime_none", upMsg{Kind: kRuntime, NotRuntime: true}},
 		{"cacheput", upMsg{Kind: kCachePut, Key: &diskcache.Key{Kind: "symbols", BuildID: "ab"}, Data: []byte("a\x00c")}},
 		{"key_valid", upMsg{Kind: kCacheGet, Len: 1 << 20, Key: &diskcache.Key{Kind: "symbols", BuildID: "0123abcd",
 			Size: 10, Dev: 1, Ino: 2, Ctime: 3, Part: "v1 debug=none alt=none"}}},

@@ -186,6 +186,10 @@ type Child struct {
 	// for the report pendingFor (then.go).
 	pending    []string
 	pendingFor *report.Process
+	// kept are ResolveThen's answers for the report keptFor, read ahead of
+	// another request made before they were asked for (keepOwed).
+	kept    map[string]*upMsg
+	keptFor *report.Process
 	// checked are the stacks the child holds from the kCheckAll requests
 	// it was sent since the last kResolve, by thread (batch.go).
 	checked map[int]checkedStack

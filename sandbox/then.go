@@ -97,11 +97,33 @@ func sortedTasks(tasks map[int]bool) []int {
 // made for rp; ok false: none was made (ask). The answers owed before it
 // are read and dropped.
 func (c *Child) awaited(rp *report.Process, kind string) (up *upMsg, ok bool, err error) {
+	if up := c.kept[kind]; up != nil && rp != nil && rp == c.keptFor {
+		delete(c.kept, kind)
+		return up, true, nil
+	}
 	if rp == nil || rp != c.pendingFor || !slices.Contains(c.pending, kind) {
 		return nil, false, nil
 	}
 	up, err = c.owed(kind)
 	return up, true, err
+}
+
+// keepOwed reads the answers ResolveThen's request owes for rp and keeps
+// them for awaited, so that a request made before they are asked for
+// (RuntimeFrames) does not drop them (drain). A failed child keeps none:
+// its failure is met by the next request.
+func (c *Child) keepOwed(rp *report.Process) {
+	if rp == nil || rp != c.pendingFor {
+		return
+	}
+	c.kept, c.keptFor = map[string]*upMsg{}, rp
+	for len(c.pending) > 0 {
+		up, err := c.nextOwed()
+		if err != nil {
+			return
+		}
+		c.kept[up.Kind] = up
+	}
 }
 
 // drain reads the answers still owed (ResolveThen's, or a capture's

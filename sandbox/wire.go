@@ -49,6 +49,7 @@ const (
 	kMemFD   = "memfd"   // down: the target's /proc/PID/task/TID/mem, read-only (none: ask by kMem)
 	kGo      = "go"      // down: read Proc's goroutines (its executable attached); up: them in Result
 	kLocks   = "locks"   // down: find the owners of the locks Report's threads wait for; up: Waits, Deadlocks
+	kRuntime = "runtime" // down: read Runtime's frames into Report's threads (Mapping's file attached); up: them in Result
 	kTasks   = "tasks"   // down: the Tasks of the kResolve just sent (LocksToo); no answer
 	kSaved   = "saved"   // down: resolve the capture file or core attached; up: its processes in Procs
 	kReply   = "reply"   // down: the answer to a call
@@ -111,6 +112,10 @@ type downMsg struct {
 	// decoded, or the child's own (then.go).
 	Report []byte
 	report *report.Process
+	// Runtime is the runtime whose frames kRuntime reads ("python"), in
+	// the file of Mapping, which comes with the request.
+	Runtime string
+	Mapping *procmaps.Mapping
 	// Tasks are the target's threads now (kLocks: an owner is one of them).
 	Tasks []int
 	// LocksToo: kResolve's request goes on with kLocks for the threads
@@ -177,6 +182,10 @@ type upMsg struct {
 	WaitTab   []*report.WaitingFor // (table.go: most wait alike)
 	WaitOf    []int
 	Deadlocks []report.Deadlock
+	// kRuntime: the file handed over holds no such runtime; or it does,
+	// and its frames were read (RuntimeRead), not only its version.
+	NotRuntime  bool
+	RuntimeRead bool
 	// kSaved: the capture's processes, the thread ids --tid asked for
 	// that each lacks, why one could not be shown, and whether the file is
 	// not a capture at all.
@@ -522,7 +531,7 @@ func recvUp(sock int, limit int64) (*upMsg, error) {
 	if err := decodeInto(b, &m, limit); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
 	}
-	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && m.Kind != kRecord && m.Kind != kCheckAll && len(b) > maxUpCall {
+	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kRuntime && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && m.Kind != kRecord && m.Kind != kCheckAll && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
 	return &m, nil
