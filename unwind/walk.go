@@ -118,10 +118,7 @@ func Unwind(in *Input, out []Frame) (frames []Frame, stop StopReason) {
 		return frames, stop
 	}
 	out = out[:n]
-	pcReg, spReg := RegRIP, RegRSP
-	if in.Arch == ArchARM64 {
-		pcReg, spReg = A64PC, A64SP
-	}
+	pcReg, spReg := archRegs(in.Arch)
 	if pc, ok := in.Regs.Get(pcReg); ok {
 		sp, _ := in.Regs.Get(spReg)
 		out = append(out, Frame{PC: pc, SP: sp, Method: MethodRegs, Exact: true})
@@ -129,19 +126,25 @@ func Unwind(in *Input, out []Frame) (frames []Frame, stop StopReason) {
 	return out, StopFault
 }
 
-func walk(in *Input, out []Frame) ([]Frame, StopReason) {
-	if in.Arch == ArchARM64 {
-		return walkARM64(in, out)
+// archRegs are the slots of the PC and the stack pointer in a's Regs.
+func archRegs(a Arch) (pc, sp int) {
+	if a == ArchARM64 {
+		return A64PC, A64SP
 	}
+	return RegRIP, RegRSP
+}
+
+func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 	max := in.MaxFrames
 	if max <= 0 {
 		max = DefaultMaxFrames
 	}
-	pc, ok := in.Regs.Get(RegRIP)
+	pcReg, spReg := archRegs(in.Arch)
+	pc, ok := in.Regs.Get(pcReg)
 	if !ok {
 		return out, StopUnknownReg
 	}
-	sp, ok := in.Regs.Get(RegRSP)
+	sp, ok := in.Regs.Get(spReg)
 	out = append(out, Frame{PC: pc, SP: sp, Method: MethodRegs, Exact: true})
 	if !ok {
 		return out, StopUnknownReg
@@ -152,10 +155,16 @@ func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 	w := walkerPool.Get().(*walker)
 	defer walkerPool.Put(w)
 	w.in = in
-	w.arm64 = false
+	w.arm64 = in.Arch == ArchARM64
+	if w.arm64 { // (see walk_arm64_arch.go)
+		w.pacMask = in.PACMask
+		if w.pacMask == 0 {
+			w.pacMask = a64DefaultPACMask
+		}
+	}
 	w.miValid = false
 	w.gen++ // (a pooled walker's memos are another walk's)
-	w.cfiRS, w.cfiSrc = nil, nil
+	w.cfiPC, w.cfiRS, w.cfiSrc = 0, nil, nil
 	w.budget = scanBudget
 	w.regs = in.Regs
 	w.lo, w.hi = in.StackLo, in.StackHi
@@ -165,7 +174,13 @@ func walk(in *Input, out []Frame) ([]Frame, StopReason) {
 			w.in = nil
 			return out, StopMaxFrames
 		}
-		f, stop := w.step(&out[len(out)-1], len(out)-1 == first)
+		var f Frame
+		var stop StopReason
+		if w.arm64 { // (direct calls: the x86-64 walk's own cost is unchanged)
+			f, stop = w.stepARM64(&out[len(out)-1], len(out)-1 == first)
+		} else {
+			f, stop = w.step(&out[len(out)-1], len(out)-1 == first)
+		}
 		if stop != StopNone {
 			w.in = nil
 			return out, stop

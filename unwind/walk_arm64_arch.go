@@ -2,57 +2,13 @@ package unwind
 
 import "encoding/binary"
 
-// walkARM64 is walk for an aarch64 thread: each caller is found by the
+// The aarch64 walk (walk, with stepARM64): each caller is found by the
 // module's CFI (after the sigreturn trampoline's saved context), else by
 // the frame record x29 points at, else, for frame 0 alone, by the link
 // register of a leaf that has not saved it. Return addresses lose their
 // pointer-authentication bits (Input.PACMask) before they are used.
 // There is no stack scanning on arm64: a frame record chain is what
 // code without CFI leaves.
-func walkARM64(in *Input, out []Frame) ([]Frame, StopReason) {
-	max := in.MaxFrames
-	if max <= 0 {
-		max = DefaultMaxFrames
-	}
-	pc, ok := in.Regs.Get(A64PC)
-	if !ok {
-		return out, StopUnknownReg
-	}
-	sp, ok := in.Regs.Get(A64SP)
-	out = append(out, Frame{PC: pc, SP: sp, Method: MethodRegs, Exact: true})
-	if !ok {
-		return out, StopUnknownReg
-	}
-	if in.Space == nil {
-		return out, StopNoUnwindInfo
-	}
-	w := walkerPool.Get().(*walker)
-	defer walkerPool.Put(w)
-	w.in = in
-	w.arm64 = true
-	w.pacMask = in.PACMask
-	if w.pacMask == 0 {
-		w.pacMask = a64DefaultPACMask
-	}
-	w.miValid = false
-	w.gen++
-	w.cfiPC, w.cfiRS, w.cfiSrc = 0, nil, nil
-	w.regs = in.Regs
-	w.lo, w.hi = in.StackLo, in.StackHi
-	first := len(out) - 1
-	for {
-		if len(out)-first >= max {
-			w.in, w.arm64 = nil, false
-			return out, StopMaxFrames
-		}
-		f, stop := w.stepARM64(&out[len(out)-1], len(out)-1 == first)
-		if stop != StopNone {
-			w.in, w.arm64 = nil, false
-			return out, stop
-		}
-		out = append(out, f)
-	}
-}
 
 // stepARM64 finds the caller of the current frame cur.
 func (w *walker) stepARM64(cur *Frame, frame0 bool) (Frame, StopReason) {
