@@ -109,17 +109,17 @@ func namedChain(fns []string) []string {
 var gdbFrameLine = regexp.MustCompile(`^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)`)
 var gdbLWP = regexp.MustCompile(`^Thread \d+ .*\(LWP (\d+)\)\)?:`)
 
-// gdbChains runs gdb-multiarch's backtrace of the worker thread (gdb's
-// thread 2) of core. gdb 13 spins unwinding the main thread of these
-// cores from libc's frame 0 (it stops there when bounded), so the main
-// thread is checked against the program's own chain only.
-func gdbChains(t *testing.T, exe, core string) map[int][]string {
+// gdbChains runs gdb-multiarch's backtrace command bt on core (with the
+// cross sysroot) within d, and returns the functions of each thread it
+// printed, by thread id. (gdb 13 spins unwinding the main thread of the C
+// programs' cores from libc's frame 0: their tests ask for thread 2 only.)
+func gdbChains(t *testing.T, exe, core string, d time.Duration, bt string) map[int][]string {
 	t.Helper()
 	testutil.Need(t, "gdb-multiarch")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "gdb-multiarch", "-nx", "-batch", "-ex", "set debuginfod enabled off",
-		"-ex", "set sysroot "+arm64Sysroot, "-ex", "thread apply 2 bt", exe, core).CombinedOutput()
+		"-ex", "set sysroot "+arm64Sysroot, "-ex", bt, exe, core).CombinedOutput()
 	if err != nil {
 		t.Fatalf("gdb-multiarch: %v\n%s", err, out)
 	}
@@ -194,7 +194,7 @@ func TestReportARM64Core(t *testing.T) {
 				return
 			}
 			// gdb-multiarch on the same core names the same functions.
-			g := gdbChains(t, exe, core)
+			g := gdbChains(t, exe, core, 2*time.Minute, "thread apply 2 bt")
 			for _, th := range p.Threads[1:2] {
 				gc := namedChain(g[th.TID])
 				if len(gc) < 4 {

@@ -10,8 +10,6 @@ package main
 // gdb-multiarch on the same core are the independent chains.
 
 import (
-	"context"
-	"os/exec"
 	"regexp"
 	"runtime"
 	"slices"
@@ -153,7 +151,7 @@ func TestReportARM64GoCore(t *testing.T) {
 				return // (gdb-multiarch names nothing in a stripped Go binary)
 			}
 			// gdb-multiarch, on the same core, up to runtime.sigtramp.
-			g := gdbAllChains(t, bin, core)
+			g := gdbChains(t, bin, core, 3*time.Minute, "thread apply all bt")
 			for i, th := range p.Threads {
 				if gc := g[th.TID]; !slices.Equal(before[i], gc) {
 					t.Errorf("thread %d: stackshot %v, gdb-multiarch %v", th.TID, before[i], gc)
@@ -190,28 +188,4 @@ func goChainMatches(post, tr []goTraceFrame) bool {
 		}
 	}
 	return true
-}
-
-// gdbAllChains is gdb-multiarch's backtrace of every thread of core, by
-// thread id.
-func gdbAllChains(t *testing.T, exe, core string) map[int][]string {
-	t.Helper()
-	testutil.Need(t, "gdb-multiarch")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "gdb-multiarch", "-nx", "-batch", "-ex", "set debuginfod enabled off",
-		"-ex", "thread apply all bt", exe, core).CombinedOutput()
-	if err != nil {
-		t.Fatalf("gdb-multiarch: %v\n%s", err, out)
-	}
-	chains := map[int][]string{}
-	tid := 0
-	for _, l := range strings.Split(string(out), "\n") {
-		if m := gdbLWP.FindStringSubmatch(l); m != nil {
-			tid, _ = strconv.Atoi(m[1])
-		} else if m := gdbFrameLine.FindStringSubmatch(l); m != nil && tid != 0 {
-			chains[tid] = append(chains[tid], m[1])
-		}
-	}
-	return chains
 }
