@@ -90,9 +90,11 @@ func kernelCorePath(dir string, pid int) (string, string) {
 	return filepath.Join(dir, name), ""
 }
 
-// TestReportKernelCore: a program aborts with RLIMIT_CORE raised; the
-// kernel's core, reported, shows the abort's chain and the other thread.
-func TestReportKernelCore(t *testing.T) {
+// abortedCore runs testdata's aborter with RLIMIT_CORE raised until it
+// calls abort(), and returns the kernel's core of it (removed when the
+// test ends) and its pid; it skips where the kernel writes no core here.
+func abortedCore(t *testing.T) (path string, pid int) {
+	t.Helper()
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_CORE, &lim); err != nil || lim.Max != ^uint64(0) && lim.Max < 64<<20 {
 		testutil.Skip(t, fmt.Sprintf("the hard RLIMIT_CORE (%d) does not allow a core", lim.Max))
@@ -107,16 +109,25 @@ func TestReportKernelCore(t *testing.T) {
 		t.Fatalf("target said %q", ans)
 	}
 	tg.Cmd.Wait()
-	if ws, ok := tg.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.CoreDump() {
-		t.Fatalf("target ended with %v, want a core dump", tg.Cmd.ProcessState)
+	ws, ok := tg.Cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.CoreDump() || ws.Signal() != syscall.SIGABRT {
+		t.Fatalf("target ended with %v, want SIGABRT and a core dump", tg.Cmd.ProcessState)
 	}
-	path, _ := kernelCorePath(dir, tg.PID)
+	path, _ = kernelCorePath(dir, tg.PID)
+	t.Cleanup(func() { os.Remove(path) })
+	return path, tg.PID
+}
+
+// TestReportKernelCore: a program aborts with RLIMIT_CORE raised; the
+// kernel's core, reported, shows the abort's chain and the other thread.
+func TestReportKernelCore(t *testing.T) {
+	path, pid := abortedCore(t)
 	p := reportCore(t, path)
-	if p.PID != tg.PID || len(p.Threads) != 2 {
-		t.Fatalf("pid %d, %d threads; want %d, 2", p.PID, len(p.Threads), tg.PID)
+	if p.PID != pid || len(p.Threads) != 2 {
+		t.Fatalf("pid %d, %d threads; want %d, 2", p.PID, len(p.Threads), pid)
 	}
 	main := p.Threads[0]
-	if main.TID != tg.PID {
+	if main.TID != pid {
 		t.Errorf("first thread %d, want the one that aborted", main.TID)
 	}
 	if f := fnames(main); !hasSubseq(f, []string{"__GI_abort", "crash_b", "crash_a", "main"}) && !hasSubseq(f, []string{"abort", "crash_b", "crash_a", "main"}) {

@@ -5,12 +5,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"stackshot/internal/testutil"
@@ -96,26 +94,7 @@ func TestReportStackshotCoreLocks(t *testing.T) {
 // The kernel's core of a program that called abort(): the signal is
 // named, in JSON and as gdb says it.
 func TestReportKernelCoreSignal(t *testing.T) {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_CORE, &lim); err != nil || lim.Max != ^uint64(0) && lim.Max < 64<<20 {
-		testutil.Skip(t, fmt.Sprintf("the hard RLIMIT_CORE (%d) does not allow a core", lim.Max))
-	}
-	dir := t.TempDir()
-	if _, why := kernelCorePath(dir, 1); why != "" {
-		testutil.Skip(t, why)
-	}
-	exe := testutil.Build(t, "gcc", []string{testutil.Testdata("targets", "aborter.c")}, "-O1", "-g", "-pthread")
-	tg := testutil.Start(t, "/bin/sh", "-c", "ulimit -c unlimited && cd "+dir+" && exec "+exe)
-	if ans := tg.Ask("abort"); ans != "aborting" {
-		t.Fatalf("target said %q", ans)
-	}
-	tg.Cmd.Wait()
-	ws, ok := tg.Cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.CoreDump() || ws.Signal() != syscall.SIGABRT {
-		t.Fatalf("target ended with %v, want SIGABRT and a core dump", tg.Cmd.ProcessState)
-	}
-	path, _ := kernelCorePath(dir, tg.PID)
-	defer os.Remove(path)
+	path, _ := abortedCore(t)
 	_, raw := reportDiagJSON(t, path)
 	if !strings.Contains(raw, `"signal": "SIGABRT"`) {
 		t.Errorf("no \"signal\": \"SIGABRT\" in\n%.600s", raw)
