@@ -21,6 +21,10 @@ type TextOptions struct {
 	Source  bool // at file:line
 	Inline  bool // inlined frames as their own lines
 	Verbose bool // unwind method per frame, pauses, stop reasons
+	// NoFold shows every thread on its own (--no-group): by default
+	// threads that wait alike for nothing another thread holds, with the
+	// same stack to the byte, are shown once (foldThreads).
+	NoFold bool
 }
 
 // Text writes processes like gdb's "thread apply all bt".
@@ -63,11 +67,10 @@ func textProcess(w *bufio.Writer, p *report.Process, o TextOptions) {
 		fmt.Fprintf(w, "  note: %s\n", term.Escape(wmsg))
 	}
 	textDiagnosis(w, p)
-	for i := range p.Threads {
-		if textGroups(w, p, o) {
-			break
+	if !textGroups(w, p, o) {
+		for _, ts := range foldThreads(p, o) {
+			textThreads(w, ts, o)
 		}
-		textThread(w, &p.Threads[i], o)
 	}
 	textGoroutines(w, p, o)
 }
@@ -128,7 +131,18 @@ func plural(n int) string {
 }
 
 func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
-	fmt.Fprintf(w, "\nThread %d %q (state %s", t.TID, t.Name, term.Escape(stateOrUnknown(t.State))) // %q escapes as term does
+	textThreads(w, []*report.Thread{t}, o)
+}
+
+// threadHeader writes the header of one thread, or of threads folded
+// into one (ts[1:] alike to ts[0]: foldThreads).
+func threadHeader(w *bufio.Writer, ts []*report.Thread, o TextOptions) {
+	t := ts[0]
+	if len(ts) == 1 {
+		fmt.Fprintf(w, "\nThread %d %q (state %s", t.TID, t.Name, term.Escape(stateOrUnknown(t.State))) // %q escapes as term does
+	} else {
+		fmt.Fprintf(w, "\n%d threads with one stack: %s (state %s", len(ts), foldMembers(ts), term.Escape(stateOrUnknown(t.State)))
+	}
 	if t.JavaName != "" || t.JavaState != "" {
 		fmt.Fprintf(w, ", java %q %s", t.JavaName, term.Escape(t.JavaState))
 	}
@@ -138,7 +152,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 		fmt.Fprintf(w, ", running")
 	}
 	fmt.Fprintf(w, ", %s", captureWords(t.Capture))
-	if o.Verbose && t.Capture == "ptrace" {
+	if o.Verbose && t.Capture == "ptrace" && len(ts) == 1 {
 		fmt.Fprintf(w, " for %.1fus", float64(t.PauseNS)/1000)
 	}
 	gil := ""
@@ -146,6 +160,13 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 		gil = " [holds the GIL]"
 	}
 	fmt.Fprintf(w, ")%s:%s\n", gil, progressMark(t))
+}
+
+// textThreads writes one thread (ts[0]), or threads folded into one: the
+// header names them all, the frames are ts[0]'s (theirs are the same).
+func textThreads(w *bufio.Writer, ts []*report.Thread, o TextOptions) {
+	t := ts[0]
+	threadHeader(w, ts, o)
 	n := 0
 	boundary := false
 	var prev *report.Frame // the frame body was made for
@@ -161,8 +182,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 		if f.Kind != "kernel" && !boundary {
 			boundary = true
 			if n > 0 || glueFrom < glueTo || (t.Syscall != nil && t.Syscall.InCall) {
-				w.WriteString(syscallLine(t))
-				w.WriteString(waitLine(t))
+				w.WriteString(callLines(ts))
 			}
 		}
 		if (f.Inlined && !o.Inline) || (i >= glueFrom && i < glueTo) {
@@ -180,8 +200,7 @@ func textThread(w *bufio.Writer, t *report.Thread, o TextOptions) {
 		n++
 	}
 	if !boundary && (n > 0 || glueFrom < glueTo) && t.Syscall != nil && t.Syscall.InCall {
-		w.WriteString(syscallLine(t))
-		w.WriteString(waitLine(t))
+		w.WriteString(callLines(ts))
 	}
 	if t.Error != "" {
 		fmt.Fprintf(w, "    (%s)\n", term.Escape(t.Error))

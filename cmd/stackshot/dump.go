@@ -38,7 +38,7 @@ func cmdDump(args []string) error {
 // whole.
 func (c *common) writeReport(procs []*report.Process) error {
 	data, err := output.Render(procs, c.format == "json", len(c.pids) > 1 || len(procs) > 1,
-		output.TextOptions{Source: c.source, Inline: c.inline, Verbose: c.verbose})
+		output.TextOptions{Source: c.source, Inline: c.inline, Verbose: c.verbose, NoFold: c.noGroup})
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func newCommon(name string) *common {
 	if name == "dump" {
 		fs := c.fs
 		fs.BoolVar(&c.group, "group", false, fmt.Sprintf("fold threads, and goroutines, with the same stack into one entry (on past %d threads or %d goroutines, unless --no-group)", live.GroupAuto, live.GroupAutoGoroutines))
-		fs.BoolVar(&c.noGroup, "no-group", false, "never fold threads")
+		fs.BoolVar(&c.noGroup, "no-group", false, "show every thread on its own: fold neither idle threads alike nor groups")
 		fs.DurationVar(&c.interval, "interval", time.Second, "with --count: time between snapshots")
 		fs.IntVar(&c.count, "count", 1, "take N snapshots --interval apart; say which threads are stuck, spinning or moving")
 		fs.BoolVar(&c.goroutines, "goroutines", true, "list the goroutines of Go processes")
