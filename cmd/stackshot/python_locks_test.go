@@ -150,7 +150,17 @@ func gilHolder(p dProc, spin map[int]bool) int {
 		}
 	}
 	for _, th := range p.Threads {
-		if w := th.WaitingFor; spin[th.TID] && w != nil && w.Kind == "python-gil" && w.OwnerTID != nil && *w.OwnerTID == holder {
+		w := th.WaitingFor
+		if w == nil || w.Kind != "python-gil" {
+			continue
+		}
+		if !spin[th.TID] {
+			// (main, just after its ready line, waits for the GIL to
+			// call time.sleep: the verdict would count it too; the next
+			// dump finds it asleep)
+			return 0
+		}
+		if w.OwnerTID != nil && *w.OwnerTID == holder {
 			waiting++
 		}
 	}
