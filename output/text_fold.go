@@ -24,10 +24,20 @@ const foldShown = 8
 // Lists come in the order of their first thread.
 func foldThreads(p *report.Process, o TextOptions) [][]*report.Thread {
 	out := make([][]*report.Thread, 0, len(p.Threads))
+	// (A thread whose rough shape no other shares is not rendered for a
+	// key: a deep stack would be rendered twice.)
+	shapes := map[foldShape]int{}
+	if !o.NoFold && !o.Verbose {
+		for i := range p.Threads {
+			if foldable(&p.Threads[i]) {
+				shapes[shapeOf(&p.Threads[i])]++
+			}
+		}
+	}
 	at := map[string]int{} // fold key -> index in out
 	for i := range p.Threads {
 		t := &p.Threads[i]
-		if o.NoFold || o.Verbose || !foldable(t) {
+		if o.NoFold || o.Verbose || !foldable(t) || shapes[shapeOf(t)] < 2 {
 			out = append(out, []*report.Thread{t})
 			continue
 		}
@@ -40,6 +50,19 @@ func foldThreads(p *report.Process, o TextOptions) [][]*report.Thread {
 		out = append(out, []*report.Thread{t})
 	}
 	return out
+}
+
+// foldShape is what threads that fold have in common, cheaply told.
+type foldShape struct {
+	state            string
+	frames           int
+	inner, outer     uint64
+	innerFn, outerFn string
+}
+
+func shapeOf(t *report.Thread) foldShape {
+	in, out := &t.Frames[0], &t.Frames[len(t.Frames)-1]
+	return foldShape{t.State, len(t.Frames), in.PC, out.PC, in.Function, out.Function}
 }
 
 // foldable reports whether t may be shown folded with threads alike.
