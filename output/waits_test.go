@@ -57,3 +57,37 @@ func TestWaitPeriod(t *testing.T) {
 		}
 	}
 }
+
+// A Python lock's wait line and DEADLOCK: line in the contract's words:
+// the class in parentheses with the owner, or with why none is named (the
+// note names the target's Python code: escaped); the owner's own wait
+// nested; a report that gives no class says the lock's own.
+func TestPythonWaitText(t *testing.T) {
+	one, two := 101, 102
+	threads := []report.Thread{
+		{TID: one, Name: "abba-1", WaitingFor: &report.WaitingFor{Kind: report.WaitPythonRLock, Address: 0x7f40, Class: "threading.RLock", OwnerTID: &two, OwnerName: "abba-2"}},
+		{TID: two, Name: "abba-2", WaitingFor: &report.WaitingFor{Kind: report.WaitPythonRLock, Address: 0x7f80, Class: "threading.RLock", OwnerTID: &one, OwnerName: "abba-1"}},
+		{TID: 103, Name: "w", WaitingFor: &report.WaitingFor{Kind: report.WaitPythonLock, Address: 0x5000, Class: "threading.Lock", Note: "it records no owner; asked at take\x1b[2J (app.py:12)"}},
+		{TID: 104, Name: "q", WaitingFor: &report.WaitingFor{Kind: report.WaitPythonLock, Address: 0x6000, Note: "it records no owner"}},
+		{TID: 105, Name: "r", WaitingFor: &report.WaitingFor{Kind: report.WaitPythonRLock, Address: 0x7000, Class: "threading.RLock", OwnerTID: &one, OwnerName: "abba-1",
+			OwnerState: &report.OwnerState{Waiting: &report.WaitingFor{Kind: report.WaitPythonRLock, Address: 0x7f40, Class: "threading.RLock", OwnerTID: &two, OwnerName: "abba-2"}}}},
+	}
+	for i, want := range []string{
+		`    --- waiting for Python lock 0x7f40 (threading.RLock held by thread 102 "abba-2") ---` + "\n",
+		"",
+		`    --- waiting for Python lock 0x5000 (threading.Lock: it records no owner; asked at take\x1b[2J (app.py:12)) ---` + "\n",
+		`    --- waiting for Python lock 0x6000 (threading.Lock: it records no owner) ---` + "\n",
+		`    --- waiting for Python lock 0x7000 (threading.RLock held by thread 101 "abba-1", itself waiting for Python lock 0x7f40 (threading.RLock held by thread 102 "abba-2")) ---` + "\n",
+	} {
+		if got := waitLine(&threads[i]); want != "" && got != want {
+			t.Errorf("thread %d:\n%s\nwant\n%s", threads[i].TID, got, want)
+		}
+	}
+	byTID := map[int]*report.Thread{one: &threads[0], two: &threads[1]}
+	got := deadlockLine(report.Deadlock{TIDs: []int{one, two}, Addresses: []uint64{0x7f40, 0x7f80}}, byTID)
+	want := `DEADLOCK: thread 101 "abba-1" waits for Python lock 0x7f40 (threading.RLock held by thread 102 "abba-2"), ` +
+		`which waits for Python lock 0x7f80 (threading.RLock held by thread 101 "abba-1")`
+	if got != want {
+		t.Errorf("deadlock line\n%s\nwant\n%s", got, want)
+	}
+}

@@ -39,8 +39,9 @@ func TestPythonRLockDeadlocks(t *testing.T) {
 				t.Fatalf("%s\n(verdict %q)", strings.Join(bad, "\n"), p.Verdict)
 			}
 			out, _, _ := runSS(t, "dump", "-p", strconv.Itoa(tg.PID))
-			if n := strings.Count(out, "\nDEADLOCK: "); n != 2 {
-				t.Errorf("%d DEADLOCK: lines in the text, want 2:\n%s", n, out)
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tg.PID))
+			if bad := sc.checkText(out, strings.TrimSpace(string(comm))); len(bad) > 0 {
+				t.Errorf("%s\n%s", strings.Join(bad, "\n"), out)
 			}
 		})
 	}
@@ -52,6 +53,7 @@ type rlockScene struct {
 	owners, lock map[int]string // by waiter: the owner's tid, the RLock's address
 	cycles       string         // (deadlockSets' form)
 	held, plain  int            // held-wait (its RLock held twice), lock-wait (a plain Lock)
+	abba         [2]int         // abba-1, abba-2
 }
 
 func readRLockScene(t *testing.T, ready string) rlockScene {
@@ -60,7 +62,7 @@ func readRLockScene(t *testing.T, ready string) rlockScene {
 	tid := func(name string) int { return tidOf(t, v, name) }
 	a1, a2 := tid("abba-1"), tid("abba-2")
 	r := []int{tid("ring-0"), tid("ring-1"), tid("ring-2")}
-	sc := rlockScene{owners: map[int]string{}, lock: map[int]string{}, held: tid("held-wait"), plain: tid("lock-wait")}
+	sc := rlockScene{owners: map[int]string{}, lock: map[int]string{}, held: tid("held-wait"), plain: tid("lock-wait"), abba: [2]int{a1, a2}}
 	for _, w := range []struct {
 		waiter, owner int
 		lock          string
@@ -104,8 +106,27 @@ func (sc rlockScene) check(p dProc) []string {
 	switch w := waits[sc.plain]; {
 	case w == nil:
 		bad = append(bad, "lock-wait waits for nothing")
-	case w.Kind != "python-lock" || w.OwnerTID != nil || !strings.Contains(w.Note, "threading.Lock records no owner"):
+	case w.Kind != "python-lock" || w.Class != "threading.Lock" || w.OwnerTID != nil || !strings.HasPrefix(w.Note, "it records no owner; asked at waiter ("):
 		bad = append(bad, fmt.Sprintf("lock-wait waits for %s held by %v (%s), want python-lock, no owner, the note saying why", w.Kind, w.OwnerTID, w.Note))
+	}
+	return bad
+}
+
+// checkText says how the text dump out of the scene's process (its
+// threads named comm) differs from the scene: two DEADLOCK: lines, the
+// ABBA cycle's in the contract's words (from either of its threads).
+func (sc rlockScene) checkText(out, comm string) []string {
+	var bad []string
+	if n := strings.Count(out, "\nDEADLOCK: "); n != 2 {
+		bad = append(bad, fmt.Sprintf("%d DEADLOCK: lines in the text, want 2", n))
+	}
+	line := func(a, b int) string {
+		return fmt.Sprintf("\nDEADLOCK: thread %d %q waits for Python lock %s (threading.RLock held by thread %d %q), which waits for Python lock %s (threading.RLock held by thread %d %q)\n",
+			a, comm, sc.lock[a], b, comm, sc.lock[b], a, comm)
+	}
+	a1, a2 := sc.abba[0], sc.abba[1]
+	if !strings.Contains(out, line(a1, a2)) && !strings.Contains(out, line(a2, a1)) {
+		bad = append(bad, fmt.Sprintf("no DEADLOCK: line%s", line(a1, a2)))
 	}
 	return bad
 }
