@@ -360,9 +360,18 @@ func Verdict(p *report.Process) string {
 }
 
 // idleWait reports whether a wait is for an event rather than for
-// something another thread holds: a condition variable, a semaphore.
+// something another thread holds: a condition variable, a semaphore; in
+// Python, the lock of a Condition, Event, Semaphore, Barrier or queue
+// (whose class the diagnosis gives: not a threading.Lock's, nor a
+// Thread.join's), which its waiter made to be woken by a notify.
 func idleWait(w *report.WaitingFor) bool {
-	return w.Kind == report.WaitCondvar || w.Kind == report.WaitSemaphore
+	switch w.Kind {
+	case report.WaitCondvar, report.WaitSemaphore:
+		return true
+	case report.WaitPythonLock:
+		return w.Class != "" && w.Class != "threading.Lock" && w.Class != "threading.Thread"
+	}
+	return false
 }
 
 // stuckOnSomething counts the stuck threads that are not at rest: a
@@ -411,6 +420,9 @@ func nothingWrong(p *report.Process) string {
 	switch {
 	case t.WaitingFor != nil:
 		out += "waiting for " + kindText(t.WaitingFor.Kind)
+		if c := t.WaitingFor.Class; pythonLock(t.WaitingFor.Kind) && c != "" {
+			out += " (" + term.Escape(c) + ")"
+		}
 	case t.Syscall != nil && t.Syscall.InCall:
 		out += "blocked in " + t.Syscall.Name
 	case t.State == "R":

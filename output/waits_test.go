@@ -91,3 +91,30 @@ func TestPythonWaitText(t *testing.T) {
 		t.Errorf("deadlock line\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A Python thread waiting in a Condition, Event, Semaphore, Barrier or
+// queue waits to be woken, as one on a condition variable: the verdict
+// names a thread blocked on a threading.Lock (or joining a thread) first,
+// and with only those idle waits, nothing is wrong.
+func TestVerdictPythonIdleWaits(t *testing.T) {
+	wait := func(tid int, class string, addr uint64) report.Thread {
+		return report.Thread{TID: tid, Name: "worker", State: "S", Syscall: &report.Syscall{Name: "futex", InCall: true},
+			Frames:     []report.Frame{{Kind: "user", Function: "lock_PyThread_acquire_lock"}},
+			WaitingFor: &report.WaitingFor{Kind: report.WaitPythonLock, Address: addr, Class: class, Note: "asked"}}
+	}
+	p := &report.Process{Diagnosed: true, Threads: []report.Thread{
+		wait(10, "queue.Queue", 0x1000), wait(11, "queue.Queue", 0x2000), wait(12, "threading.Condition", 0x3000),
+		wait(13, "threading.Event", 0x4000), wait(14, "threading.Semaphore", 0x5000), wait(15, "threading.Barrier", 0x6000),
+	}}
+	want := `nothing is wrong: no thread waits for a lock, no deadlock; the largest group: 6 threads ("worker") waiting for Python lock (queue.Queue) in lock_PyThread_acquire_lock`
+	if got := Verdict(p); got != want {
+		t.Errorf("verdict\n%q, want\n%q", got, want)
+	}
+	for _, c := range []string{"threading.Lock", "threading.Thread"} {
+		p.Threads[5] = wait(15, c, 0x9000)
+		want := `no deadlock found; 1 thread ("worker") waits for Python lock 0x9000 (` + c + `)`
+		if got := Verdict(p); got != want {
+			t.Errorf("verdict\n%q, want\n%q", got, want)
+		}
+	}
+}

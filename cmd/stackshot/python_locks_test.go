@@ -285,3 +285,21 @@ func TestPythonRecordRenamed(t *testing.T) {
 		t.Errorf("hot_a %d, hot_b %d samples: the Python frames of a python named worker were not recorded:\n%s", got["hot_a"], got["hot_b"], data)
 	}
 }
+
+// TestPythonIdleVerdict: a Python program whose threads all wait to be
+// woken (idle.py: workers on a queue.Queue, a Condition, an Event, a
+// Semaphore) is at rest, as one whose threads wait on condition
+// variables: the verdict says nothing is wrong, and its largest group is
+// the queue's workers. Every CPython the machine has.
+func TestPythonIdleVerdict(t *testing.T) {
+	for _, py := range pythons() {
+		t.Run(py.name, func(t *testing.T) {
+			tg := testutil.Start(t, testutil.Need(t, py.path), testutil.Testdata("python", "idle.py"))
+			p := diagJSON(t, "-p", strconv.Itoa(tg.PID))
+			want := "nothing is wrong: no thread waits for a lock, no deadlock; the largest group: 4 threads "
+			if !strings.HasPrefix(p.Verdict, want) || !strings.Contains(p.Verdict, "waiting for Python lock (queue.Queue)") {
+				t.Errorf("verdict %q, want it to begin %q and name the queue", p.Verdict, want)
+			}
+		})
+	}
+}
