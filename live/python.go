@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"stackshot/diagnose"
+	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/pyruntime"
 	"stackshot/report"
@@ -14,9 +15,15 @@ import (
 
 // pyState is what addPython read, kept for what the diagnosis asks of
 // it afterwards; nil when the process's Python frames were not read.
+// In-process: the runtime and its threads; in the sandboxed child: the
+// child, the process and the mapping whose file holds the runtime (the
+// child reads the RLock owners again from them).
 type pyState struct {
 	rt      *pyruntime.Runtime
 	threads []pyruntime.Thread
+	child   *sandbox.Child
+	p       *ptrace.Process
+	at      *procmaps.Mapping
 }
 
 // addPython reads the Python frames of a CPython process into rp's
@@ -31,10 +38,11 @@ func (s *Session) addPython(p *ptrace.Process, rp *report.Process) *pyState {
 		return nil
 	}
 	if child := s.sandboxFor(p.PID); child != nil {
-		if !child.RuntimeFrames(p, rp, "python", cands) {
+		at := child.RuntimeFrames(p, rp, "python", cands)
+		if at == nil {
 			return nil
 		}
-		return &pyState{}
+		return &pyState{child: child, p: p, at: at}
 	}
 	sandbox.CountInProcess(fmt.Sprintf("process %d's Python frames", p.PID))
 	rt, threads, _ := pyruntime.ReadInto(rp, func() (*pyruntime.Runtime, error) {
@@ -43,18 +51,21 @@ func (s *Session) addPython(p *ptrace.Process, rp *report.Process) *pyState {
 	if rt == nil {
 		return nil
 	}
-	return &pyState{rt, threads}
+	return &pyState{rt: rt, threads: threads}
 }
 
 // nameLockWaits says which threads of rp (diagnosed) wait for a Python
-// lock, names each waited-for RLock's owner and the GIL's holder, and
-// finds the cycles those owners close.
-func (py *pyState) nameLockWaits(rp *report.Process) {
+// lock, names each waited-for RLock's owner (one of tasks, the target's
+// threads now) and the GIL's holder, and finds the cycles those owners
+// close.
+func (py *pyState) nameLockWaits(rp *report.Process, tasks map[int]bool) {
 	pyruntime.NameLockWaits(rp)
 	if py == nil {
 		return
 	}
-	if py.rt != nil { // (the sandboxed child read the frames: RLock owners are not read)
+	if py.child != nil {
+		py.child.RuntimeLocks(py.p, rp, "python", py.at, tasks)
+	} else {
 		py.rt.NameRLockOwners(rp, py.threads)
 	}
 	pyruntime.NameGILWaits(rp)

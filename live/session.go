@@ -329,7 +329,7 @@ func (s *Session) resolveLive(p *ptrace.Process) (*report.Process, error) {
 	}
 	py := s.addPython(p, rp)
 	s.diagnose(rp, p, tasks)
-	py.nameLockWaits(rp)
+	py.nameLockWaits(rp, tasks)
 	s.addGoroutines(p, rp, s.o.Started.Add(s.o.Timeout))
 	rp.Cmdline, _ = procmaps.ReadArgs(p.MemPID(), report.MaxCmdline) // (its threads run again)
 	if len(s.o.Capture.TIDs) > 0 && len(tasks) > len(rp.Threads) {

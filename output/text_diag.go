@@ -41,8 +41,13 @@ func ownerText(tid int, name string) string {
 	return fmt.Sprintf("thread %d %q", tid, name)
 }
 
-// waitText describes a wait: `mutex 0x… held by thread 1236 "b"`.
+// waitText describes a wait: `mutex 0x… held by thread 1236 "b"`; a
+// Python lock's class and owner are in parentheses: `Python lock 0x…
+// (threading.RLock held by thread 2301 "worker-1")`.
 func waitText(w *report.WaitingFor) string {
+	if pythonLock(w.Kind) {
+		return pythonWaitText(w, "")
+	}
 	var b strings.Builder
 	b.WriteString(lockText(w.Kind, w.Address, w.Symbol))
 	if w.Class != "" {
@@ -56,6 +61,34 @@ func waitText(w *report.WaitingFor) string {
 		fmt.Fprintf(&b, " held by thread %d of process %d %q", w.ForeignTID, w.OwnerPID, w.OwnerComm)
 	}
 	return b.String()
+}
+
+// pythonLock reports whether kind is a CPython threading lock's.
+func pythonLock(kind string) bool {
+	return kind == report.WaitPythonLock || kind == report.WaitPythonRLock
+}
+
+// pythonWaitText is waitText of a Python lock, note (why its owner is not
+// named) after its class when there is no owner: `Python lock 0x…
+// (threading.Lock: it records no owner; asked at take (app.py:12))`.
+func pythonWaitText(w *report.WaitingFor, note string) string {
+	class := w.Class
+	if class == "" { // (a report that does not say: the lock's own)
+		class = "threading.Lock"
+		if w.Kind == report.WaitPythonRLock {
+			class = "threading.RLock"
+		}
+	}
+	var b strings.Builder
+	b.WriteString(lockText(w.Kind, w.Address, w.Symbol))
+	b.WriteString(" (" + term.Escape(class))
+	switch {
+	case w.OwnerTID != nil:
+		b.WriteString(heldBy(w.Kind) + ownerText(*w.OwnerTID, w.OwnerName) + ownerStateText(w.OwnerState))
+	case note != "":
+		b.WriteString(": " + term.Escape(note)) // (it names the target's Python code)
+	}
+	return b.String() + ")"
 }
 
 // ownerStateText is what a lock's owner is doing: `, itself blocked in
@@ -133,11 +166,14 @@ func waitLine(t *report.Thread) string {
 	if w == nil {
 		return ""
 	}
+	if pythonLock(w.Kind) && w.OwnerTID == nil {
+		return "    --- waiting " + waitVerb(w.Kind) + pythonWaitText(w, w.Note) + " ---\n"
+	}
 	s := "    --- waiting " + waitVerb(w.Kind) + waitText(w)
 	switch {
 	case w.OwnerTID != nil, w.OwnerPID != 0:
 	case w.Note != "":
-		s += " (owner unknown: " + w.Note + ")"
+		s += " (owner unknown: " + term.Escape(w.Note) + ")" // (a note may name the target's symbols)
 	default:
 		s += " (owner unknown)"
 	}
@@ -208,6 +244,14 @@ func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
 			b.WriteString(" waits " + waitVerb(kind))
 		} else {
 			b.WriteString(", which waits " + waitVerb(kind))
+		}
+		if next := d.TIDs[(i+1)%n]; pythonLock(kind) {
+			owner := report.WaitingFor{Kind: kind, Address: d.Addresses[i], Symbol: sym, Class: class, OwnerTID: &next}
+			if t := byTID[next]; t != nil {
+				owner.OwnerName = t.Name
+			}
+			b.WriteString(pythonWaitText(&owner, ""))
+			continue
 		}
 		b.WriteString(lockText(kind, d.Addresses[i], sym))
 		if class != "" {
@@ -316,9 +360,18 @@ func Verdict(p *report.Process) string {
 }
 
 // idleWait reports whether a wait is for an event rather than for
-// something another thread holds: a condition variable, a semaphore.
+// something another thread holds: a condition variable, a semaphore; in
+// Python, the lock of a Condition, Event, Semaphore, Barrier or queue
+// (whose class the diagnosis gives: not a threading.Lock's, nor a
+// Thread.join's), which its waiter made to be woken by a notify.
 func idleWait(w *report.WaitingFor) bool {
-	return w.Kind == report.WaitCondvar || w.Kind == report.WaitSemaphore
+	switch w.Kind {
+	case report.WaitCondvar, report.WaitSemaphore:
+		return true
+	case report.WaitPythonLock:
+		return w.Class != "" && w.Class != "threading.Lock" && w.Class != "threading.Thread"
+	}
+	return false
 }
 
 // stuckOnSomething counts the stuck threads that are not at rest: a
@@ -367,6 +420,9 @@ func nothingWrong(p *report.Process) string {
 	switch {
 	case t.WaitingFor != nil:
 		out += "waiting for " + kindText(t.WaitingFor.Kind)
+		if c := t.WaitingFor.Class; pythonLock(t.WaitingFor.Kind) && c != "" {
+			out += " (" + term.Escape(c) + ")"
+		}
 	case t.Syscall != nil && t.Syscall.InCall:
 		out += "blocked in " + t.Syscall.Name
 	case t.State == "R":

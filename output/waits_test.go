@@ -57,3 +57,64 @@ func TestWaitPeriod(t *testing.T) {
 		}
 	}
 }
+
+// A Python lock's wait line and DEADLOCK: line in the contract's words:
+// the class in parentheses with the owner, or with why none is named (the
+// note names the target's Python code: escaped); the owner's own wait
+// nested; a report that gives no class says the lock's own.
+func TestPythonWaitText(t *testing.T) {
+	one, two := 101, 102
+	threads := []report.Thread{
+		{TID: one, Name: "abba-1", WaitingFor: &report.WaitingFor{Kind: report.WaitPythonRLock, Address: 0x7f40, Class: "threading.RLock", OwnerTID: &two, OwnerName: "abba-2"}},
+		{TID: two, Name: "abba-2", WaitingFor: &report.WaitingFor{Kind: report.WaitPythonRLock, Address: 0x7f80, Class: "threading.RLock", OwnerTID: &one, OwnerName: "abba-1"}},
+		{TID: 103, Name: "w", WaitingFor: &report.WaitingFor{Kind: report.WaitPythonLock, Address: 0x5000, Class: "threading.Lock", Note: "it records no owner; asked at take\x1b[2J (app.py:12)"}},
+		{TID: 104, Name: "q", WaitingFor: &report.WaitingFor{Kind: report.WaitPythonLock, Address: 0x6000, Note: "it records no owner"}},
+		{TID: 105, Name: "r", WaitingFor: &report.WaitingFor{Kind: report.WaitPythonRLock, Address: 0x7000, Class: "threading.RLock", OwnerTID: &one, OwnerName: "abba-1",
+			OwnerState: &report.OwnerState{Waiting: &report.WaitingFor{Kind: report.WaitPythonRLock, Address: 0x7f40, Class: "threading.RLock", OwnerTID: &two, OwnerName: "abba-2"}}}},
+	}
+	for i, want := range []string{
+		`    --- waiting for Python lock 0x7f40 (threading.RLock held by thread 102 "abba-2") ---` + "\n",
+		"",
+		`    --- waiting for Python lock 0x5000 (threading.Lock: it records no owner; asked at take\x1b[2J (app.py:12)) ---` + "\n",
+		`    --- waiting for Python lock 0x6000 (threading.Lock: it records no owner) ---` + "\n",
+		`    --- waiting for Python lock 0x7000 (threading.RLock held by thread 101 "abba-1", itself waiting for Python lock 0x7f40 (threading.RLock held by thread 102 "abba-2")) ---` + "\n",
+	} {
+		if got := waitLine(&threads[i]); want != "" && got != want {
+			t.Errorf("thread %d:\n%s\nwant\n%s", threads[i].TID, got, want)
+		}
+	}
+	byTID := map[int]*report.Thread{one: &threads[0], two: &threads[1]}
+	got := deadlockLine(report.Deadlock{TIDs: []int{one, two}, Addresses: []uint64{0x7f40, 0x7f80}}, byTID)
+	want := `DEADLOCK: thread 101 "abba-1" waits for Python lock 0x7f40 (threading.RLock held by thread 102 "abba-2"), ` +
+		`which waits for Python lock 0x7f80 (threading.RLock held by thread 101 "abba-1")`
+	if got != want {
+		t.Errorf("deadlock line\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A Python thread waiting in a Condition, Event, Semaphore, Barrier or
+// queue waits to be woken, as one on a condition variable: the verdict
+// names a thread blocked on a threading.Lock (or joining a thread) first,
+// and with only those idle waits, nothing is wrong.
+func TestVerdictPythonIdleWaits(t *testing.T) {
+	wait := func(tid int, class string, addr uint64) report.Thread {
+		return report.Thread{TID: tid, Name: "worker", State: "S", Syscall: &report.Syscall{Name: "futex", InCall: true},
+			Frames:     []report.Frame{{Kind: "user", Function: "lock_PyThread_acquire_lock"}},
+			WaitingFor: &report.WaitingFor{Kind: report.WaitPythonLock, Address: addr, Class: class, Note: "asked"}}
+	}
+	p := &report.Process{Diagnosed: true, Threads: []report.Thread{
+		wait(10, "queue.Queue", 0x1000), wait(11, "queue.Queue", 0x2000), wait(12, "threading.Condition", 0x3000),
+		wait(13, "threading.Event", 0x4000), wait(14, "threading.Semaphore", 0x5000), wait(15, "threading.Barrier", 0x6000),
+	}}
+	want := `nothing is wrong: no thread waits for a lock, no deadlock; the largest group: 6 threads ("worker") waiting for Python lock (queue.Queue) in lock_PyThread_acquire_lock`
+	if got := Verdict(p); got != want {
+		t.Errorf("verdict\n%q, want\n%q", got, want)
+	}
+	for _, c := range []string{"threading.Lock", "threading.Thread"} {
+		p.Threads[5] = wait(15, c, 0x9000)
+		want := `no deadlock found; 1 thread ("worker") waits for Python lock 0x9000 (` + c + `)`
+		if got := Verdict(p); got != want {
+			t.Errorf("verdict\n%q, want\n%q", got, want)
+		}
+	}
+}

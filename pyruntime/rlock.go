@@ -53,7 +53,7 @@ func (rt *Runtime) NameRLockOwners(rp *report.Process, threads []Thread) {
 		}
 		obj, why := rt.findRLock(t, w.Address)
 		if obj == 0 {
-			w.Note = strings.Replace(w.Note, "threading.RLock's owner is not read", "threading.RLock's owner is not known ("+why+")", 1)
+			w.Note = strings.Replace(w.Note, rlockNotRead, "its owner is not known ("+why+")", 1)
 			continue
 		}
 		var b [rlockSize]byte
@@ -66,15 +66,15 @@ func (rt *Runtime) NameRLockOwners(rp *report.Process, threads []Thread) {
 		var note string
 		switch {
 		case ident == 0 || count == 0:
-			note = fmt.Sprintf("threading.RLock %#x is free now (released while read)", obj)
+			note = "it is free now (released while read)"
 		case !ok:
-			note = fmt.Sprintf("threading.RLock %#x is held by thread ident %#x, which no Python thread of the process has", obj, ident)
+			note = fmt.Sprintf("it is held by thread ident %#x, which no Python thread of the process has", ident)
 		default:
-			note = fmt.Sprintf("threading.RLock held %d time(s) (its semaphore %#x)", count, w.Address)
+			note = fmt.Sprintf("held %d time(s) (its semaphore %#x)", count, w.Address)
 			w.OwnerTID, w.OwnerName = &tid, names[tid]
 		}
 		w.Address = obj // (id() of the lock in Python)
-		w.Note = strings.Replace(w.Note, "threading.RLock's owner is not read", note, 1)
+		w.Note = strings.Replace(w.Note, rlockNotRead, note, 1)
 	}
 }
 

@@ -100,7 +100,7 @@ func names(space *resolve.Space, addrs []uint64, sym *symtab.Symbolizer, res *re
 
 // takesFD says which requests come with a descriptor the child keeps.
 func takesFD(kind string) bool {
-	return kind == kMemFD || kind == kGo || kind == kRuntime || kind == kSaved || kind == kResolve || kind == kGive || kind == kGiveCache
+	return kind == kMemFD || kind == kGo || kind == kRuntime || kind == kRuntimeLocks || kind == kSaved || kind == kResolve || kind == kGive || kind == kGiveCache
 }
 
 // serve answers the parent's requests until it is done: resolve a
@@ -128,12 +128,12 @@ func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver
 			unix.Close(fd)
 			fd = -1
 		}
-		if memc != nil && (m.Kind == kResolve || m.Kind == kSpace || m.Kind == kImages || m.Kind == kGo || m.Kind == kRuntime || m.Kind == kLocks || m.Kind == kRecord) {
+		if memc != nil && (m.Kind == kResolve || m.Kind == kSpace || m.Kind == kImages || m.Kind == kGo || m.Kind == kRuntime || m.Kind == kRuntimeLocks || m.Kind == kLocks || m.Kind == kRecord) {
 			memc.reset()
 		}
 		var up upMsg
 		switch m.Kind {
-		case kMemFD, kGo, kRuntime, kLocks, kSaved:
+		case kMemFD, kGo, kRuntime, kRuntimeLocks, kLocks, kSaved:
 			var ok bool
 			if up, ok = serveWork(cfg, m, fd, sym, res, memc); !ok {
 				return 1
@@ -265,14 +265,17 @@ func serveWork(cfg *setup, m *downMsg, fd int, sym *symtab.Symbolizer, res *reso
 		hookBefore(cfg.Hook, kGo)
 		up.Kind, up.Result = kGo, goroutines(cfg, res, m, memc, os.NewFile(uintptr(fd), "exe"))
 		up.Stacks, up.StackOf = shareStacks(up.Result.Goroutines)
-	case kRuntime:
+	case kRuntime, kRuntimeLocks:
 		if m.Proc == nil || m.Mapping == nil || !haveReport(m) || fd < 0 {
 			if fd >= 0 {
 				unix.Close(fd)
 			}
 			return up, false
 		}
-		hookBefore(cfg.Hook, kRuntime)
+		hookBefore(cfg.Hook, m.Kind)
+		if m.Kind == kRuntimeLocks {
+			return runtimeLocks(m, memc, os.NewFile(uintptr(fd), "runtime")), true
+		}
 		up.Kind = kRuntime
 		up.Result, up.NotRuntime, up.RuntimeRead = runtimeFrames(m, memc, os.NewFile(uintptr(fd), "runtime"))
 	case kLocks:

@@ -63,6 +63,16 @@ func FuzzRecvUp(f *testing.F) {
 					t.Fatalf("%d frames taken", len(rp.Threads[0].Frames)+len(rp.Threads[1].Frames))
 				}
 			}
+			if err == nil && m.Kind == kRuntimeLocks {
+				rp := rlockWaiters()
+				if joinRuntimeLocks(rp, []int{0, 1}, m, map[int]bool{1: true, 2: true}) == nil {
+					for _, th := range rp.Threads {
+						if o := th.WaitingFor.OwnerTID; o != nil && *o != 1 && *o != 2 || len(th.WaitingFor.Note) > maxRuntimeNote+len("asked") {
+							t.Fatalf("taken: %+v", *th.WaitingFor)
+						}
+					}
+				}
+			}
 			if n != uint32(len(payload)) {
 				if err == nil {
 					t.Fatalf("a %d-byte frame was accepted", n)
@@ -98,6 +108,13 @@ func upSeeds() []upSeed {
 			Threads:  []report.Thread{{TID: 1, HoldsGIL: true, Frames: []report.Frame{{Kind: "python", Function: "f\x1b[2J", Line: 7}}}, {TID: 2}},
 			Warnings: []string{"thread 2: Python frames incomplete"}}}},
 		{"runtime_none", upMsg{Kind: kRuntime, NotRuntime: true}},
+		// The owners of the RLocks the two threads wait for (kRuntimeLocks):
+		// each other; then one that is no thread of the process.
+		{"runtime_locks", upMsg{Kind: kRuntimeLocks, WaitTab: []*report.WaitingFor{
+			{Kind: report.WaitPythonRLock, Address: 0x7f00, OwnerTID: ptrTo(2), Note: "held 1 time(s)"},
+			{Kind: report.WaitPythonRLock, Address: 0x7f40, OwnerTID: ptrTo(1), Note: "held 1 time(s)"}}, WaitOf: []int{0, 1}}},
+		{"runtime_locks_stranger", upMsg{Kind: kRuntimeLocks, WaitTab: []*report.WaitingFor{
+			{Kind: report.WaitPythonRLock, Address: 0x7f00, OwnerTID: ptrTo(99)}}, WaitOf: []int{0, -1}}},
 		{"cacheput", upMsg{Kind: kCachePut, Key: &diskcache.Key{Kind: "symbols", BuildID: "ab"}, Data: []byte("a\x00c")}},
 		{"key_valid", upMsg{Kind: kCacheGet, Len: 1 << 20, Key: &diskcache.Key{Kind: "symbols", BuildID: "0123abcd",
 			Size: 10, Dev: 1, Ino: 2, Ctime: 3, Part: "v1 debug=none alt=none"}}},

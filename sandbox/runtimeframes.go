@@ -31,13 +31,14 @@ const maxRuntimeVersion = 64
 // /proc/PID/map_files) and hands it over with the request, the child
 // parses the file and the runtime's structures from the target's memory
 // and answers with rp's threads, the runtime's frames placed among the
-// native ones, and the warnings. It tells whether the runtime was found
-// (false: none of cands has it, or the child failed, which rp's warnings
-// say). What the child answers is checked: the same threads, in the same
-// order, each with its native frames' count bounded.
-func (c *Child) RuntimeFrames(p *ptrace.Process, rp *report.Process, name string, cands []*procmaps.Mapping) bool {
+// native ones, and the warnings. It returns the mapping of cands whose
+// file holds the runtime when its frames were read (nil: none of cands
+// has it, or the child failed, which rp's warnings say), for
+// RuntimeLocks. What the child answers is checked: the same threads, in
+// the same order, each with its native frames' count bounded.
+func (c *Child) RuntimeFrames(p *ptrace.Process, rp *report.Process, name string, cands []*procmaps.Mapping) *procmaps.Mapping {
 	if c.dead != nil || !c.cfg.Resolve.Live {
-		return false
+		return nil
 	}
 	c.keepOwed(rp) // (the lock owners and goroutines it resolved with)
 	c.follow(p)
@@ -64,11 +65,14 @@ func (c *Child) RuntimeFrames(p *ptrace.Process, rp *report.Process, name string
 		}
 		if err != nil {
 			rp.Warnings = append(rp.Warnings, fmt.Sprintf("%s frames not read: the sandboxed parser failed (%v)", name, err))
-			return false
+			return nil
 		}
-		return up.RuntimeRead
+		if !up.RuntimeRead {
+			return nil
+		}
+		return m
 	}
-	return false
+	return nil
 }
 
 // joinRuntime puts the child's answer to kRuntime into rp, once it

@@ -37,7 +37,7 @@ func TestRuntimeFramesKeepsOwedAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	cands := pyruntime.Candidates(p.Exe, p.Maps, pyruntime.EvalModules(rp))
-	if !c.RuntimeFrames(p, rp, "python", cands) {
+	if c.RuntimeFrames(p, rp, "python", cands) == nil {
 		t.Fatalf("no Python runtime found: %q", rp.Warnings)
 	}
 	if rp.Runtime == nil || rp.Runtime.Name != "python" || !strings.HasPrefix(rp.Runtime.Version, "3.11.") {

@@ -59,6 +59,11 @@ const (
 	kFetch   = "fetch"   // up: fetch BuildID's debug file (Follow: its executable); down: its Path
 )
 
+// kRuntimeLocks: down: name the owners of the Runtime's locks Report's
+// threads wait for (Mapping's file attached; Tasks); up: the waits in
+// WaitTab, WaitOf (runtimelocks.go).
+const kRuntimeLocks = "runtimelocks"
+
 // The child's cache (cache.go): entries of its namespace, by key, opened
 // and written by the parent.
 const (
@@ -116,7 +121,8 @@ type downMsg struct {
 	// the file of Mapping, which comes with the request.
 	Runtime string
 	Mapping *procmaps.Mapping
-	// Tasks are the target's threads now (kLocks: an owner is one of them).
+	// Tasks are the target's threads now (kLocks, kRuntimeLocks: an owner
+	// is one of them).
 	Tasks []int
 	// LocksToo: kResolve's request goes on with kLocks for the threads
 	// resolved (with the Tasks of the kTasks frame that follows the
@@ -531,7 +537,7 @@ func recvUp(sock int, limit int64) (*upMsg, error) {
 	if err := decodeInto(b, &m, limit); err != nil {
 		return nil, fmt.Errorf("malformed answer from the sandbox: %v", err)
 	}
-	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kRuntime && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && m.Kind != kRecord && m.Kind != kCheckAll && len(b) > maxUpCall {
+	if m.Kind != kResolve && m.Kind != kNames && m.Kind != kGo && m.Kind != kRuntime && m.Kind != kRuntimeLocks && m.Kind != kLocks && m.Kind != kSaved && m.Kind != kCachePut && m.Kind != kRecord && m.Kind != kCheckAll && len(b) > maxUpCall {
 		return nil, fmt.Errorf("%d-byte %q call from the sandbox (at most %d)", len(b), m.Kind, maxUpCall)
 	}
 	return &m, nil

@@ -26,58 +26,109 @@ func TestPythonRLockDeadlocks(t *testing.T) {
 		t.Run(py.name, func(t *testing.T) {
 			python := testutil.Need(t, py.path)
 			tg := testutil.Start(t, python, testutil.Testdata("python", "rlocks.py"))
-			v := readyVals(t, tg.Ready)
-			tid := func(name string) int { return tidOf(t, v, name) }
-			a1, a2 := tid("abba-1"), tid("abba-2")
-			r := []int{tid("ring-0"), tid("ring-1"), tid("ring-2")}
-			owners := map[int]int{a1: a2, a2: a1, r[0]: r[1], r[1]: r[2], r[2]: r[0], tid("held-wait"): tid("holder")}
-			// the RLock each waits for: its id() in Python
-			lock := map[int]string{a1: addrOf(t, v, "b"), a2: addrOf(t, v, "a"), r[0]: addrOf(t, v, "ring1"),
-				r[1]: addrOf(t, v, "ring2"), r[2]: addrOf(t, v, "ring0"), tid("held-wait"): addrOf(t, v, "held")}
-			cycles := []string{fmt.Sprint(sorted(a1, a2)), fmt.Sprint(sorted(r...))}
-			sort.Strings(cycles)
-			want := strings.Join(cycles, "; ")
+			sc := readRLockScene(t, tg.Ready)
 			var p dProc
-			got := ""
+			var bad []string
 			// (a waiter seen blocked by the program may still be on its way
 			// into the lock's slow path: read again, a bounded number of times)
-			for try := 0; try < 5 && got != want; try++ {
+			for try := 0; try < 5 && (try == 0 || len(bad) > 0); try++ {
 				p = diagJSON(t, "-p", strconv.Itoa(tg.PID))
-				got = deadlockSets(p)
+				bad = sc.check(p)
 			}
-			if got != want {
-				t.Fatalf("deadlocks %s, want %s (verdict %q)", got, want, p.Verdict)
-			}
-			if !strings.HasPrefix(p.Verdict, "2 deadlocks") {
-				t.Errorf("verdict %q, want 2 deadlocks first", p.Verdict)
-			}
-			for waiter, owner := range owners {
-				w := threadByTID(t, p, waiter).WaitingFor
-				switch {
-				case w == nil:
-					t.Errorf("thread %d waits for nothing, want an RLock held by %d", waiter, owner)
-				case w.Kind != "python-rlock" || w.OwnerTID == nil || *w.OwnerTID != owner:
-					t.Errorf("thread %d waits for %s held by %v (%s), want python-rlock held by %d", waiter, w.Kind, w.OwnerTID, w.Note, owner)
-				case w.Address == nil || *w.Address != lock[waiter]:
-					t.Errorf("thread %d waits for the RLock at %v, want %s (its id())", waiter, w.Address, lock[waiter])
-				}
-			}
-			holder := "held 2 time(s)"
-			if w := threadByTID(t, p, tid("held-wait")).WaitingFor; w != nil && !strings.Contains(w.Note, holder) {
-				t.Errorf("held-wait's note %q, want %q (holder.acquire twice)", w.Note, holder)
-			}
-			switch w := threadByTID(t, p, tid("lock-wait")).WaitingFor; {
-			case w == nil:
-				t.Errorf("lock-wait waits for nothing")
-			case w.Kind != "python-lock" || w.OwnerTID != nil || !strings.Contains(w.Note, "threading.Lock records no owner"):
-				t.Errorf("lock-wait waits for %s held by %v (%s), want python-lock, no owner, the note saying why", w.Kind, w.OwnerTID, w.Note)
+			if len(bad) > 0 {
+				t.Fatalf("%s\n(verdict %q)", strings.Join(bad, "\n"), p.Verdict)
 			}
 			out, _, _ := runSS(t, "dump", "-p", strconv.Itoa(tg.PID))
-			if n := strings.Count(out, "\nDEADLOCK: "); n != 2 {
-				t.Errorf("%d DEADLOCK: lines in the text, want 2:\n%s", n, out)
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tg.PID))
+			if bad := sc.checkText(out, strings.TrimSpace(string(comm))); len(bad) > 0 {
+				t.Errorf("%s\n%s", strings.Join(bad, "\n"), out)
 			}
 		})
 	}
+}
+
+// rlockScene is what rlocks.py says of itself at ready time: the owner of
+// the RLock each waiter waits for, that RLock's id(), the two cycles.
+type rlockScene struct {
+	owners, lock map[int]string // by waiter: the owner's tid, the RLock's address
+	cycles       string         // (deadlockSets' form)
+	held, plain  int            // held-wait (its RLock held twice), lock-wait (a plain Lock)
+	abba         [2]int         // abba-1, abba-2
+}
+
+func readRLockScene(t *testing.T, ready string) rlockScene {
+	t.Helper()
+	v := readyVals(t, ready)
+	tid := func(name string) int { return tidOf(t, v, name) }
+	a1, a2 := tid("abba-1"), tid("abba-2")
+	r := []int{tid("ring-0"), tid("ring-1"), tid("ring-2")}
+	sc := rlockScene{owners: map[int]string{}, lock: map[int]string{}, held: tid("held-wait"), plain: tid("lock-wait"), abba: [2]int{a1, a2}}
+	for _, w := range []struct {
+		waiter, owner int
+		lock          string
+	}{{a1, a2, "b"}, {a2, a1, "a"}, {r[0], r[1], "ring1"}, {r[1], r[2], "ring2"}, {r[2], r[0], "ring0"}, {sc.held, tid("holder"), "held"}} {
+		sc.owners[w.waiter], sc.lock[w.waiter] = strconv.Itoa(w.owner), addrOf(t, v, w.lock)
+	}
+	cycles := []string{fmt.Sprint(sorted(a1, a2)), fmt.Sprint(sorted(r...))}
+	sort.Strings(cycles)
+	sc.cycles = strings.Join(cycles, "; ")
+	return sc
+}
+
+// check says how p differs from the scene: its deadlocks, each waiter's
+// wait (kind, owner, the RLock's address), the held RLock's count, the
+// plain Lock's waiter naming no owner and saying why.
+func (sc rlockScene) check(p dProc) []string {
+	var bad []string
+	if got := deadlockSets(p); got != sc.cycles {
+		bad = append(bad, fmt.Sprintf("deadlocks %s, want %s", got, sc.cycles))
+	}
+	if len(bad) == 0 && !strings.HasPrefix(p.Verdict, "2 deadlocks") {
+		bad = append(bad, fmt.Sprintf("verdict %q, want 2 deadlocks first", p.Verdict))
+	}
+	waits := map[int]*testutil.WaitingFor{}
+	for _, th := range p.Threads {
+		waits[th.TID] = th.WaitingFor
+	}
+	for waiter, owner := range sc.owners {
+		switch w := waits[waiter]; {
+		case w == nil:
+			bad = append(bad, fmt.Sprintf("thread %d waits for nothing, want an RLock held by %s", waiter, owner))
+		case w.Kind != "python-rlock" || w.OwnerTID == nil || strconv.Itoa(*w.OwnerTID) != owner:
+			bad = append(bad, fmt.Sprintf("thread %d waits for %s held by %v (%s), want python-rlock held by %s", waiter, w.Kind, w.OwnerTID, w.Note, owner))
+		case w.Address == nil || *w.Address != sc.lock[waiter]:
+			bad = append(bad, fmt.Sprintf("thread %d waits for the RLock at %v, want %s (its id())", waiter, w.Address, sc.lock[waiter]))
+		}
+	}
+	if w := waits[sc.held]; w != nil && !strings.Contains(w.Note, "held 2 time(s)") {
+		bad = append(bad, fmt.Sprintf("held-wait's note %q, want %q (holder.acquire twice)", w.Note, "held 2 time(s)"))
+	}
+	switch w := waits[sc.plain]; {
+	case w == nil:
+		bad = append(bad, "lock-wait waits for nothing")
+	case w.Kind != "python-lock" || w.Class != "threading.Lock" || w.OwnerTID != nil || !strings.HasPrefix(w.Note, "it records no owner; asked at waiter ("):
+		bad = append(bad, fmt.Sprintf("lock-wait waits for %s held by %v (%s), want python-lock, no owner, the note saying why", w.Kind, w.OwnerTID, w.Note))
+	}
+	return bad
+}
+
+// checkText says how the text dump out of the scene's process (its
+// threads named comm) differs from the scene: two DEADLOCK: lines, the
+// ABBA cycle's in the contract's words (from either of its threads).
+func (sc rlockScene) checkText(out, comm string) []string {
+	var bad []string
+	if n := strings.Count(out, "\nDEADLOCK: "); n != 2 {
+		bad = append(bad, fmt.Sprintf("%d DEADLOCK: lines in the text, want 2", n))
+	}
+	line := func(a, b int) string {
+		return fmt.Sprintf("\nDEADLOCK: thread %d %q waits for Python lock %s (threading.RLock held by thread %d %q), which waits for Python lock %s (threading.RLock held by thread %d %q)\n",
+			a, comm, sc.lock[a], b, comm, sc.lock[b], a, comm)
+	}
+	a1, a2 := sc.abba[0], sc.abba[1]
+	if !strings.Contains(out, line(a1, a2)) && !strings.Contains(out, line(a2, a1)) {
+		bad = append(bad, fmt.Sprintf("no DEADLOCK: line%s", line(a1, a2)))
+	}
+	return bad
 }
 
 // deadlockSets is each deadlock's threads, sorted, the cycles sorted.
@@ -242,5 +293,23 @@ func TestPythonRecordRenamed(t *testing.T) {
 	}
 	if got, _ := foldedShares(t, string(data), "hot_a", "hot_b"); got["hot_a"] == 0 || got["hot_b"] == 0 {
 		t.Errorf("hot_a %d, hot_b %d samples: the Python frames of a python named worker were not recorded:\n%s", got["hot_a"], got["hot_b"], data)
+	}
+}
+
+// TestPythonIdleVerdict: a Python program whose threads all wait to be
+// woken (idle.py: workers on a queue.Queue, a Condition, an Event, a
+// Semaphore) is at rest, as one whose threads wait on condition
+// variables: the verdict says nothing is wrong, and its largest group is
+// the queue's workers. Every CPython the machine has.
+func TestPythonIdleVerdict(t *testing.T) {
+	for _, py := range pythons() {
+		t.Run(py.name, func(t *testing.T) {
+			tg := testutil.Start(t, testutil.Need(t, py.path), testutil.Testdata("python", "idle.py"))
+			p := diagJSON(t, "-p", strconv.Itoa(tg.PID))
+			want := "nothing is wrong: no thread waits for a lock, no deadlock; the largest group: 4 threads "
+			if !strings.HasPrefix(p.Verdict, want) || !strings.Contains(p.Verdict, "waiting for Python lock (queue.Queue)") {
+				t.Errorf("verdict %q, want it to begin %q and name the queue", p.Verdict, want)
+			}
+		})
 	}
 }

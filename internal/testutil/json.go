@@ -48,6 +48,7 @@ type WaitingFor struct {
 	Symbol    string `json:"symbol"`
 	OwnerPID  int    `json:"owner_pid"`
 	OwnerComm string `json:"owner_comm"`
+	Class     string `json:"class"`
 }
 
 // DumpThread is one thread of a dumped process.
