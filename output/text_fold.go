@@ -92,6 +92,9 @@ func foldKey(t *report.Thread, o TextOptions) string {
 		b = append(b, w.Kind...)
 		b = append(b, 0)
 		b = append(b, w.Symbol...)
+		if !ownerless(w) {
+			b = append(b, waitLine(t)...) // (only its own line tells it)
+		}
 	}
 	for i := range t.Frames {
 		b = append(b, '\n')
@@ -130,7 +133,7 @@ func callLines(ts []*report.Thread) string {
 		return syscallLine(t) + waitLine(t)
 	}
 	l := fdSyscallLine(t) // (equal in a fold: part of its key)
-	if w := t.WaitingFor; w != nil && idleWait(w) && w.OwnerTID == nil && w.OwnerPID == 0 {
+	if w := t.WaitingFor; w != nil && ownerless(w) {
 		if l == "" {
 			l = "    --- " + t.Syscall.Name + "(" + foldArgs(ts, 1) + ")"
 		} else {
@@ -142,6 +145,14 @@ func callLines(ts []*report.Thread) string {
 		l = "    --- " + t.Syscall.Name + "(" + foldArgs(ts, len(t.Syscall.Args)) + ") ---\n"
 	}
 	return l + waitLine(t)
+}
+
+// ownerless reports whether w is a native wait for what has no owner by
+// nature (a condition variable, a semaphore), said on the call's line. (A
+// Python thread at rest in a queue or a Condition has its own line: it
+// says the class and the Python line that asked.)
+func ownerless(w *report.WaitingFor) bool {
+	return (w.Kind == report.WaitCondvar || w.Kind == report.WaitSemaphore) && w.OwnerTID == nil && w.OwnerPID == 0
 }
 
 // foldArgs writes the first n arguments of the threads' system call (an
