@@ -448,10 +448,15 @@ func (s *Sampler) sample(t *target, cover int) bool {
 	check, checkAll := t.parse.checks()
 	opt.CheckAll = checkAll
 	p, err := ptrace.Capture(t.pid, opt, check)
-	if err != nil && s.cancelled() {
-		return true // not gone: the run ends on this tick
-	}
 	if err != nil || ((p.State == "Z" || p.State == "X") && p.MemTID == 0) || len(p.Threads) == 0 {
+		if s.cancelled() {
+			// Not gone: the run ends on this tick (a capture the signal
+			// cut short has read no thread).
+			return true
+		}
+		if err == nil && len(p.Threads) == 0 && p.State != "Z" && p.State != "X" {
+			return s.same(t) // still there: a tick that read no thread
+		}
 		s.lose(t, "exited")
 		return false
 	}
