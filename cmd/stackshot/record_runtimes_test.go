@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"stackshot/internal/testutil"
 )
@@ -101,5 +102,56 @@ func TestRecordSandboxNotPython(t *testing.T) {
 	}
 	if n, _ := foldedShares(t, folded, "spin_c"); n["spin_c"] == 0 {
 		t.Errorf("no sample in spin_c:\n%s", folded)
+	}
+}
+
+// TestPythonRecordNoPython: record --no-python of hot.py (another user's,
+// parsed in the sandboxed child by default, and in-process with
+// --no-sandbox) keeps the interpreter's native frames and no Python ones.
+func TestPythonRecordNoPython(t *testing.T) {
+	needRoot(t)
+	setpriv := testutil.Need(t, "setpriv")
+	py := testutil.Need(t, "/usr/bin/python3.11")
+	tg := testutil.Start(t, setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", "--",
+		py, testutil.Testdata("python", "hot.py"))
+	for _, args := range [][]string{{"--no-python"}, {"--no-python", "--no-sandbox"}} {
+		folded, stderr, _ := recordPython(t, tg.PID, "STACKSHOT_SANDBOX=", args...)
+		n, total := foldedShares(t, folded, "hot_a", "hot_b", "run", "_PyEval_EvalFrameDefault")
+		if n["hot_a"]+n["hot_b"]+n["run"] > 0 || strings.Contains(stderr, "Python frames") {
+			t.Errorf("%v: Python frames recorded (hot_a %d, hot_b %d, run %d):\n%s", args, n["hot_a"], n["hot_b"], n["run"], stderr)
+		}
+		if n["_PyEval_EvalFrameDefault"] == 0 || total == 0 {
+			t.Errorf("%v: no sample in the interpreter's eval function (%d samples):\n%s", args, total, folded)
+		}
+	}
+}
+
+// TestRecordNoJava: record --no-java of Hot.java keeps samples but names
+// no Java method (the JIT's code is walked as code without unwind info).
+func TestRecordNoJava(t *testing.T) {
+	testutil.Need(t, "javac")
+	testutil.Need(t, "jar")
+	java := testutil.Need(t, "java")
+	jar := testutil.Artifact(t, "hot.jar", testutil.Testdata("hotspot"),
+		[]string{"javac", "-d", "$DIR/classes", "$SRC/Hot.java"},
+		[]string{"jar", "cf", "$OUT", "-C", "$DIR/classes", "."})
+	tg := testutil.StartWithin(t, 3*time.Minute, java, "-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,Hot::*", "-cp", jar, "Hot")
+	for _, java := range []bool{true, false} {
+		out := filepath.Join(t.TempDir(), "p.folded")
+		args := []string{"record", "-F", "99", "-d", "2s", "-o", out}
+		if !java {
+			args = append(args, "--no-java")
+		}
+		if _, errOut, code := runSS(t, append(args, fmt.Sprint(tg.PID))...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, total := foldedShares(t, string(b), "Hot.hotA", "Hot.hotB")
+		if total == 0 || (n["Hot.hotA"]+n["Hot.hotB"] > 0) != java {
+			t.Errorf("%v: Hot.hotA %d, Hot.hotB %d of %d samples:\n%s", args, n["Hot.hotA"], n["Hot.hotB"], total, b)
+		}
 	}
 }
