@@ -155,3 +155,34 @@ func TestRecordNoJava(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPythonRecordOverhead measures what `record -F 99` costs a busy
+// pure-Python process (spin.py: one thread, Python three calls deep, its
+// own count of calls done), as BenchmarkRecordOverhead does for native
+// code: against the same run alone, beside `perf record -F 99
+// --call-graph dwarf` (and fp) where perf works. The target runs as
+// nobody when stackshot is root, so stackshot reads its Python frames in
+// the sandboxed child (stackshot); also --no-sandbox (in-process) and
+// --no-python.
+func BenchmarkPythonRecordOverhead(b *testing.B) {
+	py := testutil.Need(b, "/usr/bin/python3.11")
+	argv := []string{py, testutil.Testdata("python", "spin.py")}
+	if os.Geteuid() == 0 {
+		argv = append([]string{testutil.Need(b, "setpriv"), "--reuid", "65534", "--regid", "65534", "--clear-groups", "--"}, argv...)
+	}
+	const secs = 4.0
+	dir := b.TempDir()
+	stackshot := func(args ...string) func(pid int) *exec.Cmd {
+		return func(pid int) *exec.Cmd {
+			args := append([]string{"record", "-q", "-F", "99", "-d", fmt.Sprintf("%gs", secs), "-o", filepath.Join(dir, "s.folded")}, args...)
+			return exec.Command(stackshotBin, append(args, fmt.Sprint(pid))...)
+		}
+	}
+	profilers := perfProfilers(dir, secs)
+	profilers["stackshot"] = stackshot()
+	profilers["stackshot-no-sandbox"] = stackshot("--no-sandbox")
+	profilers["stackshot-no-python"] = stackshot("--no-python")
+	measureOverhead(b, profilers, func(pf func(pid int) *exec.Cmd) (int64, int64, int64) {
+		return runWorker(b, append(argv, fmt.Sprint(secs)), secs, pf)
+	})
+}
