@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"stackshot/internal/testutil"
+	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/pyruntime"
 	"stackshot/report"
@@ -238,4 +239,79 @@ func TestUpdateRuntimeAnswerSeeds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkWalkTickPython is one warm tick of record on another user's
+// busy CPython process (hot.py): its threads unwound in the child, alone
+// and with their Python frames in the same round trip (the interpreter
+// opened once, before), and the Python frames read in-process for
+// comparison.
+func BenchmarkWalkTickPython(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	setpriv := testutil.Need(b, "setpriv")
+	py := testutil.Need(b, "/usr/bin/python3.11")
+	tg := testutil.Start(b, setpriv, "--reuid", fmt.Sprint(otherUser), "--regid", fmt.Sprint(otherUser), "--clear-groups", "--",
+		py, testutil.Testdata("python", "hot.py"))
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeStop}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ths []*ptrace.Thread
+	for i := range p.Threads {
+		ths = append(ths, &p.Threads[i])
+	}
+	id, err := procmaps.ReadIdentity(tg.PID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cands := pyruntime.Candidates(p.Exe, p.Maps, nil)
+	opts := resolve.Options{Live: true, Sampler: true}
+	for _, python := range []bool{false, true} {
+		b.Run(map[bool]string{false: "child", true: "child+python"}[python], func(b *testing.B) {
+			c, err := Start(Config{Resolve: opts}, tgt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.Images(p); err != nil {
+				b.Fatal(err)
+			}
+			w := c.Walker()
+			if python {
+				if v, err := w.OpenRuntime(p, id, "python", cands); v == "" || err != nil {
+					b.Fatalf("no interpreter opened: %q %v", v, err)
+				}
+			}
+			for b.Loop() {
+				ws, err := w.Walk(p, ths)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if python && ws[0].Python == nil {
+					b.Fatal("no Python frames for the main thread")
+				}
+			}
+		})
+	}
+	b.Run("in-process-python", func(b *testing.B) {
+		mem := ptrace.MemReader{PID: p.MemPID()}
+		rt, err := pyruntime.OpenLive(p.MemPID(), cands, mem)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tids := map[int]bool{}
+		for _, th := range ths {
+			tids[th.TID] = true
+		}
+		for b.Loop() {
+			threads, _ := rt.Threads()
+			pyruntime.ByTID(rt, threads, tids)
+		}
+	})
 }
