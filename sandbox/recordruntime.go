@@ -45,12 +45,8 @@ func (w *Walker) OpenRuntime(p *ptrace.Process, id procmaps.Identity, name strin
 	head := *p
 	head.Threads = nil
 	for _, m := range cands {
-		f, err := os.Open(procmaps.MapFilesPath(p.MemPID(), m))
+		f, _, err := procmaps.OpenMapped(p.MemPID(), m)
 		if err != nil {
-			continue
-		}
-		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-			f.Close()
 			continue
 		}
 		mapping := *m
