@@ -545,6 +545,24 @@ func MapFilesPath(pid int, m *Mapping) string {
 	return fmt.Sprintf("%s/%d/map_files/%x-%x", Proc, pid, m.Start, m.End)
 }
 
+// OpenMapped opens the file of mapping m of process pid through its
+// map_files entry, a regular file only; its size with it.
+func OpenMapped(pid int, m *Mapping) (*os.File, int64, error) {
+	f, err := os.Open(MapFilesPath(pid, m))
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%s: not a regular file", f.Name())
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
+
 // RootPath is the target's view of the filesystem root.
 func RootPath(pid int) string { return pidPath(pid, "root") }
 

@@ -4,7 +4,6 @@ package pyruntime
 
 import (
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -40,17 +39,13 @@ func Candidates(exe string, maps procmaps.Maps, evals map[string]bool) []*procma
 func OpenLive(pid int, cands []*procmaps.Mapping, mem io.ReaderAt) (*Runtime, error) {
 	var mods []Module
 	for _, m := range cands {
-		f, err := os.Open(procmaps.MapFilesPath(pid, m))
+		f, size, err := procmaps.OpenMapped(pid, m)
 		if err != nil {
 			continue
 		}
 		defer f.Close()
-		st, err := f.Stat()
-		if err != nil || !st.Mode().IsRegular() {
-			continue
-		}
 		if bias, ok := goruntime.LoadBias(f, m.Start, m.Offset); ok {
-			mods = append(mods, Module{Path: m.Path, File: f, Size: st.Size(), Bias: bias})
+			mods = append(mods, Module{Path: m.Path, File: f, Size: size, Bias: bias})
 		}
 	}
 	return Open(mem, mods)

@@ -3,7 +3,11 @@
 package sampler
 
 import (
+	"errors"
+
+	"stackshot/procmaps"
 	"stackshot/ptrace"
+	"stackshot/pyruntime"
 	"stackshot/report"
 	"stackshot/resolve"
 	"stackshot/sandbox"
@@ -29,12 +33,22 @@ type parser interface {
 	checks() (ptrace.CheckFunc, ptrace.BatchCheck)
 	// walk unwinds ths, threads of capture p, and calls each with each
 	// one's walk in turn (fr valid during the call only); why, when set,
-	// says why the walk could not be made (fr is then the PC alone).
-	walk(p *ptrace.Process, ths []*ptrace.Thread, each func(i int, fr []unwind.Frame, stop unwind.StopReason, ok bool, why string))
+	// says why the walk could not be made (fr is then the PC alone). py
+	// is the thread's Python frames, once python found the interpreter
+	// (nil: none).
+	walk(p *ptrace.Process, ths []*ptrace.Thread, each walkFunc)
+	// python looks for the target's CPython interpreter in cands (the
+	// target is id), so that the walks that follow give each thread's
+	// Python frames too: its version ("": none), or why it cannot be
+	// read.
+	python(p *ptrace.Process, id procmaps.Identity, cands []*procmaps.Mapping) (string, error)
 	// frames names a walk of th from the last walk call: its kernel
 	// frames, then each frame's logical frames.
 	frames(th *ptrace.Thread, fr []unwind.Frame, ok bool) []report.Frame
 }
+
+// walkFunc receives one thread's walk (see parser.walk).
+type walkFunc func(i int, fr []unwind.Frame, stop unwind.StopReason, ok bool, why string, py *pyruntime.Thread)
 
 // inProcess parses in stackshot itself: the target's own user's process
 // (or --no-sandbox).
@@ -43,6 +57,8 @@ type inProcess struct {
 	space *resolve.Space
 	mem   ptrace.MemReader
 	buf   []unwind.Frame
+	py    *pyruntime.Runtime // (nil: none, or not looked for)
+	tids  map[int]bool
 }
 
 func newInProcess(res *resolve.Resolver, p *ptrace.Process) *inProcess {
@@ -73,13 +89,34 @@ func (ip *inProcess) check(p *ptrace.Process, th *ptrace.Thread) bool {
 	return ip.space.CheckNoStop(th)
 }
 
-func (ip *inProcess) walk(p *ptrace.Process, ths []*ptrace.Thread, each func(int, []unwind.Frame, unwind.StopReason, bool, string)) {
+func (ip *inProcess) walk(p *ptrace.Process, ths []*ptrace.Thread, each walkFunc) {
 	ip.space.Update(p)
+	var py map[int]*pyruntime.Thread
+	if ip.py != nil {
+		threads, _ := ip.py.Threads()
+		clear(ip.tids)
+		for i := range p.Threads {
+			ip.tids[p.Threads[i].TID] = true
+		}
+		py = pyruntime.ByTID(ip.py, threads, ip.tids)
+	}
 	for i, th := range ths {
 		fr, stop, ok := ip.space.Unwind(th, ip.buf[:0])
 		ip.buf = fr
-		each(i, fr, stop, ok, "")
+		each(i, fr, stop, ok, "", py[th.TID])
 	}
+}
+
+func (ip *inProcess) python(p *ptrace.Process, _ procmaps.Identity, cands []*procmaps.Mapping) (string, error) {
+	rt, err := pyruntime.OpenLive(p.MemPID(), cands, ip.mem)
+	if errors.Is(err, pyruntime.ErrNotPython) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	ip.py, ip.tids = rt, map[int]bool{}
+	return rt.Version, nil
 }
 
 func (ip *inProcess) frames(th *ptrace.Thread, fr []unwind.Frame, ok bool) []report.Frame {
@@ -113,7 +150,7 @@ func (b *boxed) warm(p *ptrace.Process) {
 			ths = append(ths, &p.Threads[i])
 		}
 	}
-	b.walk(p, ths, func(int, []unwind.Frame, unwind.StopReason, bool, string) {})
+	b.walk(p, ths, func(int, []unwind.Frame, unwind.StopReason, bool, string, *pyruntime.Thread) {})
 }
 
 func (b *boxed) images(p *ptrace.Process) {
@@ -130,14 +167,20 @@ func (b *boxed) checks() (ptrace.CheckFunc, ptrace.BatchCheck) {
 	return nil, b.child.CheckAll()
 }
 
-func (b *boxed) walk(p *ptrace.Process, ths []*ptrace.Thread, each func(int, []unwind.Frame, unwind.StopReason, bool, string)) {
+func (b *boxed) walk(p *ptrace.Process, ths []*ptrace.Thread, each walkFunc) {
 	ws, err := b.w.Walk(p, ths)
 	if err != nil {
 		b.say(err.Error())
 	}
 	for i := range ws {
-		each(i, ws[i].Frames, ws[i].Stop, ws[i].OK, ws[i].Err)
+		each(i, ws[i].Frames, ws[i].Stop, ws[i].OK, ws[i].Err, ws[i].Python)
 	}
+}
+
+// python: the child opens the interpreter and keeps it for the target;
+// each walk's round trip then brings the threads' Python frames too.
+func (b *boxed) python(p *ptrace.Process, id procmaps.Identity, cands []*procmaps.Mapping) (string, error) {
+	return b.w.OpenRuntime(p, id, "python", cands)
 }
 
 // say warns once: a dead child fails every tick the same way.

@@ -70,6 +70,8 @@ type Config struct {
 	// (see package sandbox), or nil (also when Sandbox is nil): then they
 	// are parsed in-process.
 	Sandbox func(pid int) *sandbox.Child
+	// NoPython leaves the Python frames of CPython programs out.
+	NoPython bool
 }
 
 // Source is how running threads are sampled.
@@ -180,9 +182,7 @@ type target struct {
 	tids     map[int]bool
 	perf     *perfsample.Set     // nil: running threads are stopped
 	latest   map[int]*perfThread // each thread's most recent perf samples
-	// py is its CPython interpreter (nil: none, or not read); pyOpened
-	// says whether it was looked for.
-	py       *pyruntime.Runtime
+	// pyOpened says whether its CPython interpreter was looked for.
 	pyOpened bool
 }
 
@@ -641,8 +641,8 @@ func (s *Sampler) flush(t *target, p *ptrace.Process) {
 		s.ptrs = append(s.ptrs, &s.batch[i].th)
 	}
 	maps := procmaps.Maps(p.Maps)
-	py := s.pythonThreads(t, p)
-	t.parse.walk(p, s.ptrs, func(i int, fr []unwind.Frame, stop unwind.StopReason, ok bool, failed string) {
+	s.openPython(t, p)
+	t.parse.walk(p, s.ptrs, func(i int, fr []unwind.Frame, stop unwind.StopReason, ok bool, failed string, pt *pyruntime.Thread) {
 		th, w := s.ptrs[i], s.batch[i].w
 		switch {
 		case failed != "":
@@ -661,7 +661,6 @@ func (s *Sampler) flush(t *target, p *ptrace.Process) {
 			}
 		}
 		s.agg.key = stackKey(s.agg.key[:0], t.pid, th, fr, s.cfg.Kernel)
-		pt := py[th.TID]
 		if pt != nil {
 			s.agg.key = pyruntime.AppendKey(s.agg.key, pt)
 		}
@@ -680,36 +679,24 @@ func (s *Sampler) flush(t *target, p *ptrace.Process) {
 	s.batch = s.batch[:0]
 }
 
-// pythonThreads reads the Python threads of t's CPython interpreter (the
-// first time, looked for in capture p's maps), by thread id; nil when it
-// runs none or they are not read: in a sandboxed child's target (said
-// once).
-func (s *Sampler) pythonThreads(t *target, p *ptrace.Process) map[int]*pyruntime.Thread {
-	if !t.pyOpened {
-		t.pyOpened = true
-		// (the executable whatever its name, looked into once per
-		// target: a python under another name, a program with CPython
-		// linked in)
-		cands := pyruntime.Candidates(p.Exe, p.Maps, map[string]bool{p.Exe: true})
-		if _, boxed := t.parse.(*boxed); boxed {
-			// (said only of a process that is CPython by its files'
-			// names: its executable is not looked into here)
-			if len(pyruntime.Candidates(p.Exe, p.Maps, nil)) > 0 {
-				s.cfg.Warn(fmt.Sprintf("process %d: Python frames not recorded: its memory is parsed in a sandboxed child, which does not read them yet", t.pid))
-			}
-		} else if len(cands) > 0 {
-			t.py, _ = pyruntime.OpenLive(p.MemPID(), cands, ptrace.MemReader{PID: p.MemPID()})
-		}
+// openPython looks for t's CPython interpreter, once (in capture p's
+// maps), unless Config.NoPython: its parser then gives each walked
+// thread's Python frames, read in-process or in t's sandboxed child
+// alike. One that cannot be read is said once.
+func (s *Sampler) openPython(t *target, p *ptrace.Process) {
+	if t.pyOpened || s.cfg.NoPython {
+		return
 	}
-	if t.py == nil {
-		return nil
+	t.pyOpened = true
+	// (the executable whatever its name, looked into once per target: a
+	// python under another name, a program with CPython linked in)
+	cands := pyruntime.Candidates(p.Exe, p.Maps, map[string]bool{p.Exe: true})
+	if len(cands) == 0 {
+		return
 	}
-	threads, _ := t.py.Threads()
-	tids := map[int]bool{}
-	for i := range p.Threads {
-		tids[p.Threads[i].TID] = true
+	if _, err := t.parse.python(p, procmaps.Identity{PID: t.pid, StartTime: t.identity}, cands); err != nil && s.cfg.Warn != nil {
+		s.cfg.Warn(fmt.Sprintf("process %d: Python frames not recorded (%v)", t.pid, err))
 	}
-	return pyruntime.ByTID(t.py, threads, tids)
 }
 
 // sandboxFor is the child that parses process pid's bytes, or nil.

@@ -100,7 +100,7 @@ func names(space *resolve.Space, addrs []uint64, sym *symtab.Symbolizer, res *re
 
 // takesFD says which requests come with a descriptor the child keeps.
 func takesFD(kind string) bool {
-	return kind == kMemFD || kind == kGo || kind == kRuntime || kind == kRuntimeLocks || kind == kSaved || kind == kResolve || kind == kGive || kind == kGiveCache
+	return kind == kMemFD || kind == kGo || kind == kRuntime || kind == kRuntimeLocks || kind == kRecordRuntime || kind == kSaved || kind == kResolve || kind == kGive || kind == kGiveCache
 }
 
 // serve answers the parent's requests until it is done: resolve a
@@ -174,13 +174,11 @@ func serve(cfg *setup, cl *client, sym *symtab.Symbolizer, res *resolve.Resolver
 				return 1
 			}
 			up = names(k.space, m.Addrs, sym, res)
-		case kRecord:
-			hookBefore(cfg.Hook, kRecord)
+		case kRecord, kRecordRuntime:
 			var ok bool
-			if up, ok = rec.walkTick(func() *resolve.Resolver { return samplingResolver(cfg, sym) }, mem, m); !ok {
+			if up, ok = rec.serve(cfg, sym, mem, memc, m, fd); !ok {
 				return 1
 			}
-			up.Expired, up.Budget = sym.Expired(), sym.BudgetExceeded()
 		case kHook:
 			up.Kind, up.Text = kHook, runHook(m.Hook)
 		case kFlush:

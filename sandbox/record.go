@@ -9,6 +9,7 @@ import (
 	"stackshot/internal/contain"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
+	"stackshot/pyruntime"
 	"stackshot/report"
 	"stackshot/resolve"
 	"stackshot/symtab"
@@ -27,6 +28,9 @@ type Walk struct {
 	Stop   unwind.StopReason
 	OK     bool   // false: no registers to unwind from
 	Err    string // the child failed: Frames is the registers' PC only, unnamed
+	// Python is the thread's Python frames (nil: none), when OpenRuntime
+	// opened the target's interpreter.
+	Python *pyruntime.Thread
 }
 
 // Walker unwinds, in the child, the threads of the successive captures of
@@ -40,6 +44,12 @@ type Walker struct {
 	frames []unwind.Frame            // the walks' frames, reused from tick to tick
 	walks  []Walk
 	ths    []ptrace.Thread
+	// runtime is the runtime whose frames each walk asks for too ("":
+	// none), of process target (recordruntime.go); pys holds them.
+	runtime string
+	target  procmaps.Identity
+	pys     []pyruntime.Thread
+	tasks   []int
 }
 
 // Walker returns the child's walker for record.
@@ -91,12 +101,23 @@ func (w *Walker) Walk(p *ptrace.Process, ths []*ptrace.Thread) ([]Walk, error) {
 			StackAddr: th.StackAddr, Stack: th.Stack, StackLo: th.StackLo, StackHi: th.StackHi, Torn: th.Torn})
 	}
 	m.Threads = w.ths
+	if w.runtime != "" {
+		m.Runtime, m.Target = w.runtime, w.target
+		w.tasks = w.tasks[:0]
+		for i := range p.Threads {
+			w.tasks = append(w.tasks, p.Threads[i].TID)
+		}
+		m.Tasks = w.tasks
+	}
 	up, err := c.roundTrip(m, c.killAt())
 	if err == nil && up.Kind != kRecord {
 		err = fmt.Errorf("unexpected %q", up.Kind)
 	}
 	if err == nil {
 		err = w.unpack(up, len(ths))
+	}
+	if err == nil {
+		err = w.unpackRuntime(up, len(ths))
 	}
 	if err != nil {
 		w.maps = nil // (the next call sends the maps again, if the child lives)
@@ -209,6 +230,9 @@ type walking struct {
 	p      *ptrace.Process
 	named  map[uint64]bool
 	frames []unwind.Frame
+	// rt is the interpreter kept for process rtKey (recordruntime.go).
+	rt    *pyruntime.Runtime
+	rtKey procmaps.Identity
 }
 
 // walkTick answers a kRecord request: each thread's walk, packed, and the

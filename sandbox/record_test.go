@@ -6,11 +6,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"stackshot/internal/testutil"
+	"stackshot/procmaps"
 	"stackshot/ptrace"
+	"stackshot/pyruntime"
 	"stackshot/report"
 	"stackshot/resolve"
 	"stackshot/symtab"
@@ -161,6 +165,153 @@ func BenchmarkWalkTick(b *testing.B) {
 			if _, err := w.Walk(p, ths); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// FuzzWalkRuntimeAnswer feeds the parent's reader of the runtime frames a
+// kRecord answer carries (recordruntime.go) with what a compromised child
+// could send: per thread at most pyruntime.MaxFrames bounded frames, all
+// of them within what was sent, or an error, never a panic.
+func FuzzWalkRuntimeAnswer(f *testing.F) {
+	for _, up := range runtimeAnswerSeeds() {
+		f.Add(encodeValue(nil, &up), uint8(2))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, n uint8) {
+		var up upMsg
+		if decodeInto(data, &up, 1<<20) != nil {
+			return
+		}
+		w := &Walker{}
+		for i := range int(n % 8) {
+			w.ths = append(w.ths, ptrace.Thread{TID: 100 + i})
+			w.walks = append(w.walks, Walk{})
+		}
+		if err := w.unpackRuntime(&up, int(n%8)); err != nil {
+			return
+		}
+		total := 0
+		for i, wk := range w.walks {
+			if wk.Python == nil {
+				continue
+			}
+			if wk.Python.NativeID != 100+i || len(wk.Python.Frames) > pyruntime.MaxFrames {
+				t.Fatalf("walk %d: thread %d, %d frames", i, wk.Python.NativeID, len(wk.Python.Frames))
+			}
+			for _, fr := range wk.Python.Frames {
+				if len(fr.QualName) > maxRuntimeName || len(fr.File) > maxRuntimeName || fr.Line < 0 {
+					t.Fatalf("walk %d: frame %+v", i, fr)
+				}
+			}
+			total += len(wk.Python.Frames)
+		}
+		if total > len(up.RtFrames) {
+			t.Fatalf("%d frames from %d sent", total, len(up.RtFrames))
+		}
+	})
+}
+
+// runtimeAnswerSeeds are kRecord answers with runtime frames for two
+// threads: well formed, and counts that lie.
+func runtimeAnswerSeeds() []upMsg {
+	fs := []pyruntime.Frame{{Name: "hot_a", QualName: "hot_a", File: "/srv/hot.py", Line: 19},
+		{Name: "run", QualName: "run", File: "/srv/hot.py", Line: 29, Entry: true}, {Name: "f\x1b[2J", QualName: "f", Line: 1}}
+	return []upMsg{
+		{Kind: kRecord, RtCounts: []uint64{2, 1}, RtGIL: []bool{true, false}, RtFrames: fs},
+		{Kind: kRecord, RtCounts: []uint64{1 << 62, 1}, RtGIL: []bool{false, false}, RtFrames: fs},
+		{Kind: kRecord, RtCounts: []uint64{0, 0}, RtGIL: []bool{false, true}},
+	}
+}
+
+// TestUpdateRuntimeAnswerSeeds rewrites testdata/fuzz/FuzzWalkRuntimeAnswer
+// from runtimeAnswerSeeds when run with -update-seeds.
+func TestUpdateRuntimeAnswerSeeds(t *testing.T) {
+	if !*updateSeeds {
+		t.Skip("rewrites the seed corpus only with -update-seeds")
+	}
+	dir := filepath.Join("testdata", "fuzz", "FuzzWalkRuntimeAnswer")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, up := range runtimeAnswerSeeds() {
+		b := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\nuint8(2)\n", strconv.Quote(string(encodeValue(nil, &up))))
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%d", i)), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWalkTickPython is one warm tick of record on another user's
+// busy CPython process (hot.py): its threads unwound in the child, alone
+// and with their Python frames in the same round trip (the interpreter
+// opened once, before), and the Python frames read in-process for
+// comparison.
+func BenchmarkWalkTickPython(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	setpriv := testutil.Need(b, "setpriv")
+	py := testutil.Need(b, "/usr/bin/python3.11")
+	tg := testutil.Start(b, setpriv, "--reuid", fmt.Sprint(otherUser), "--regid", fmt.Sprint(otherUser), "--clear-groups", "--",
+		py, testutil.Testdata("python", "hot.py"))
+	tgt, err := TargetOf(tg.PID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := ptrace.Capture(tg.PID, ptrace.Options{Mode: ptrace.ModeStop}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ths []*ptrace.Thread
+	for i := range p.Threads {
+		ths = append(ths, &p.Threads[i])
+	}
+	id, err := procmaps.ReadIdentity(tg.PID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cands := pyruntime.Candidates(p.Exe, p.Maps, nil)
+	opts := resolve.Options{Live: true, Sampler: true}
+	for _, python := range []bool{false, true} {
+		b.Run(map[bool]string{false: "child", true: "child+python"}[python], func(b *testing.B) {
+			c, err := Start(Config{Resolve: opts}, tgt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.Images(p); err != nil {
+				b.Fatal(err)
+			}
+			w := c.Walker()
+			if python {
+				if v, err := w.OpenRuntime(p, id, "python", cands); v == "" || err != nil {
+					b.Fatalf("no interpreter opened: %q %v", v, err)
+				}
+			}
+			for b.Loop() {
+				ws, err := w.Walk(p, ths)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if python && ws[0].Python == nil {
+					b.Fatal("no Python frames for the main thread")
+				}
+			}
+		})
+	}
+	b.Run("in-process-python", func(b *testing.B) {
+		mem := ptrace.MemReader{PID: p.MemPID()}
+		rt, err := pyruntime.OpenLive(p.MemPID(), cands, mem)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tids := map[int]bool{}
+		for _, th := range ths {
+			tids[th.TID] = true
+		}
+		for b.Loop() {
+			threads, _ := rt.Threads()
+			pyruntime.ByTID(rt, threads, tids)
 		}
 	})
 }

@@ -46,12 +46,8 @@ func (c *Child) RuntimeFrames(p *ptrace.Process, rp *report.Process, name string
 	head.Threads = nil
 	b := encodeReport(&report.Process{Threads: rp.Threads})
 	for _, m := range cands {
-		f, err := os.Open(procmaps.MapFilesPath(p.MemPID(), m))
+		f, _, err := procmaps.OpenMapped(p.MemPID(), m)
 		if err != nil {
-			continue
-		}
-		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-			f.Close()
 			continue
 		}
 		mapping := *m

@@ -14,6 +14,7 @@ import (
 	"stackshot/internal/diskcache"
 	"stackshot/procmaps"
 	"stackshot/ptrace"
+	"stackshot/pyruntime"
 	"stackshot/report"
 	"stackshot/symtab"
 )
@@ -75,6 +76,9 @@ const (
 // record's kind of frame (record.go).
 const (
 	kRecord = "record" // down: unwind Threads (of Proc, when its maps are new); up: Walks, and NamedPCs' names in Frames
+	// down: open Runtime's interpreter in Mapping's file (attached) and
+	// keep it for Target's kRecord; up: its version in Text
+	kRecordRuntime = "recordruntime"
 )
 
 // setup configures the child's symbolizer and resolver.
@@ -141,6 +145,10 @@ type downMsg struct {
 	// kRecord: the threads of one tick, each with what the unwinder
 	// reads only (registers, stack copy, system call).
 	Threads []ptrace.Thread
+	// Target is the process kRecordRuntime opens an interpreter for, and
+	// whose interpreter kRecord asks (Runtime set) the threads' frames of
+	// (recordruntime.go).
+	Target procmaps.Identity
 
 	// Check are the threads kCheckAll asks about (batch.go).
 	Check []*ptrace.Thread
@@ -215,6 +223,12 @@ type upMsg struct {
 	// first time since the maps changed (nameKey), their names in Frames.
 	Walks    []uint64
 	NamedPCs []uint64
+	// kRecord with Runtime: each walked thread's count of runtime frames
+	// (in RtFrames, one thread after the other) and whether it holds the
+	// GIL; none at all when they were not read (recordruntime.go).
+	RtCounts []uint64
+	RtFrames []pyruntime.Frame
+	RtGIL    []bool
 
 	// kCheckAll (batch.go): whether each thread asked about unwinds
 	// completely, in the order asked.

@@ -54,7 +54,7 @@ func TestHelpPerCommand(t *testing.T) {
 	want := map[string][]string{
 		"dump": {"pid", "format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "no-debuginfod", "no-cache", "mode", "consistent", "timeout", "stack-bytes", "verbose", "quiet", "max-debug-bytes", "group", "no-group", "interval", "count", "goroutines", "no-goroutines", "no-sandbox", "no-python", "no-java"},
 		"record": {"pid", "format", "json", "output", "tid", "kernel", "no-kernel", "max-frames", "debug-dir", "no-demangle", "no-debuginfod", "no-cache", "mode", "consistent", "timeout", "stack-bytes", "freq", "duration", "per-thread", "idle", "sampler", "quiet", "verbose", "max-debug-bytes",
-			"otlp", "otlp-header", "service", "spool", "spool-max-files", "spool-max-mb", "no-sandbox", "no-java"},
+			"otlp", "otlp-header", "service", "spool", "spool-max-files", "spool-max-mb", "no-sandbox", "no-java", "no-python"},
 		"capture":   {"pid", "format", "core-memory", "output", "tid", "kernel", "no-kernel", "mode", "consistent", "timeout", "stack-bytes", "quiet", "no-sandbox"},
 		"report":    {"format", "json", "output", "tid", "kernel", "no-kernel", "source", "inline", "max-frames", "debug-dir", "no-demangle", "no-debuginfod", "no-cache", "verbose", "quiet", "max-debug-bytes", "perf-map", "sysroot", "no-sandbox", "no-java", "exe"},
 		"symbolize": {"pid", "debug-dir", "no-demangle", "no-debuginfod", "no-cache", "exe", "addresses", "json", "max-debug-bytes", "no-sandbox"},

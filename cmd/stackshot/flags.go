@@ -41,7 +41,7 @@ type common struct {
 	sampler                          sampler.Source     // record: how running threads are sampled
 	started                          time.Time          // when the command began: --timeout counts from here
 	cancelSym                        context.CancelFunc // ends the symbolizer's deadline
-	group, noGroup, noPython, noJava bool               // dump: fold threads alike, or never; no Python (dump) or Java frames
+	group, noGroup, noPython, noJava bool               // dump: fold threads alike, or never; no Python or Java frames
 	interval                         time.Duration      // dump: between snapshots
 	count                            int                // dump: snapshots
 	goroutines, noGoroutines         bool               // dump: goroutines of Go processes
@@ -92,7 +92,6 @@ func newCommon(name string) *common {
 		fs.IntVar(&c.count, "count", 1, "take N snapshots --interval apart; say which threads are stuck, spinning or moving")
 		fs.BoolVar(&c.goroutines, "goroutines", true, "list the goroutines of Go processes")
 		fs.BoolVar(&c.noGoroutines, "no-goroutines", false, "no goroutines")
-		fs.BoolVar(&c.noPython, "no-python", false, "leave out the Python frames of CPython programs")
 	}
 	if name == "record" {
 		c.fs.BoolVarP(&c.verbose, "verbose", "v", false, "the summary says how threads were sampled and what was left out")
@@ -150,6 +149,9 @@ func (c *common) register(name string, set int, v *common) {
 		if name != "symbolize" {
 			fs.IntVar(&v.maxFrames, "max-frames", unwind.DefaultMaxFrames, "stop unwinding a thread after N frames")
 			fs.BoolVar(&v.noJava, "no-java", false, "leave a JVM's Java frames out (its compiled code is then walked as code without unwind info)")
+		}
+		if name == "dump" || name == "record" {
+			fs.BoolVar(&v.noPython, "no-python", false, "leave out the Python frames of CPython programs")
 		}
 		fs.StringArrayVar(&v.debugDirs, "debug-dir", nil, "extra root `DIR` for separate debug files (repeatable)")
 		fs.Int64Var(&v.maxDebugBytes, "max-debug-bytes", 0, "most bytes of symbols and debug info read in all (default 512 MiB; a section gets half)")

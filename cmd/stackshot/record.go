@@ -32,13 +32,8 @@ func cmdRecord(args []string) error {
 		return cli.Usage(err.Error(), "", "")
 	}
 	path := safefile.Expand(c.output, c.pids, start)
-	if format == "pprof" && (path == "" || path == "-") && term.IsTerminal(1) {
-		return cli.Usage("not writing a pprof profile to a terminal", "it is binary",
-			"give -o FILE.pb.gz or redirect stdout")
-	}
-	// Fail now, not after the whole recording, if -o cannot be written.
-	if err := cli.CheckOutput(path); err != nil {
-		return err
+	if err := cli.CheckProfileOutput(format, path); err != nil {
+		return err // (now, not after the whole recording)
 	}
 	// --timeout bounds the whole command, sampling included.
 	deadline := start.Add(c.timeout)
@@ -52,7 +47,7 @@ func cmdRecord(args []string) error {
 	smp, err := sampler.New(s.Resolver(), sampler.Config{Freq: c.freq, Duration: c.duration, Deadline: deadline,
 		Capture: s.CaptureOptions(time.Time{}), CaptureTimeout: c.timeout, Kernel: c.kernel, Idle: c.idle, Source: c.sampler,
 		Warn:     func(msg string) { s.Warn("%s%s", clear, msg) },
-		Progress: show, Sandbox: s.Sandbox})
+		Progress: show, Sandbox: s.Sandbox, NoPython: c.noPython})
 	if err != nil {
 		return cli.Usage(err.Error(), "", "")
 	}

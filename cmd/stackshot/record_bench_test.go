@@ -21,8 +21,15 @@ import (
 // profiler (nil: none) samples it, and returns its iterations, its
 // largest stall between progress checks and the CPU time it had.
 func runSpin(b *testing.B, bin string, secs float64, profiler func(pid int) *exec.Cmd) (iters, stallUS, cpuUS int64) {
+	return runWorker(b, []string{bin, "spin", "8", fmt.Sprint(secs)}, secs, profiler)
+}
+
+// runWorker runs target argv, which works for secs seconds after its
+// ready line and then says "iters N maxstall_us S cpu_us C", while
+// profiler (nil: none) samples it, and returns N, S and C.
+func runWorker(b *testing.B, argv []string, secs float64, profiler func(pid int) *exec.Cmd) (iters, stallUS, cpuUS int64) {
 	b.Helper()
-	tg := testutil.Start(b, bin, "spin", "8", fmt.Sprint(secs))
+	tg := testutil.Start(b, argv[0], argv[1:]...)
 	var prof *exec.Cmd
 	if profiler != nil {
 		prof = profiler(tg.PID)
@@ -65,12 +72,19 @@ func BenchmarkRecordOverhead(b *testing.B) {
 				"-o", filepath.Join(dir, "s.folded"), fmt.Sprint(pid))
 		}
 	}
-	profilers := map[string]func(pid int) *exec.Cmd{
-		"stackshot-ptrace": stackshot("ptrace"),
-	}
+	profilers := perfProfilers(dir, secs)
+	profilers["stackshot-ptrace"] = stackshot("ptrace")
 	if perfsample.Probe(perfsample.Config{Freq: 99}) == nil {
 		profilers["stackshot-perf"] = stackshot("perf")
 	}
+	measureOverhead(b, profilers, func(pf func(pid int) *exec.Cmd) (int64, int64, int64) { return runSpin(b, bin, secs, pf) })
+}
+
+// perfProfilers are `perf record -F 99` of a process for secs seconds,
+// by name: perf-fp (--call-graph fp) and perf-dwarf (--call-graph
+// dwarf), when perf is there and may record; none otherwise.
+func perfProfilers(dir string, secs float64) map[string]func(pid int) *exec.Cmd {
+	profilers := map[string]func(pid int) *exec.Cmd{}
 	if perf, err := exec.LookPath("perf"); err == nil {
 		if exec.Command(perf, "record", "-q", "-F", "99", "-g", "-o", filepath.Join(dir, "probe.data"), "--", "true").Run() == nil {
 			for name, cg := range map[string]string{"perf-fp": "fp", "perf-dwarf": "dwarf"} {
@@ -81,6 +95,14 @@ func BenchmarkRecordOverhead(b *testing.B) {
 			}
 		}
 	}
+	return profilers
+}
+
+// measureOverhead runs the target (run: with a profiler, or nil for none)
+// alone and under each of profilers, in interleaved rounds, and reports
+// the medians of each profiler's losses and stalls (see
+// BenchmarkRecordOverhead).
+func measureOverhead(b *testing.B, profilers map[string]func(pid int) *exec.Cmd, run func(pf func(pid int) *exec.Cmd) (iters, stallUS, cpuUS int64)) {
 	// Interleaved rounds; medians, so one noisy neighbour moment does not
 	// decide the result.
 	const rounds = 5
@@ -88,10 +110,10 @@ func BenchmarkRecordOverhead(b *testing.B) {
 	cpuRes := map[string][]float64{}
 	stalls := map[string][]float64{}
 	for i := 0; i < b.N*rounds; i++ {
-		base, baseStall, baseCPU := runSpin(b, bin, secs, nil)
+		base, baseStall, baseCPU := run(nil)
 		stalls["base"] = append(stalls["base"], float64(baseStall))
 		for name, pf := range profilers {
-			it, stall, cpu := runSpin(b, bin, secs, pf)
+			it, stall, cpu := run(pf)
 			loss := 100 * (1 - float64(it)/float64(base))
 			cpuLoss := 100 * (1 - (float64(it)/float64(cpu))/(float64(base)/float64(baseCPU)))
 			res[name] = append(res[name], loss)

@@ -19,7 +19,7 @@ _stackshot() {
 	local flags values= operand=
 	case $cmd in
 	dump)
-		flags='-p --pid --format --json -o --output -t --tid --kernel --no-kernel -s --source -i --inline -v --verbose --max-frames --no-java --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --mode --consistent --timeout --stack-bytes --no-sandbox -q --quiet --group --no-group --interval --count --goroutines --no-goroutines --no-python'
+		flags='-p --pid --format --json -o --output -t --tid --kernel --no-kernel -s --source -i --inline -v --verbose --max-frames --no-java --no-python --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --mode --consistent --timeout --stack-bytes --no-sandbox -q --quiet --group --no-group --interval --count --goroutines --no-goroutines'
 		operand=pid
 		case $prev in
 		-p|--pid) values=pid ;;
@@ -37,7 +37,7 @@ _stackshot() {
 		esac
 		;;
 	record)
-		flags='-p --pid --format --json -o --output -t --tid --kernel --no-kernel --max-frames --no-java --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --mode --consistent --timeout --stack-bytes -F --freq -d --duration --per-thread --idle --sampler --no-sandbox -q --quiet -v --verbose --otlp --service --spool --spool-max-files --spool-max-mb'
+		flags='-p --pid --format --json -o --output -t --tid --kernel --no-kernel --max-frames --no-java --no-python --debug-dir --max-debug-bytes --no-demangle --no-debuginfod --no-cache --mode --consistent --timeout --stack-bytes -F --freq -d --duration --per-thread --idle --sampler --no-sandbox -q --quiet -v --verbose --otlp --service --spool --spool-max-files --spool-max-mb'
 		operand=pid
 		case $prev in
 		-p|--pid) values=pid ;;

@@ -220,6 +220,16 @@ func CheckOutput(path string) error {
 	return safefile.Check(path)
 }
 
+// CheckProfileOutput is CheckOutput for record's profile in format: a
+// pprof profile (binary) is not written to a terminal either.
+func CheckProfileOutput(format, path string) error {
+	if format == "pprof" && (path == "" || path == "-") && term.IsTerminal(1) {
+		return Usage("not writing a pprof profile to a terminal", "it is binary",
+			"give -o FILE.pb.gz or redirect stdout")
+	}
+	return CheckOutput(path)
+}
+
 // Say writes "stackshot: MSG" on stderr, as one line. Messages name
 // processes, threads, paths and files a target controls: everything a
 // terminal would act on is escaped (term.Escape), embedded newlines
