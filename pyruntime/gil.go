@@ -42,9 +42,9 @@ func NameGILWaits(rp *report.Process) {
 		case holder == -2:
 			w.Note = "several interpreters hold a GIL of their own: which one this thread waits for is not known"
 		case moved:
-			w.Note = "the GIL's holder is not known (it changed hands between the capture of the stacks and the read of the interpreter)"
+			w.Note = "the GIL changed hands between the capture of the stacks and the read of the interpreter"
 		case holder < 0:
-			w.Note = "the GIL's holder is not known (no thread state was marked as holding it)"
+			w.Note = "no thread shown held the GIL when the interpreter was read"
 		default:
 			h := &rp.Threads[holder]
 			tid := h.TID
