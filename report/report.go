@@ -85,6 +85,9 @@ type Thread struct {
 	// JavaState its state (in_Java, in_vm, in_native, blocked); "" for
 	// other threads.
 	JavaName, JavaState string
+	// PythonName is a CPython thread's threading name ("MainThread",
+	// "worker-1"); "" for other threads, or when it could not be read.
+	PythonName string
 	// Diagnosis (see diagnosis.go); zero when not diagnosed.
 	WaitingFor *WaitingFor
 	Progress   string  // ProgressStuck | ProgressSpinning | ProgressWaiting | ProgressMoving; "" single snapshot
