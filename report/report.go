@@ -108,6 +108,18 @@ type Thread struct {
 	CalleeSaved []uint64
 }
 
+// ShownName is the name to show for thread t where a report names it (an
+// owner, a deadlock, a group), in a process whose threads the system
+// names comm unless told otherwise (Process.Comm): its Python threading
+// name when its own name is only that (CPython before 3.14 names no
+// thread for the system: all are "python3"), else its own name.
+func (t *Thread) ShownName(comm string) string {
+	if t.PythonName != "" && (t.Name == comm || t.Name == "") {
+		return t.PythonName
+	}
+	return t.Name
+}
+
 // MaxCmdline bounds a process's command line as a report carries it (the
 // target writes it).
 const MaxCmdline = 4096
