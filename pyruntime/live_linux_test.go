@@ -41,6 +41,32 @@ func BenchmarkLiveThreads(b *testing.B) {
 	}
 }
 
+// BenchmarkLiveNames: what reading the threading names of the same
+// 50-thread process costs (sys.modules, threading._active and 50 Thread
+// objects' attributes), beside BenchmarkLiveThreads' frames.
+func BenchmarkLiveNames(b *testing.B) {
+	py := testutil.Need(b, "/usr/bin/python3.11")
+	tg := testutil.Start(b, py, testutil.Testdata("python", "many.py"), "50")
+	maps, err := procmaps.ReadMaps(tg.PID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt, err := OpenLive(tg.PID, Candidates(py, maps, nil), ptrace.MemReader{PID: tg.PID})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ths, err := rt.Threads()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := rt.Names(ths); err != nil || ths[0].Name == "" {
+			b.Fatalf("%q, %v", ths[0].Name, err)
+		}
+	}
+}
+
 // TestDebugOffsetsAgree: a live CPython 3.13 describes its structures
 // (_Py_DebugOffsets at the start of _PyRuntime), and every offset it
 // gives is the one the table generated from 3.13's headers has; Open

@@ -35,6 +35,12 @@ const (
 	namesBudget = 1 << 16
 )
 
+// splitKey is a key name of the shared keys at dk (reader.splitAt).
+type splitKey struct {
+	dk   uint64
+	name string
+}
+
 // errNotFound: the dict has no such key.
 var errNotFound = errors.New("not found")
 
@@ -65,7 +71,7 @@ func (rt *Runtime) Names(threads []Thread) error {
 // names reads each interpreter's threading._active (newest first, as
 // Threads numbers them): ident → name; nil for an interpreter without one.
 func (rt *Runtime) names() ([]map[uint64]string, error) {
-	r := &reader{rt: rt, l: rt.Layout, budget: namesBudget}
+	r := &reader{rt: rt, l: rt.Layout, budget: namesBudget, classes: map[uint64]*class{}, splitAt: map[splitKey]int{}}
 	interp, err := r.u64(rt.runtime + uint64(r.l.RuntimeInterpHead))
 	if err != nil {
 		return nil, fmt.Errorf("_PyRuntime: %v", err)
@@ -177,6 +183,19 @@ func (r *reader) dict(addr uint64) (keys, values []uint64, err error) {
 // values; values from the array at dv when it is not 0 (a split table's,
 // or an instance's own values to dk, its type's shared keys).
 func (r *reader) entries(dk, dv uint64) (keys, values []uint64, err error) {
+	ks, vs, err := r.entriesAll(dk, dv)
+	for i := range ks {
+		if ks[i] != 0 && vs[i] != 0 { // (else a deleted entry, or one this instance lacks)
+			keys, values = append(keys, ks[i]), append(values, vs[i])
+		}
+	}
+	return keys, values, err
+}
+
+// entriesAll reads every entry of the dict keys object dk, deleted and
+// empty ones too (0), in order: an entry's index is its value's in a
+// split table's values.
+func (r *reader) entriesAll(dk, dv uint64) (keys, values []uint64, err error) {
 	l := r.l
 	b, err := r.read(dk, l.KeysIndices)
 	if err != nil {
@@ -223,14 +242,12 @@ func (r *reader) entries(dk, dv uint64) (keys, values []uint64, err error) {
 			return nil, nil, fmt.Errorf("dict values %#x: %w", dv, err)
 		}
 	}
+	keys, values = make([]uint64, n), make([]uint64, n)
 	for i := 0; i < int(n); i++ {
 		e := raw[i*esz:]
-		k, v := le.Uint64(e[keyAt:]), le.Uint64(e[valAt:])
+		keys[i], values[i] = le.Uint64(e[keyAt:]), le.Uint64(e[valAt:])
 		if vals != nil {
-			v = le.Uint64(vals[i*8:])
-		}
-		if k != 0 && v != 0 { // (else a deleted entry, or one this instance lacks)
-			keys, values = append(keys, k), append(values, v)
+			values[i] = le.Uint64(vals[i*8:])
 		}
 	}
 	return keys, values, nil
@@ -238,6 +255,21 @@ func (r *reader) entries(dk, dv uint64) (keys, values []uint64, err error) {
 
 // dictGet is the value of key name (a str) in the dict at addr.
 func (r *reader) dictGet(addr uint64, name string) (uint64, error) {
+	if addr == 0 {
+		return 0, errNotFound
+	}
+	l := r.l
+	b, err := r.read(addr, max(l.ObType, l.DictKeys, l.DictValues)+8)
+	if err != nil {
+		return 0, err
+	}
+	le := binary.LittleEndian
+	if le.Uint64(b[l.ObType:]) != r.rt.dictType {
+		return 0, fmt.Errorf("%#x is not a dict", addr)
+	}
+	if dk, dv := le.Uint64(b[l.DictKeys:]), le.Uint64(b[l.DictValues:]); dv != 0 {
+		return r.splitGet(dk, dv+uint64(l.ValuesValues), name)
+	}
 	keys, values, err := r.dict(addr)
 	if err != nil {
 		return 0, err
@@ -278,6 +310,35 @@ func (r *reader) strIs(addr uint64, s string) (bool, error) {
 		string(b[l.StrASCIIData:l.StrASCIIData+len(s)]) == s, nil
 }
 
+// class is what attr reads of an instance's class, once per class.
+type class struct {
+	flags, basic, dictOff, sharedKeys uint64
+	err                               error
+}
+
+// classOf reads (once per snapshot) the class at typ.
+func (r *reader) classOf(typ uint64) *class {
+	if c, ok := r.classes[typ]; ok {
+		return c
+	}
+	l := r.l
+	c := &class{}
+	r.classes[typ] = c
+	if c.flags, c.err = r.u64(typ + uint64(l.TypeFlags)); c.err != nil {
+		return c
+	}
+	if c.flags&uint64(l.FlagHeapType) == 0 {
+		c.err = fmt.Errorf("its type %#x is not a class", typ)
+		return c
+	}
+	if c.basic, c.err = r.u64(typ + uint64(l.TypeBasicSize)); c.err == nil {
+		if c.dictOff, c.err = r.u64(typ + uint64(l.TypeDictOffset)); c.err == nil {
+			c.sharedKeys, c.err = r.u64(typ + uint64(l.HeapTypeCachedKeys))
+		}
+	}
+	return c
+}
+
 // attr is the instance attribute name of the object at obj (of a class,
 // a heap type): in its __dict__ (3.8-3.10: at the type's tp_dictoffset;
 // 3.11+: the managed dict before the object), or in its values (3.11+:
@@ -289,48 +350,28 @@ func (r *reader) attr(obj uint64, name string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	flags, err := r.u64(typ + uint64(l.TypeFlags))
-	if err != nil {
-		return 0, fmt.Errorf("its type: %v", err)
+	c := r.classOf(typ)
+	if c.err != nil {
+		return 0, fmt.Errorf("its class: %v", c.err)
 	}
-	if flags&uint64(l.FlagHeapType) == 0 {
-		return 0, fmt.Errorf("its type %#x is not a class", typ)
-	}
-	shared := func(values uint64) (uint64, error) {
-		dk, err := r.u64(typ + uint64(l.HeapTypeCachedKeys))
-		if err != nil {
-			return 0, fmt.Errorf("its class's shared keys: %v", err)
-		}
-		keys, vals, err := r.entries(dk, values)
-		if err != nil {
-			return 0, err
-		}
-		return r.lookup(keys, vals, name)
-	}
-	inDict := func(dict uint64) (uint64, error) {
-		if dict == 0 {
-			return 0, errNotFound
-		}
-		return r.dictGet(dict, name)
-	}
+	shared := func(values uint64) (uint64, error) { return r.splitGet(c.sharedKeys, values, name) }
 	managed := obj + uint64(int64(l.ManagedDict))
 	switch {
-	case l.FlagInlineValues != 0 && flags&uint64(l.FlagInlineValues) != 0: // 3.13
+	case l.FlagInlineValues != 0 && c.flags&uint64(l.FlagInlineValues) != 0: // 3.13
 		dict, err := r.u64(managed)
 		if err != nil || dict != 0 {
-			return inDict(dict)
+			return r.dictGet(dict, name)
 		}
-		size, err := r.u64(typ + uint64(l.TypeBasicSize))
-		if err != nil || size > maxObjRead {
-			return 0, fmt.Errorf("its class's basic size %d (%v)", size, err)
+		if c.basic > maxObjRead {
+			return 0, fmt.Errorf("its class's basic size %d", c.basic)
 		}
-		values := obj + size
+		values := obj + c.basic
 		valid, err := r.read(values+uint64(l.ValuesValid), 1)
 		if err != nil || valid[0] == 0 {
 			return 0, fmt.Errorf("its values %#x are not in use (%v)", values, err)
 		}
 		return shared(values + uint64(l.ValuesValues))
-	case l.FlagManagedDict != 0 && flags&uint64(l.FlagManagedDict) != 0:
+	case l.FlagManagedDict != 0 && c.flags&uint64(l.FlagManagedDict) != 0:
 		if l.TaggedValues != 0 { // 3.12
 			w, err := r.u64(managed)
 			if err != nil {
@@ -339,7 +380,7 @@ func (r *reader) attr(obj uint64, name string) (uint64, error) {
 			if w&1 != 0 {
 				return shared(w + 1 + uint64(l.ValuesValues))
 			}
-			return inDict(w)
+			return r.dictGet(w, name)
 		}
 		if l.ManagedValues != 0 { // 3.11
 			values, err := r.u64(obj + uint64(int64(l.ManagedValues)))
@@ -354,20 +395,52 @@ func (r *reader) attr(obj uint64, name string) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		return inDict(dict)
+		return r.dictGet(dict, name)
 	}
-	off, err := r.u64(typ + uint64(l.TypeDictOffset))
-	if err != nil {
-		return 0, fmt.Errorf("its type: %v", err)
+	if int64(c.dictOff) <= 0 || c.dictOff > maxObjRead {
+		return 0, fmt.Errorf("its class's dict offset %d", int64(c.dictOff))
 	}
-	if int64(off) <= 0 || off > maxObjRead {
-		return 0, fmt.Errorf("its class's dict offset %d", int64(off))
-	}
-	dict, err := r.u64(obj + off)
+	dict, err := r.u64(obj + c.dictOff)
 	if err != nil {
 		return 0, err
 	}
-	return inDict(dict)
+	return r.dictGet(dict, name)
+}
+
+// splitGet is the value of key name in the values at dv (an array of
+// value pointers) whose keys are the shared ones at dk. Shared keys only
+// grow: where a key is is read once per snapshot, and each instance's
+// value is then one read.
+func (r *reader) splitGet(dk, dv uint64, name string) (uint64, error) {
+	k := splitKey{dk, name}
+	i, ok := r.splitAt[k]
+	if !ok {
+		keys, _, err := r.entriesAll(dk, 0)
+		if err != nil {
+			return 0, err
+		}
+		i = -1
+		for j, key := range keys {
+			if key == 0 {
+				continue
+			}
+			if is, err := r.strIs(key, name); err != nil {
+				return 0, err
+			} else if is {
+				i = j
+				break
+			}
+		}
+		r.splitAt[k] = i
+	}
+	if i < 0 {
+		return 0, errNotFound
+	}
+	v, err := r.u64(dv + 8*uint64(i))
+	if err == nil && v == 0 {
+		err = errNotFound
+	}
+	return v, err
 }
 
 // long reads the int object at addr: a non-negative one of 64 bits.

@@ -57,8 +57,11 @@ type reader struct {
 	l     *Layout
 	buf   [maxObjRead]byte
 	codes map[uint64]*code
-	// budget is what is left of the dict entries Names may visit.
-	budget int
+	// budget is what is left of the dict entries Names may visit;
+	// classes and splitAt what it read once of classes and shared keys.
+	budget  int
+	classes map[uint64]*class
+	splitAt map[splitKey]int
 }
 
 // code is what a code object gives a frame.
