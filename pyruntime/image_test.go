@@ -250,6 +250,10 @@ func TestImageNames(t *testing.T) {
 				t.Fatalf("name %q, %v; want worker-1", ths[0].Name, err)
 			}
 			le := binary.LittleEndian
+			control := []Thread{{ThreadID: imgIdent, interp: imgInterp}}
+			if err := rt.Names(control); err != nil || control[0].Name != "worker-1" {
+				t.Fatalf("the thread as the cases below give it: name %q, %v", control[0].Name, err)
+			}
 			for name, bad := range map[string]func(m image){
 				"a key not an int":       func(m image) { le.PutUint64(m[imgActive+0x80-imgBase+uint64(l.KeysIndices)+8+8:], imgThread) },
 				"a huge dict":            func(m image) { le.PutUint64(m[imgActive+0x80-imgBase+uint64(l.KeysNentries):], 1<<40) },
@@ -261,14 +265,14 @@ func TestImageNames(t *testing.T) {
 			} {
 				c := append(image(nil), m...)
 				bad(c)
-				ths := []Thread{{ThreadID: imgIdent}}
+				ths := []Thread{{ThreadID: imgIdent, interp: imgInterp}}
 				if err := imageRuntime(c, l).Names(ths); err == nil || ths[0].Name != "" {
 					t.Errorf("%s: name %q, %v; want none, an error", name, ths[0].Name, err)
 				}
 			}
 			c := append(image(nil), m...)
 			copy(c[imgStrs+0x80-imgBase+uint64(l.StrASCIIData):], "threadinG")
-			ths = []Thread{{ThreadID: imgIdent}}
+			ths = []Thread{{ThreadID: imgIdent, interp: imgInterp}}
 			if err := imageRuntime(c, l).Names(ths); err != nil || ths[0].Name != "" {
 				t.Errorf("no threading module: name %q, %v; want none, no error", ths[0].Name, err)
 			}

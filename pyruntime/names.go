@@ -55,12 +55,11 @@ func (rt *Runtime) Names(threads []Thread) error {
 	}
 	var err error
 	for try := 0; try < readTries; try++ {
-		var names []map[uint64]string
+		var names map[uint64]map[uint64]string
 		if names, err = rt.names(); err == nil {
 			for i := range threads {
-				if t := &threads[i]; t.Interp < len(names) {
-					t.Name = names[t.Interp][t.ThreadID]
-				}
+				t := &threads[i]
+				t.Name = names[t.interp][t.ThreadID]
 			}
 			return nil
 		}
@@ -68,26 +67,24 @@ func (rt *Runtime) Names(threads []Thread) error {
 	return err
 }
 
-// names reads each interpreter's threading._active (newest first, as
-// Threads numbers them): ident → name; nil for an interpreter without one.
-func (rt *Runtime) names() ([]map[uint64]string, error) {
+// names reads each interpreter's threading._active: by the interpreter's
+// address, ident → name (nil for an interpreter without one).
+func (rt *Runtime) names() (map[uint64]map[uint64]string, error) {
 	r := &reader{rt: rt, l: rt.Layout, budget: namesBudget, classes: map[uint64]*class{}, splitAt: map[splitKey]int{}}
 	interp, err := r.u64(rt.runtime + uint64(r.l.RuntimeInterpHead))
 	if err != nil {
 		return nil, fmt.Errorf("_PyRuntime: %v", err)
 	}
-	var out []map[uint64]string
-	seen := map[uint64]bool{}
+	out := map[uint64]map[uint64]string{}
 	for interp != 0 {
-		if len(out) == maxInterps || seen[interp] {
+		if _, seen := out[interp]; seen || len(out) == maxInterps {
 			return nil, fmt.Errorf("the interpreter list does not end within %d entries", maxInterps)
 		}
-		seen[interp] = true
 		m, err := r.activeNames(interp)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m)
+		out[interp] = m
 		if interp, err = r.u64(interp + uint64(r.l.InterpNext)); err != nil {
 			return nil, fmt.Errorf("interpreter %#x: %v", interp, err)
 		}

@@ -40,7 +40,8 @@ type Thread struct {
 	ThreadID uint64 // thread_id: the thread's pthread_t
 	NativeID int    // native_thread_id (3.11+), the thread's tid; 0 unknown
 	// Name is the thread's threading name (Names); "" unknown.
-	Name string
+	Name   string
+	interp uint64 // the interpreter's address
 	// HoldsGIL: the GIL is locked, and this thread state last took it.
 	HoldsGIL bool
 	Frames   []Frame
@@ -121,7 +122,7 @@ func (rt *Runtime) Threads() ([]Thread, error) {
 			if err != nil {
 				return out, err
 			}
-			th.Interp, th.HoldsGIL = i, ts == holder
+			th.Interp, th.HoldsGIL, th.interp = i, ts == holder, interp
 			out = append(out, th)
 			ts = next
 		}

@@ -146,7 +146,9 @@ func ByTID(rt *Runtime, threads []Thread, tids map[int]bool) map[int]*Thread {
 		both := *prev
 		both.Frames = append(append([]Frame(nil), prev.Frames...), pt.Frames...)
 		both.HoldsGIL, both.Moved, both.Err = prev.HoldsGIL || pt.HoldsGIL, prev.Moved || pt.Moved, errors.Join(prev.Err, pt.Err)
-		if both.Name == "" {
+		if pt.Name != "" {
+			// (the older interpreter's: the name the thread was
+			// started with, not a subinterpreter's "MainThread")
 			both.Name = pt.Name
 		}
 		out[pt.NativeID] = &both
