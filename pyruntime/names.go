@@ -85,8 +85,9 @@ func (rt *Runtime) names() (map[uint64]map[uint64]string, error) {
 			return nil, err
 		}
 		out[interp] = m
-		if interp, err = r.u64(interp + uint64(r.l.InterpNext)); err != nil {
-			return nil, fmt.Errorf("interpreter %#x: %v", interp, err)
+		at := interp
+		if interp, err = r.u64(at + uint64(r.l.InterpNext)); err != nil {
+			return nil, fmt.Errorf("interpreter %#x: %v", at, err)
 		}
 	}
 	return out, nil
