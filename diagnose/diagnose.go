@@ -29,7 +29,7 @@ import (
 func Diagnose(p *report.Process, mem io.ReaderAt, tasks map[int]bool) {
 	names := map[int]string{}
 	for i := range p.Threads {
-		names[p.Threads[i].TID] = p.Threads[i].Name
+		names[p.Threads[i].TID] = p.Threads[i].ShownName(p.Comm)
 	}
 	for i := range p.Threads {
 		t := &p.Threads[i]
@@ -99,5 +99,5 @@ func inferPIParked(threads []report.Thread, names map[int]string) {
 // Group sets p.Groups: threads with the same function sequence, largest
 // group first.
 func Group(p *report.Process) {
-	p.Groups = report.GroupThreads(p.Threads)
+	p.Groups = report.GroupThreads(p.Threads, p.Comm)
 }

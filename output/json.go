@@ -50,6 +50,8 @@ type jsonThread struct {
 	// A JavaThread's java.lang.Thread name and state.
 	JavaName  string `json:"java_name,omitempty"`
 	JavaState string `json:"java_state,omitempty"`
+	// A CPython thread's threading name.
+	PythonName string `json:"python_name,omitempty"`
 	jsonThreadDiag
 }
 
@@ -92,7 +94,7 @@ func toJSON(p *report.Process) jsonProcess {
 		t := &p.Threads[i]
 		jt := jsonThread{TID: t.TID, Name: t.Name, State: t.State, Capture: t.Capture,
 			PauseUS: (t.PauseNS + 500) / 1000, Frames: []jsonFrame{}, Stop: t.Stop, Torn: t.Torn, GIL: t.HoldsGIL,
-			JavaName: t.JavaName, JavaState: t.JavaState}
+			JavaName: t.JavaName, JavaState: t.JavaState, PythonName: t.PythonName}
 		if t.Syscall != nil && t.Syscall.InCall {
 			js := &jsonSyscall{Nr: t.Syscall.Nr, Name: t.Syscall.Name, SP: hex(t.Syscall.SP), PC: hex(t.Syscall.PC)}
 			for _, a := range t.Syscall.Args {

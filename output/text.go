@@ -146,6 +146,9 @@ func threadHeader(w *bufio.Writer, ts []*report.Thread, o TextOptions) {
 	if t.JavaName != "" || t.JavaState != "" {
 		fmt.Fprintf(w, ", java %q %s", t.JavaName, term.Escape(t.JavaState))
 	}
+	if t.PythonName != "" && len(ts) == 1 {
+		fmt.Fprintf(w, ", python %q", t.PythonName) // (folded threads: each in foldMembers)
+	}
 	if t.Syscall != nil && t.Syscall.InCall {
 		fmt.Fprintf(w, ", in %s", t.Syscall.Name)
 	} else if t.Syscall != nil && t.Syscall.Running {

@@ -208,7 +208,7 @@ func textDiagnosis(w *bufio.Writer, p *report.Process) {
 		byTID[p.Threads[i].TID] = &p.Threads[i]
 	}
 	for _, d := range p.Deadlocks {
-		w.WriteString(deadlockLine(d, byTID) + "\n")
+		w.WriteString(deadlockLine(d, byTID, p.Comm) + "\n")
 	}
 	if s := p.ProgressSummary; s != nil {
 		fmt.Fprintf(w, "Progress over %d snapshots %.1fs apart: %d stuck, %d spinning, %d waiting, %d moving\n",
@@ -216,17 +216,17 @@ func textDiagnosis(w *bufio.Writer, p *report.Process) {
 	}
 }
 
-func threadRef(tid int, byTID map[int]*report.Thread) string {
+func threadRef(tid int, byTID map[int]*report.Thread, comm string) string {
 	name := ""
 	if t := byTID[tid]; t != nil {
-		name = t.Name
+		name = t.ShownName(comm)
 	}
 	return ownerText(tid, name)
 }
 
 // deadlockLine: DEADLOCK: thread 1235 "a" waits for mutex 0x… held by
 // thread 1236 "b", which waits for mutex 0x… held by thread 1235 "a".
-func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
+func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread, comm string) string {
 	var b strings.Builder
 	b.WriteString("DEADLOCK: ")
 	n := len(d.TIDs)
@@ -240,7 +240,7 @@ func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
 			sym = t.WaitingFor.Symbol
 		}
 		if i == 0 {
-			b.WriteString(threadRef(tid, byTID))
+			b.WriteString(threadRef(tid, byTID, comm))
 			b.WriteString(" waits " + waitVerb(kind))
 		} else {
 			b.WriteString(", which waits " + waitVerb(kind))
@@ -248,7 +248,7 @@ func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
 		if next := d.TIDs[(i+1)%n]; pythonLock(kind) {
 			owner := report.WaitingFor{Kind: kind, Address: d.Addresses[i], Symbol: sym, Class: class, OwnerTID: &next}
 			if t := byTID[next]; t != nil {
-				owner.OwnerName = t.Name
+				owner.OwnerName = t.ShownName(comm)
 			}
 			b.WriteString(pythonWaitText(&owner, ""))
 			continue
@@ -257,7 +257,7 @@ func deadlockLine(d report.Deadlock, byTID map[int]*report.Thread) string {
 		if class != "" {
 			fmt.Fprintf(&b, " (a %s)", term.Escape(class))
 		}
-		b.WriteString(heldBy(kind) + threadRef(d.TIDs[(i+1)%n], byTID))
+		b.WriteString(heldBy(kind) + threadRef(d.TIDs[(i+1)%n], byTID, comm))
 	}
 	return b.String()
 }
@@ -308,7 +308,7 @@ func Verdict(p *report.Process) string {
 			k.owner = *w.OwnerTID
 		}
 		counts[k]++
-		names[k] = append(names[k], p.Threads[i].Name)
+		names[k] = append(names[k], p.Threads[i].ShownName(p.Comm))
 		if example[k] == nil {
 			example[k] = w
 		}
@@ -405,7 +405,7 @@ func nothingWrong(p *report.Process) string {
 	}
 	groups := p.Groups
 	if groups == nil {
-		groups = report.GroupThreads(p.Threads)
+		groups = report.GroupThreads(p.Threads, p.Comm)
 	}
 	// (GroupThreads' order: the largest first, equal ones by first TID)
 	if len(groups) == 0 || len(groups[0].Members) == 0 || groups[0].Members[0] >= len(p.Threads) {

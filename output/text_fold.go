@@ -105,18 +105,34 @@ func foldKey(t *report.Thread, o TextOptions) string {
 
 // foldMembers names folded threads: `22473 "bio_close_file", 22474
 // "bio_aof_fsync"`, or past foldShown `"worker-*": threads 100-163`.
+// Python threads' threading names are each said, never folded:
+// `8535 "python3" python "worker-1", ...`, or past foldShown
+// `"python3": threads 8535-8598, python "worker-1", "worker-2", ...`.
 func foldMembers(ts []*report.Thread) string {
 	if len(ts) > foldShown {
 		names := make([]string, len(ts))
 		tids := make([]int, len(ts))
+		var py []string
+		seen := map[string]bool{}
 		for i, t := range ts {
 			names[i], tids[i] = t.Name, t.TID
+			if t.PythonName != "" && !seen[t.PythonName] {
+				seen[t.PythonName] = true
+				py = append(py, t.PythonName)
+			}
 		}
-		return strings.Join(quoteAll(report.FoldNames(names)), ", ") + ": " + tidRanges(tids)
+		s := strings.Join(quoteAll(report.FoldNames(names)), ", ") + ": " + tidRanges(tids)
+		if len(py) > 0 {
+			s += ", python " + strings.Join(quoteAll(py), ", ")
+		}
+		return s
 	}
 	parts := make([]string, len(ts))
 	for i, t := range ts {
 		parts[i] = fmt.Sprintf("%d %q", t.TID, t.Name) // %q escapes as term does
+		if t.PythonName != "" {
+			parts[i] += fmt.Sprintf(" python %q", t.PythonName)
+		}
 	}
 	return strings.Join(parts, ", ")
 }

@@ -84,7 +84,7 @@ func TestPythonWaitText(t *testing.T) {
 		}
 	}
 	byTID := map[int]*report.Thread{one: &threads[0], two: &threads[1]}
-	got := deadlockLine(report.Deadlock{TIDs: []int{one, two}, Addresses: []uint64{0x7f40, 0x7f80}}, byTID)
+	got := deadlockLine(report.Deadlock{TIDs: []int{one, two}, Addresses: []uint64{0x7f40, 0x7f80}}, byTID, "")
 	want := `DEADLOCK: thread 101 "abba-1" waits for Python lock 0x7f40 (threading.RLock held by thread 102 "abba-2"), ` +
 		`which waits for Python lock 0x7f80 (threading.RLock held by thread 101 "abba-1")`
 	if got != want {

@@ -87,14 +87,17 @@ func debugLayout(mem io.ReaderAt, addr uint64, version uint32, table *Layout) (l
 	c.CodeLinetable, c.CodeFirstLine, c.CodeAdaptive = int(d.Code.Linetable), int(d.Code.FirstLineno), int(d.Code.CodeAdaptive)
 	c.ObType, c.VarSize, c.BytesData = int(d.Object.ObType), int(d.Bytes.ObSize), int(d.Bytes.ObSval)
 	c.StrState, c.StrLength, c.StrASCIIData = int(d.Unicode.State), int(d.Unicode.Length), int(d.Unicode.ASCIIObjectSize)
-	for _, v := range []uint64{d.Runtime.InterpretersHead, d.Interp.Next, d.Interp.ThreadsHead, d.Interp.CevalGIL} {
+	c.InterpModules, c.DictKeys, c.DictValues = int(d.Interp.ImportsModules), int(d.Dict.MaKeys), int(d.Dict.MaValues)
+	c.LongTag, c.LongDigits, c.TypeFlags = int(d.Long.LvTag), int(d.Long.ObDigit), int(d.Type.TpFlags)
+	for _, v := range []uint64{d.Runtime.InterpretersHead, d.Interp.Next, d.Interp.ThreadsHead, d.Interp.CevalGIL, d.Interp.ImportsModules, d.Type.TpFlags} {
 		if v > maxStateOffset {
 			return nil, true, fmt.Errorf("_Py_DebugOffsets: offset %d out of bounds", v)
 		}
 	}
 	for _, v := range []int{c.GILLocked, c.GILLastHolder, c.ThreadNext, c.ThreadInterp, c.ThreadFrame, c.ThreadID, c.ThreadNativeID,
 		c.FrameBack, c.FrameCode, c.FrameInstr, c.FrameOwner, c.CodeFilename, c.CodeName, c.CodeQualname, c.CodeLinetable,
-		c.CodeFirstLine, c.CodeAdaptive, c.ObType, c.VarSize, c.BytesData, c.StrState, c.StrLength, c.StrASCIIData} {
+		c.CodeFirstLine, c.CodeAdaptive, c.ObType, c.VarSize, c.BytesData, c.StrState, c.StrLength, c.StrASCIIData,
+		c.DictKeys, c.DictValues, c.LongTag, c.LongDigits} {
 		if v < 0 || v > maxObjRead-8 {
 			return nil, true, fmt.Errorf("_Py_DebugOffsets: offset %d out of bounds", v)
 		}

@@ -23,6 +23,8 @@ func debugImage(l *Layout) []byte {
 	d.Code.Linetable, d.Code.FirstLineno, d.Code.CodeAdaptive = uint64(l.CodeLinetable), uint64(l.CodeFirstLine), uint64(l.CodeAdaptive)
 	d.Object.ObType, d.Bytes.ObSize, d.Bytes.ObSval = uint64(l.ObType), uint64(l.VarSize), uint64(l.BytesData)
 	d.Unicode.State, d.Unicode.Length, d.Unicode.ASCIIObjectSize = uint64(l.StrState), uint64(l.StrLength), uint64(l.StrASCIIData)
+	d.Interp.ImportsModules, d.Dict.MaKeys, d.Dict.MaValues = uint64(l.InterpModules), uint64(l.DictKeys), uint64(l.DictValues)
+	d.Long.LvTag, d.Long.ObDigit, d.Type.TpFlags = uint64(l.LongTag), uint64(l.LongDigits), uint64(l.TypeFlags)
 	img := buildImage(l, tableFor(l.Minor), 8, 2)
 	binary.Encode(img[imgRuntime-imgBase:], binary.LittleEndian, &d)
 	return img

@@ -48,7 +48,7 @@ func NameGILWaits(rp *report.Process) {
 		default:
 			h := &rp.Threads[holder]
 			tid := h.TID
-			w.OwnerTID, w.OwnerName = &tid, h.Name
+			w.OwnerTID, w.OwnerName = &tid, h.ShownName(rp.Comm)
 			w.OwnerState = &report.OwnerState{State: h.State, PythonAt: pythonAt(h)}
 		}
 		t.WaitingFor = w

@@ -3,9 +3,14 @@ package pyruntime
 import (
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"stackshot/report"
 )
@@ -26,11 +31,29 @@ const (
 	imgQual    = imgBase + 0x2900
 	imgFile    = imgBase + 0x2a00
 	imgTable   = imgBase + 0x2b00
-	imgSize    = 0x2c00
 	imgCodeTy  = 0x7000_0000
 	imgStrTy   = 0x7000_1000
 	imgBytesTy = 0x7000_2000
+	imgModTy   = 0x7000_3000
+	imgDictTy  = 0x7000_4000
+	imgLongTy  = 0x7000_5000
 	imgTID     = 4242
+	imgIdent   = 0x7fff_1234_5000 // the thread's pthread_t: 2 digits of 30 bits
+
+	// The threading names' objects: sys.modules {"os": 1, "threading":
+	// module}, the module's globals {"_active": _active}, _active {ident:
+	// Thread object}, its attributes {"_name": "worker-1"}, each dict at
+	// +0 of its place and its keys at +0x80; the Thread's class.
+	imgModules = imgBase + 0x2c00
+	imgModule  = imgBase + 0x2d00
+	imgGlobals = imgBase + 0x2e00
+	imgActive  = imgBase + 0x2f00
+	imgAttrs   = imgBase + 0x3000
+	imgThread  = imgBase + 0x3120 // (0x20 before it: a managed dict's place)
+	imgLong    = imgBase + 0x3180
+	imgStrs    = imgBase + 0x3200 // "os", "threading", "_active", "_name", "worker-1": 0x80 apart
+	imgClass   = imgBase + 0x3500
+	imgSize    = 0x3900
 )
 
 // image is a process's memory from imgBase.
@@ -57,7 +80,6 @@ func buildImage(l *Layout, table []byte, addr1, addr2 int64) image {
 	put(imgRuntime, l.RuntimeInterpHead, imgInterp)
 	put(imgInterp, l.InterpThreadsHead, imgTstate)
 	put(imgTstate, l.ThreadInterp, imgInterp)
-	put(imgTstate, l.ThreadID, 0x7fff_0000)
 	put(imgTstate, l.ThreadNativeID, imgTID)
 	if l.CFrameCurrent >= 0 {
 		put(imgTstate, l.ThreadFrame, imgCFrame)
@@ -98,12 +120,73 @@ func buildImage(l *Layout, table []byte, addr1, addr2 int64) image {
 	put(imgTable, l.ObType, imgBytesTy)
 	put(imgTable, l.VarSize, uint64(len(table)))
 	copy(m[imgTable-imgBase+uint64(l.BytesData):], table)
+	putNames(m, l)
 	return m
+}
+
+// putNames writes the objects of the thread's threading name (see
+// imgModules) for layout l: every dict a combined one of general
+// entries, the instance's attributes in its __dict__ (3.8-3.10) or its
+// managed dict (3.11+).
+func putNames(m image, l *Layout) {
+	le := binary.LittleEndian
+	put := func(at uint64, off int, v uint64) { le.PutUint64(m[at-imgBase+uint64(off):], v) }
+	strs := map[string]uint64{}
+	for i, s := range []string{"os", "threading", "_active", "_name", "worker-1"} {
+		at := imgStrs + uint64(i)*0x80
+		strs[s] = at
+		put(at, l.ObType, imgStrTy)
+		put(at, l.StrLength, uint64(len(s)))
+		le.PutUint32(m[at-imgBase+uint64(l.StrState):], 1<<2|1<<5|1<<6)
+		copy(m[at-imgBase+uint64(l.StrASCIIData):], s)
+	}
+	dict := func(at uint64, kv ...uint64) {
+		keys := at + 0x80
+		put(at, l.ObType, imgDictTy)
+		put(at, l.DictKeys, keys)
+		if l.KeysSize >= 0 {
+			put(keys, l.KeysSize, 8)
+		} else {
+			m[keys-imgBase+uint64(l.KeysLog2Size)] = 3
+			m[keys-imgBase+uint64(l.KeysLog2IndexBytes)] = 3
+		}
+		put(keys, l.KeysNentries, uint64(len(kv)/2))
+		for i := 0; i < len(kv); i += 2 {
+			e := keys + uint64(l.KeysIndices) + 8 + uint64(i/2*l.EntrySize)
+			put(e, 8, kv[i])
+			put(e, 16, kv[i+1])
+		}
+	}
+	put(imgInterp, l.InterpModules, imgModules)
+	dict(imgModules, strs["os"], 1, strs["threading"], imgModule)
+	put(imgModule, l.ObType, imgModTy)
+	put(imgModule, l.ModuleDict, imgGlobals)
+	dict(imgGlobals, strs["_active"], imgActive)
+	dict(imgActive, imgLong, imgThread)
+	put(imgLong, l.ObType, imgLongTy)
+	if l.LongTag >= 0 {
+		put(imgLong, l.LongTag, 2<<3)
+	} else {
+		put(imgLong, l.VarSize, 2)
+	}
+	le.PutUint32(m[imgLong-imgBase+uint64(l.LongDigits):], uint32(uint64(imgIdent)&(1<<l.LongShift-1)))
+	le.PutUint32(m[imgLong-imgBase+uint64(l.LongDigits)+4:], uint32(uint64(imgIdent)>>l.LongShift))
+	dict(imgAttrs, strs["_name"], strs["worker-1"])
+	put(imgThread, l.ObType, imgClass)
+	put(imgClass, l.TypeFlags, uint64(l.FlagHeapType|l.FlagManagedDict))
+	put(imgClass, l.TypeBasicSize, 16)
+	if l.FlagManagedDict != 0 {
+		put(imgThread, l.ManagedDict, imgAttrs) // (negative: before it)
+	} else {
+		put(imgClass, l.TypeDictOffset, 16)
+		put(imgThread, 16, imgAttrs)
+	}
+	put(imgTstate, l.ThreadID, imgIdent)
 }
 
 func imageRuntime(m image, l *Layout) *Runtime {
 	return &Runtime{Version: fmt.Sprintf("3.%d.0", l.Minor), Layout: l, Mem: m, runtime: imgRuntime,
-		codeType: imgCodeTy, strType: imgStrTy, bytType: imgBytesTy}
+		codeType: imgCodeTy, strType: imgStrTy, bytType: imgBytesTy, modType: imgModTy, dictType: imgDictTy, longType: imgLongTy}
 }
 
 // tables are line tables in each format mapping instruction offsets
@@ -150,6 +233,53 @@ func TestImageFrames(t *testing.T) {
 	}
 }
 
+// TestImageNames reads the thread's threading name from a crafted image
+// of each release's layout; a structure that does not check out names
+// no thread, with an error; no threading module is no name, no error.
+func TestImageNames(t *testing.T) {
+	for i := range layouts {
+		l := &layouts[i]
+		t.Run(fmt.Sprintf("3.%d", l.Minor), func(t *testing.T) {
+			m := buildImage(l, tableFor(l.Minor), 8, 2)
+			rt := imageRuntime(m, l)
+			ths, err := rt.Threads()
+			if err != nil || len(ths) != 1 {
+				t.Fatalf("threads %+v, %v", ths, err)
+			}
+			if err := rt.Names(ths); err != nil || ths[0].Name != "worker-1" {
+				t.Fatalf("name %q, %v; want worker-1", ths[0].Name, err)
+			}
+			le := binary.LittleEndian
+			control := []Thread{{ThreadID: imgIdent, interp: imgInterp}}
+			if err := rt.Names(control); err != nil || control[0].Name != "worker-1" {
+				t.Fatalf("the thread as the cases below give it: name %q, %v", control[0].Name, err)
+			}
+			for name, bad := range map[string]func(m image){
+				"a key not an int":       func(m image) { le.PutUint64(m[imgActive+0x80-imgBase+uint64(l.KeysIndices)+8+8:], imgThread) },
+				"a huge dict":            func(m image) { le.PutUint64(m[imgActive+0x80-imgBase+uint64(l.KeysNentries):], 1<<40) },
+				"a name not a str":       func(m image) { le.PutUint64(m[imgAttrs+0x80-imgBase+uint64(l.KeysIndices)+8+16:], imgLong) },
+				"a class not a class":    func(m image) { le.PutUint64(m[imgClass-imgBase+uint64(l.TypeFlags):], 0) },
+				"an int of 4 digits":     func(m image) { le.PutUint64(m[imgLong-imgBase+uint64(max(l.LongTag, l.VarSize)):], 4<<3|4) },
+				"_active in nowhere":     func(m image) { le.PutUint64(m[imgGlobals+0x80-imgBase+uint64(l.KeysIndices)+8+16:], 0xdead0000) },
+				"sys.modules not a dict": func(m image) { le.PutUint64(m[imgModules-imgBase+uint64(l.ObType):], imgStrTy) },
+			} {
+				c := append(image(nil), m...)
+				bad(c)
+				ths := []Thread{{ThreadID: imgIdent, interp: imgInterp}}
+				if err := imageRuntime(c, l).Names(ths); err == nil || ths[0].Name != "" {
+					t.Errorf("%s: name %q, %v; want none, an error", name, ths[0].Name, err)
+				}
+			}
+			c := append(image(nil), m...)
+			copy(c[imgStrs+0x80-imgBase+uint64(l.StrASCIIData):], "threadinG")
+			ths = []Thread{{ThreadID: imgIdent, interp: imgInterp}}
+			if err := imageRuntime(c, l).Names(ths); err != nil || ths[0].Name != "" {
+				t.Errorf("no threading module: name %q, %v; want none, no error", ths[0].Name, err)
+			}
+		})
+	}
+}
+
 // TestInline: the runs go just inside their eval frames, innermost first.
 func TestInline(t *testing.T) {
 	nat := func(fn string) report.Frame { return report.Frame{Kind: "user", Function: fn} }
@@ -186,8 +316,8 @@ func TestImageGarbage(t *testing.T) {
 }
 
 // FuzzThreads (seeds in testdata/fuzz/FuzzThreads: the images below):
-// whatever the process's memory holds, reading its threads
-// ends, without a panic, with bounded frames. The first byte picks the
+// whatever the process's memory holds, reading its threads and their
+// threading names ends, without a panic, with bounded frames and names. The first byte picks the
 // release's layout; the rest is the image.
 func FuzzThreads(f *testing.F) {
 	for i := range layouts {
@@ -199,13 +329,37 @@ func FuzzThreads(f *testing.F) {
 			return
 		}
 		l := &layouts[int(data[0])%len(layouts)]
-		ths, _ := imageRuntime(image(data[1:]), l).Threads()
+		rt := imageRuntime(image(data[1:]), l)
+		ths, _ := rt.Threads()
+		rt.Names(ths)
 		for i := range ths {
 			if len(ths[i].Frames) > MaxFrames {
 				t.Fatalf("%d frames", len(ths[i].Frames))
+			}
+			if n := ths[i].Name; len(n) > MaxName || !utf8.ValidString(n) {
+				t.Fatalf("name %q", n)
 			}
 			rt := report.Thread{Frames: []report.Frame{{Kind: "user", Function: "_PyEval_EvalFrameDefault"}}}
 			Inline(&rt, &ths[i])
 		}
 	})
+}
+
+var updateSeeds = flag.Bool("update-seeds", false, "rewrite the committed fuzz seeds in testdata/fuzz")
+
+// TestUpdateImageSeeds rewrites testdata/fuzz/FuzzThreads/image-3.X (each
+// release's image, its threading name's objects included) when run with
+// -update-seeds.
+func TestUpdateImageSeeds(t *testing.T) {
+	if !*updateSeeds {
+		t.Skip("rewrites the seed corpus only with -update-seeds")
+	}
+	for i := range layouts {
+		l := &layouts[i]
+		data := append([]byte{byte(i)}, buildImage(l, tableFor(l.Minor), 8, 2)...)
+		b := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(data)))
+		if err := os.WriteFile(filepath.Join("testdata", "fuzz", "FuzzThreads", fmt.Sprintf("image-3.%d", l.Minor)), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

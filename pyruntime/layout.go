@@ -53,6 +53,37 @@ type Layout struct {
 	StrState       int // PyASCIIObject.state
 	StrASCIIData   int // sizeof(PyASCIIObject): a compact ASCII string's characters
 	StrCompactData int // sizeof(PyCompactUnicodeObject): other compact strings'
+
+	// The threads' threading names (names.go): the interpreter's modules
+	// dict (sys.modules), a module's md_dict, dicts and their keys, an
+	// instance's attributes, ints.
+	InterpModules int // PyInterpreterState.modules (.imports.modules 3.12+)
+	ModuleDict    int // PyModuleObject.md_dict
+	DictKeys      int // PyDictObject.ma_keys
+	DictValues    int // PyDictObject.ma_values (a split table's values)
+	// PyDictKeysObject: dk_size (before 3.11), or dk_log2_size,
+	// dk_log2_index_bytes and dk_kind (3.11+); dk_nentries, dk_indices.
+	KeysSize, KeysLog2Size, KeysLog2IndexBytes, KeysKind int
+	KeysNentries, KeysIndices                            int
+	ValuesValues                                         int // PyDictValues.values (3.11+; 0: ma_values is the array)
+	ValuesValid                                          int // PyDictValues.valid (3.13: inline values in use)
+	EntrySize                                            int // sizeof(PyDictKeyEntry): hash, key, value
+	UnicodeEntrySize                                     int // sizeof(PyDictUnicodeEntry): key, value (3.11+)
+	// PyTypeObject's tp_flags, tp_basicsize, tp_dictoffset, and
+	// PyHeapTypeObject.ht_cached_keys (a heap type's instances' shared
+	// keys).
+	TypeFlags, TypeBasicSize, TypeDictOffset, HeapTypeCachedKeys int
+	// Type flags: Py_TPFLAGS_HEAPTYPE, _MANAGED_DICT (3.11+),
+	// _INLINE_VALUES (3.13+); 0 where the release has none.
+	FlagHeapType, FlagManagedDict, FlagInlineValues int
+	// Where an instance of a type with a managed dict keeps it: the
+	// dict's offset from the object (negative, 3.11+), the values' (3.11;
+	// 0 none); TaggedValues 1: the dict's word holds either the dict or,
+	// its low bit set, the values pointer minus one (3.12).
+	ManagedDict, ManagedValues, TaggedValues int
+	// PyLongObject: lv_tag (3.12+; before, the sign and size are ob_size),
+	// ob_digit, and PyLong_SHIFT (bits per digit).
+	LongTag, LongDigits, LongShift int
 }
 
 // layoutFor is the layout of release 3.minor, or nil.

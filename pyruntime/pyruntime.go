@@ -64,6 +64,9 @@ type Runtime struct {
 	// addresses, load bias applied
 	runtime                    uint64 // _PyRuntime
 	codeType, strType, bytType uint64 // PyCode_Type, PyUnicode_Type, PyBytes_Type
+	// PyModule_Type, PyDict_Type, PyLong_Type: for the threads' names
+	// only (0: not found, and no names are read)
+	modType, dictType, longType uint64
 }
 
 // Open finds the interpreter in one of mods (the executable first) and
@@ -85,7 +88,9 @@ func Open(mem io.ReaderAt, mods []Module) (*Runtime, error) {
 }
 
 // symbolNames are the symbols Open looks up.
-var symbolNames = []string{"_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type"}
+// Those after the first five are needed for the threads' names only.
+var symbolNames = []string{"_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type",
+	"PyModule_Type", "PyDict_Type", "PyLong_Type"}
 
 func open(mem io.ReaderAt, m Module) (*Runtime, error) {
 	if _, err := safeelf.Check(m.File, m.Size); err != nil {
@@ -112,7 +117,7 @@ func open(mem io.ReaderAt, m Module) (*Runtime, error) {
 	if ef.Machine != elf.EM_X86_64 {
 		return nil, fmt.Errorf("Python frames are read on amd64 only, not %v", ef.Machine)
 	}
-	for _, n := range symbolNames[2:] {
+	for _, n := range symbolNames[2:5] {
 		if syms[n] == 0 {
 			return nil, fmt.Errorf("%s has _PyRuntime but no %s symbol", m.Path, n)
 		}
@@ -134,7 +139,8 @@ func open(mem io.ReaderAt, m Module) (*Runtime, error) {
 		return nil, fmt.Errorf("%s: %v", m.Path, err)
 	}
 	return &Runtime{Version: version, Layout: l, Described: described, Mem: mem, runtime: syms["_PyRuntime"],
-		codeType: syms["PyCode_Type"], strType: syms["PyUnicode_Type"], bytType: syms["PyBytes_Type"]}, nil
+		codeType: syms["PyCode_Type"], strType: syms["PyUnicode_Type"], bytType: syms["PyBytes_Type"],
+		modType: syms["PyModule_Type"], dictType: syms["PyDict_Type"], longType: syms["PyLong_Type"]}, nil
 }
 
 // findVersion reads the release: Py_Version (3.11+: PY_VERSION_HEX in the

@@ -39,6 +39,9 @@ type Thread struct {
 	Interp   int    // the interpreter's index in _PyRuntime's list (newest first)
 	ThreadID uint64 // thread_id: the thread's pthread_t
 	NativeID int    // native_thread_id (3.11+), the thread's tid; 0 unknown
+	// Name is the thread's threading name (Names); "" unknown.
+	Name   string
+	interp uint64 // the interpreter's address
 	// HoldsGIL: the GIL is locked, and this thread state last took it.
 	HoldsGIL bool
 	Frames   []Frame
@@ -55,6 +58,11 @@ type reader struct {
 	l     *Layout
 	buf   [maxObjRead]byte
 	codes map[uint64]*code
+	// budget is what is left of the dict entries Names may visit;
+	// classes and splitAt what it read once of classes and shared keys.
+	budget  int
+	classes map[uint64]*class
+	splitAt map[splitKey]int
 }
 
 // code is what a code object gives a frame.
@@ -114,7 +122,7 @@ func (rt *Runtime) Threads() ([]Thread, error) {
 			if err != nil {
 				return out, err
 			}
-			th.Interp, th.HoldsGIL = i, ts == holder
+			th.Interp, th.HoldsGIL, th.interp = i, ts == holder, interp
 			out = append(out, th)
 			ts = next
 		}
@@ -292,7 +300,11 @@ func (r *reader) code(addr uint64) *code {
 
 // str reads the str object at addr: a compact one (code objects' names
 // are), each of its three kinds of characters.
-func (r *reader) str(addr uint64) (string, error) {
+func (r *reader) str(addr uint64) (string, error) { return r.strN(addr, maxString, false) }
+
+// strN reads the str object at addr, of at most limit characters: a longer
+// one is an error, or when cut its first limit characters.
+func (r *reader) strN(addr uint64, limit int64, cut bool) (string, error) {
 	l := r.l
 	b, err := r.read(addr, l.StrCompactData)
 	if err != nil {
@@ -305,7 +317,10 @@ func (r *reader) str(addr uint64) (string, error) {
 	n := int64(le.Uint64(b[l.StrLength:]))
 	state := le.Uint32(b[l.StrState:])
 	kind, compact, ascii := int(state>>2&7), state>>5&1 == 1, state>>6&1 == 1
-	if n < 0 || n > maxString || !compact || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1) {
+	if cut && n > limit {
+		n = limit
+	}
+	if n < 0 || n > limit || !compact || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1) {
 		return "", fmt.Errorf("str %#x: length %d, state %#x not read", addr, n, state)
 	}
 	data := addr + uint64(l.StrCompactData)

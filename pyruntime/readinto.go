@@ -9,7 +9,8 @@ import (
 
 // ReadInto opens a process's interpreter (open: OpenLive in-process, Open
 // on the files handed to the sandboxed child) and merges its threads'
-// Python frames into rp (Merge), naming the runtime; what could not be
+// Python frames and threading names into rp (Merge), naming the runtime;
+// what could not be
 // read is a warning in rp. notPython: the process runs no CPython (rp is
 // left as it is). rt is nil when no frames were read.
 func ReadInto(rp *report.Process, open func() (*Runtime, error)) (rt *Runtime, threads []Thread, notPython bool) {
@@ -31,6 +32,9 @@ func ReadInto(rp *report.Process, open func() (*Runtime, error)) (rt *Runtime, t
 	threads, err = rt.Threads()
 	if err != nil {
 		rp.Warnings = append(rp.Warnings, fmt.Sprintf("Python frames not read past a thread state that does not check out (%v)", err))
+	}
+	if err := rt.Names(threads); err != nil {
+		rp.Warnings = append(rp.Warnings, fmt.Sprintf("Python thread names not read (%v)", err))
 	}
 	Merge(rp, rt, threads)
 	return rt, threads, false

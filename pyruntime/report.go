@@ -90,8 +90,9 @@ func appendFrames(out []report.Frame, fs []Frame) []report.Frame {
 	return out
 }
 
-// Merge puts each Python thread's frames into the thread of rp it runs on
-// (matched by native thread id, see MatchTIDs), and says in rp's warnings
+// Merge puts each Python thread's frames and threading name (Names) into
+// the thread of rp it runs on (matched by native thread id, see
+// MatchTIDs), and says in rp's warnings
 // what could not be: frames that did not check out, threads that kept
 // running while read, Python and native stacks that did not match.
 func Merge(rp *report.Process, rt *Runtime, threads []Thread) {
@@ -112,6 +113,7 @@ func Merge(rp *report.Process, rt *Runtime, threads []Thread) {
 			continue
 		}
 		t.HoldsGIL = t.HoldsGIL || pt.HoldsGIL
+		t.PythonName = pt.Name
 		if pt.Err != nil {
 			rp.Warnings = append(rp.Warnings, fmt.Sprintf("thread %d: Python frames incomplete (%v)", t.TID, pt.Err))
 		}
@@ -144,6 +146,11 @@ func ByTID(rt *Runtime, threads []Thread, tids map[int]bool) map[int]*Thread {
 		both := *prev
 		both.Frames = append(append([]Frame(nil), prev.Frames...), pt.Frames...)
 		both.HoldsGIL, both.Moved, both.Err = prev.HoldsGIL || pt.HoldsGIL, prev.Moved || pt.Moved, errors.Join(prev.Err, pt.Err)
+		if pt.Name != "" {
+			// (the older interpreter's: the name the thread was
+			// started with, not a subinterpreter's "MainThread")
+			both.Name = pt.Name
+		}
 		out[pt.NativeID] = &both
 	}
 	return out

@@ -43,7 +43,7 @@ func (rt *Runtime) NameRLockOwners(rp *report.Process, threads []Thread) {
 	}
 	names := map[int]string{}
 	for i := range rp.Threads {
-		names[rp.Threads[i].TID] = rp.Threads[i].Name
+		names[rp.Threads[i].TID] = rp.Threads[i].ShownName(rp.Comm)
 	}
 	for i := range rp.Threads {
 		t := &rp.Threads[i]

@@ -68,7 +68,7 @@ type Deadlock struct {
 type Group struct {
 	Count  int
 	TIDs   []int
-	Names  []string // distinct names, runs sharing a stem folded to "stem*"
+	Names  []string // distinct names (Thread.ShownName), runs sharing a stem folded to "stem*"
 	Frames []Frame  // the first member's frames
 	// Members indexes the threads (in the slice given to GroupThreads).
 	Members []int

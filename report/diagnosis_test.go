@@ -45,7 +45,7 @@ func TestGroupThreads(t *testing.T) {
 		{TID: 12, Name: "x", Frames: []Frame{{Kind: "user", HasModule: true, Module: "/a", ModuleOffset: 0x10}}},
 		{TID: 13, Name: "x", Frames: []Frame{{Kind: "user", HasModule: true, Module: "/a", ModuleOffset: 0x20}}},
 	}
-	g := GroupThreads(ts)
+	g := GroupThreads(ts, "")
 	var got []string
 	for _, x := range g {
 		got = append(got, fmt.Sprint(x.Count, x.TIDs, x.Names, x.Members))

@@ -68,7 +68,7 @@ func hexString(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
 // GroupThreads folds threads with equal function sequences (StackKey) into
 // groups, largest first (ties: lowest first TID). Every thread is in
 // exactly one group; a thread alone is a group of one.
-func GroupThreads(threads []Thread) []Group {
+func GroupThreads(threads []Thread, comm string) []Group {
 	byKey := map[string]int{}
 	var groups []Group
 	for i := range threads {
@@ -88,7 +88,7 @@ func GroupThreads(threads []Thread) []Group {
 		g := &groups[gi]
 		names := make([]string, len(g.Members))
 		for j, m := range g.Members {
-			names[j] = threads[m].Name
+			names[j] = threads[m].ShownName(comm)
 		}
 		g.Names = FoldNames(names)
 	}

@@ -85,6 +85,9 @@ type Thread struct {
 	// JavaState its state (in_Java, in_vm, in_native, blocked); "" for
 	// other threads.
 	JavaName, JavaState string
+	// PythonName is a CPython thread's threading name ("MainThread",
+	// "worker-1"); "" for other threads, or when it could not be read.
+	PythonName string
 	// Diagnosis (see diagnosis.go); zero when not diagnosed.
 	WaitingFor *WaitingFor
 	Progress   string  // ProgressStuck | ProgressSpinning | ProgressWaiting | ProgressMoving; "" single snapshot
@@ -103,6 +106,18 @@ type Thread struct {
 	// rbx, rbp, r12, r13, r14, r15), where a lock call keeps its lock;
 	// nil when the thread was read without a stop.
 	CalleeSaved []uint64
+}
+
+// ShownName is the name to show for thread t where a report names it (an
+// owner, a deadlock, a group), in a process whose threads the system
+// names comm unless told otherwise (Process.Comm): its Python threading
+// name when its own name is only that (CPython before 3.14 names no
+// thread for the system: all are "python3"), else its own name.
+func (t *Thread) ShownName(comm string) string {
+	if t.PythonName != "" && (t.Name == comm || t.Name == "") {
+		return t.PythonName
+	}
+	return t.Name
 }
 
 // MaxCmdline bounds a process's command line as a report carries it (the

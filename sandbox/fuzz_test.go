@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -62,6 +64,11 @@ func FuzzRecvUp(f *testing.F) {
 				if joinRuntime(rp, m, "python") == nil && len(rp.Threads[0].Frames)+len(rp.Threads[1].Frames) > 2*pyruntime.MaxFrames {
 					t.Fatalf("%d frames taken", len(rp.Threads[0].Frames)+len(rp.Threads[1].Frames))
 				}
+				for _, th := range rp.Threads {
+					if len(th.PythonName) > pyruntime.MaxName || !utf8.ValidString(th.PythonName) {
+						t.Fatalf("thread %d: Python name %q taken", th.TID, th.PythonName)
+					}
+				}
 			}
 			if err == nil && m.Kind == kRuntimeLocks {
 				rp := rlockWaiters()
@@ -108,6 +115,12 @@ func upSeeds() []upSeed {
 			Threads:  []report.Thread{{TID: 1, HoldsGIL: true, Frames: []report.Frame{{Kind: "python", Function: "f\x1b[2J", Line: 7}}}, {TID: 2}},
 			Warnings: []string{"thread 2: Python frames incomplete"}}}},
 		{"runtime_none", upMsg{Kind: kRuntime, NotRuntime: true}},
+		// Threading names: one to escape, one past the bound, one not
+		// UTF-8.
+		{"runtime_names", upMsg{Kind: kRuntime, RuntimeRead: true, Result: &report.Process{Runtime: &report.Runtime{Name: "python", Version: "3.12.1"},
+			Threads: []report.Thread{{TID: 1, PythonName: "MainThread"}, {TID: 2, PythonName: "w\x1b[2J\u65e5"}}}}},
+		{"runtime_names_long", upMsg{Kind: kRuntime, RuntimeRead: true, Result: &report.Process{Runtime: &report.Runtime{Name: "python", Version: "3.12.1"},
+			Threads: []report.Thread{{TID: 1, PythonName: strings.Repeat("x", pyruntime.MaxName+1)}, {TID: 2, PythonName: "\xff\xfe"}}}}},
 		// The owners of the RLocks the two threads wait for (kRuntimeLocks):
 		// each other; then one that is no thread of the process.
 		{"runtime_locks", upMsg{Kind: kRuntimeLocks, WaitTab: []*report.WaitingFor{

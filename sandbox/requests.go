@@ -120,7 +120,7 @@ func (c *Child) Locks(rp *report.Process, tasks map[int]bool) {
 		}
 		names := make(map[int]string, len(rp.Threads))
 		for i := range rp.Threads {
-			names[rp.Threads[i].TID] = rp.Threads[i].Name
+			names[rp.Threads[i].TID] = rp.Threads[i].ShownName(rp.Comm)
 		}
 		for k, w := range waits {
 			if w != nil && w.OwnerTID != nil {

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"unicode/utf8"
 
 	"stackshot/goruntime"
 	"stackshot/internal/contain"
@@ -35,7 +36,8 @@ const maxRuntimeVersion = 64
 // file holds the runtime when its frames were read (nil: none of cands
 // has it, or the child failed, which rp's warnings say), for
 // RuntimeLocks. What the child answers is checked: the same threads, in
-// the same order, each with its native frames' count bounded.
+// the same order, each with its native frames' count bounded and its
+// threading name (Python) at most pyruntime.MaxName bytes of UTF-8.
 func (c *Child) RuntimeFrames(p *ptrace.Process, rp *report.Process, name string, cands []*procmaps.Mapping) *procmaps.Mapping {
 	if c.dead != nil || !c.cfg.Resolve.Live {
 		return nil
@@ -89,6 +91,9 @@ func joinRuntime(rp *report.Process, up *upMsg, name string) error {
 		if len(a.Frames) > len(t.Frames)+pyruntime.MaxFrames {
 			return fmt.Errorf("thread %d: %d frames", t.TID, len(a.Frames))
 		}
+		if len(a.PythonName) > pyruntime.MaxName || !utf8.ValidString(a.PythonName) {
+			return fmt.Errorf("thread %d: a %d-byte Python name", t.TID, len(a.PythonName))
+		}
 	}
 	var rts []report.Runtime
 	if res.Runtime != nil {
@@ -104,6 +109,7 @@ func joinRuntime(rp *report.Process, up *upMsg, name string) error {
 		t, a := &rp.Threads[i], &res.Threads[i]
 		t.Frames = a.Frames
 		t.HoldsGIL = t.HoldsGIL || a.HoldsGIL
+		t.PythonName = a.PythonName
 	}
 	rp.AddRuntime(report.Runtime{Name: name, Version: rts[0].Version})
 	rp.Warnings = append(rp.Warnings, res.Warnings...)

@@ -3,7 +3,9 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 	"stackshot/procmaps"
 	"stackshot/ptrace"
 	"stackshot/pyruntime"
+	"stackshot/report"
 )
 
 // The Python frames of another user's CPython process, read by the child
@@ -57,9 +60,54 @@ func TestRuntimeFramesKeepsOwedAnswers(t *testing.T) {
 	if len(main) == 0 || main[0] != "main_idle" {
 		t.Errorf("main thread's Python frames %q, want main_idle innermost (warnings %q)", main, rp.Warnings)
 	}
+	// Each thread's threading name, as the program printed them.
+	var want struct {
+		PyNames map[string]string `json:"pynames"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(tg.Ready, "ready ")), &want); err != nil {
+		t.Fatalf("scenes.py's ready line: %v", err)
+	}
+	named := 0
+	for _, th := range rp.Threads {
+		if w, ok := want.PyNames[strconv.Itoa(th.TID)]; ok {
+			named++
+			if th.PythonName != w {
+				t.Errorf("thread %d: Python name %q, want %q (warnings %q)", th.TID, th.PythonName, w, rp.Warnings)
+			}
+		}
+	}
+	if named != len(want.PyNames) || named < 2 {
+		t.Errorf("%d threads of the %d the program named are in the report", named, len(want.PyNames))
+	}
 	c.Locks(rp, tasks)
 	c.Goroutines(p, rp)
 	if c.asked[kLocks] != 0 || c.asked[kGo] != 0 || c.asked[kRuntime] != 1 {
 		t.Errorf("asked %v: want one runtime request, the lock owners and goroutines kept from the resolve", c.asked)
+	}
+}
+
+// TestJoinRuntimeNames: the parent takes a thread's threading name from
+// the child's answer only when it is at most pyruntime.MaxName bytes of
+// UTF-8; else the whole answer is refused.
+func TestJoinRuntimeNames(t *testing.T) {
+	answer := func(name string) *upMsg {
+		return &upMsg{Kind: kRuntime, RuntimeRead: true, Result: &report.Process{Runtime: &report.Runtime{Name: "python", Version: "3.12.1"},
+			Threads: []report.Thread{{TID: 1, PythonName: "MainThread"}, {TID: 2, PythonName: name}}}}
+	}
+	for name, ok := range map[string]bool{
+		"worker-1": true, "\u65e5\x1b[2J": true, strings.Repeat("x", pyruntime.MaxName): true,
+		strings.Repeat("x", pyruntime.MaxName+1): false, "\xff": false,
+	} {
+		rp := &report.Process{Threads: []report.Thread{{TID: 1}, {TID: 2}}}
+		err := joinRuntime(rp, answer(name), "python")
+		if (err == nil) != ok {
+			t.Errorf("name %q: %v", name, err)
+		}
+		if ok && (rp.Threads[0].PythonName != "MainThread" || rp.Threads[1].PythonName != name) {
+			t.Errorf("name %q: taken as %q, %q", name, rp.Threads[0].PythonName, rp.Threads[1].PythonName)
+		}
+		if !ok && rp.Threads[1].PythonName != "" {
+			t.Errorf("name %q taken", name)
+		}
 	}
 }

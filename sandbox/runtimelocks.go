@@ -104,7 +104,7 @@ func joinRuntimeLocks(rp *report.Process, at []int, up *upMsg, tasks map[int]boo
 	}
 	names := make(map[int]string, len(rp.Threads))
 	for i := range rp.Threads {
-		names[rp.Threads[i].TID] = rp.Threads[i].Name
+		names[rp.Threads[i].TID] = rp.Threads[i].ShownName(rp.Comm)
 	}
 	for k, w := range got {
 		if w == nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,6 +39,7 @@ func pythons() []struct{ name, path string } {
 type scenes struct {
 	Threads map[string][][4]any `json:"threads"` // [name, qualname, file, line], innermost first
 	Names   map[string]int      `json:"names"`
+	PyNames map[string]string   `json:"pynames"` // threading names by native thread id
 	Version string              `json:"version"`
 }
 
@@ -69,7 +71,10 @@ func pyFrames(th jThread) []string {
 // TestPythonFrames dumps scenes.py under every CPython here and compares
 // each thread's Python frames, frame by frame with lines, with what the
 // program printed of itself (sys._current_frames()), checks that the one
-// thread running Python holds the GIL, and checks where the frames sit
+// thread running Python holds the GIL, that each thread's python_name is
+// its threading name (MainThread, non-ASCII ones, one with a control
+// character, one renamed once started) and the text's header says it,
+// and checks where the frames sit
 // among the native frames: each run inside an eval frame, and
 // the ctypes callback's frames inside qsort, inside sort_with_callback.
 func TestPythonFrames(t *testing.T) {
@@ -93,8 +98,22 @@ func TestPythonFrames(t *testing.T) {
 			if p.Runtime == nil || p.Runtime.Name != "python" || p.Runtime.Version != sc.Version {
 				t.Errorf("runtime %+v, want python %s", p.Runtime, sc.Version)
 			}
+			// The text's headers: the threading name beside the
+			// system's, a control character in it escaped.
+			text := dumpText(t, "-p", strconv.Itoa(tg.PID))
+			for _, want := range []string{`python "worker-1"`, `python "MainThread"`, `python "esc\x1b[2J\abell"`, `python "renamed"`} {
+				if !regexp.MustCompile(`\nThread \d+ "[^"\n]*" \(state [^,]+, ` + regexp.QuoteMeta(want)).MatchString(text) {
+					t.Errorf("no thread's header says %s:\n%s", want, text)
+				}
+			}
+			if strings.Contains(text, "\x1b") {
+				t.Errorf("the text holds an escape character")
+			}
 			off := dumpJSON(t, "--no-python", "-p", strconv.Itoa(tg.PID))
 			for _, th := range off.Threads {
+				if th.PythonName != "" {
+					t.Errorf("--no-python: thread %d has Python name %q", th.TID, th.PythonName)
+				}
 				if n := len(pyFrames(th)); n > 0 {
 					t.Errorf("--no-python: thread %d has %d Python frames", th.TID, n)
 				}
@@ -109,6 +128,15 @@ func checkScenes(p jProc, sc scenes) (bad []string) {
 	byTID := map[int]jThread{}
 	for _, th := range p.Threads {
 		byTID[th.TID] = th
+	}
+	if len(sc.PyNames) < 2 {
+		bad = append(bad, fmt.Sprintf("scenes.py printed %d threading names", len(sc.PyNames)))
+	}
+	for tid, name := range sc.PyNames {
+		id, _ := strconv.Atoi(tid)
+		if th, ok := byTID[id]; !ok || th.PythonName != name {
+			bad = append(bad, fmt.Sprintf("thread %s: Python name %q, want %q", tid, th.PythonName, name))
+		}
 	}
 	for name, tid := range sc.Names {
 		th, ok := byTID[tid]
@@ -357,7 +385,6 @@ func TestPythonLockWaits(t *testing.T) {
 			}
 			p := dumpJSON(t, "-p", strconv.Itoa(tg.PID))
 			out, _, _ := runSS(t, "dump", "-p", strconv.Itoa(tg.PID))
-			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tg.PID))
 			for name, w := range want {
 				th := jThread{}
 				for _, x := range p.Threads {
@@ -374,7 +401,9 @@ func TestPythonLockWaits(t *testing.T) {
 				line := fmt.Sprintf("    --- waiting for Python lock %s (%s) ---\n", deref(wf.Address), strings.TrimPrefix(w, wf.Kind+": "))
 				if wf.OwnerTID != nil {
 					got = fmt.Sprintf("%s: %s: held by %d", wf.Kind, wf.Class, *wf.OwnerTID)
-					line = fmt.Sprintf("    --- waiting for Python lock %#x (threading.RLock held by thread %d %q) ---\n", ids["rlock_id"], tg.PID, strings.TrimSpace(string(comm)))
+					// (the owner, the main thread, named by its threading
+					// name: its system name is only the process's)
+					line = fmt.Sprintf("    --- waiting for Python lock %#x (threading.RLock held by thread %d \"MainThread\") ---\n", ids["rlock_id"], tg.PID)
 				}
 				if got != w {
 					t.Errorf("%s (thread %d): waiting for\n  %s\nwant\n  %s", name, ids[name], got, w)

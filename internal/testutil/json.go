@@ -66,6 +66,8 @@ type DumpThread struct {
 	Error   *string     `json:"error"`
 	Stop    string      `json:"stop"`
 	GIL     bool        `json:"gil"`
+	// A CPython thread's threading name.
+	PythonName string `json:"python_name"`
 	// The diagnosis of the thread.
 	WaitingFor *WaitingFor `json:"waiting_for"`
 	Progress   string      `json:"progress"`

@@ -4,6 +4,10 @@
 # threading.get_native_id()): per native thread id, the frames innermost
 # first, each [co_name, co_qualname or co_name, co_filename, f_lineno].
 # The thread named "busy" runs a pure-Python loop: its line moves.
+# "pynames" is each thread's threading name by native thread id
+# (threading.enumerate()): threads are named as a program names them,
+# with non-ASCII names, a control character, and one renamed after its
+# start.
 import ctypes, json, socket, sys, threading, time
 
 started = {}
@@ -137,8 +141,10 @@ def reporter(main_ident):
     want = {str(tid): describe(frames[tid]) for tid in names.values()}
     if "subinterp" in names:
         want[str(names["subinterp"])][:0] = SUB_FRAMES
+    # (this thread ends once it has printed: not named)
+    pynames = {str(t.native_id): t.name for t in threading.enumerate() if t is not threading.current_thread()}
     print("ready " + json.dumps({"threads": want, "names": {k: v for k, v in names.items()},
-                                 "version": sys.version.split()[0]}), flush=True)
+                                 "pynames": pynames, "version": sys.version.split()[0]}), flush=True)
 
 
 def main_idle():
@@ -151,11 +157,18 @@ def main():
                (recurse, (500,)), (sort_with_callback, ()), (Holder().wait_here, ())]
     if sys.version_info >= (3, 12):
         targets.append((subinterp, ()))
-    for fn, args in targets:
-        threading.Thread(target=fn, args=args, daemon=True).start()
+    # (the names: plain, numbered, non-ASCII, with an escape sequence and
+    # a bell, the default "Thread-N (fn)", one renamed once started)
+    names = ["worker-1", "worker-2", None, "na\u00efve-\u65e5\u672c", "esc\x1b[2J\x07bell", "to-rename", None, "Holder.wait"]
+    threads = []
+    for i, (fn, args) in enumerate(targets):
+        t = threading.Thread(target=fn, args=args, daemon=True, name=names[i] if i < len(names) else None)
+        t.start()
+        threads.append(t)
     while len(started) < len(targets):
         time.sleep(0.01)
-    threading.Thread(target=reporter, args=(threading.main_thread().ident,), daemon=True).start()
+    threads[5].name = "renamed"
+    threading.Thread(target=reporter, args=(threading.main_thread().ident,), daemon=True, name="reporter").start()
     main_idle()
 
 
