@@ -186,7 +186,7 @@ func FuzzFileBuildID(f *testing.F) {
 		if len(patch) > 256 || len(seeds) == 0 {
 			return
 		}
-		data = patched(data, seeds[int(which)%len(seeds)], off, patch)
+		data = testutil.Patched(data, seeds[int(which)%len(seeds)], off, patch)
 		id, err := FileBuildID(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			return

@@ -82,7 +82,7 @@ func FuzzSymbolizeELF(f *testing.F) {
 		if len(patch) > 256 {
 			return
 		}
-		work = patched(work, bombs[names[int(which)%len(names)]], off, patch)
+		work = testutil.Patched(work, bombs[names[int(which)%len(names)]], off, patch)
 		symbolizeUnderCeiling(t, dir, work)
 	})
 }

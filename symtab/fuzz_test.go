@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"stackshot/internal/testutil"
 )
 
 // fuzzSeedBinaries adds the test targets (built at fuzz start when the
@@ -60,7 +62,7 @@ func exercise(m *Module) {
 // FuzzELF feeds ELF images as arbitrary bytes: headers, notes, symbol
 // tables, MiniDebugInfo, DWARF, pclntab and the build id from "memory".
 // An input is a patch of at most 256 bytes written over one of the seed
-// binaries (which) at offset off (patched): whole binaries as inputs, a
+// binaries (which) at offset off (testutil.Patched): whole binaries as inputs, a
 // few KiB each, left the fuzzer minimising for most of its time (15
 // counted executions in 10 s).
 func FuzzELF(f *testing.F) {
@@ -70,7 +72,7 @@ func FuzzELF(f *testing.F) {
 		if len(patch) > 256 || len(seeds) == 0 {
 			return
 		}
-		work = patched(work, seeds[int(which)%len(seeds)], off, patch)
+		work = testutil.Patched(work, seeds[int(which)%len(seeds)], off, patch)
 		BuildIDFromMemory(bytes.NewReader(work), 0)
 		s := New(Options{})
 		m, err := s.ModuleFromImage(work, "fuzz")
@@ -96,15 +98,6 @@ func fuzzSeedImages(f *testing.F) [][]byte {
 		f.Add(uint8(i), uint32(0x40), bytes.Clone(b[0x40:0x80]))
 	}
 	return seeds
-}
-
-// patched is seed with patch written at off (modulo its length; past its
-// end, longer), in work's memory.
-func patched(work, seed []byte, off uint32, patch []byte) []byte {
-	work = append(work[:0], seed...)
-	at := int(off % uint32(len(work)))
-	n := copy(work[at:], patch)
-	return append(work, patch[n:]...)
 }
 
 // FuzzLines feeds arbitrary DWARF sections (abbrev, info, line, str,
