@@ -12,6 +12,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"stackshot/internal/testutil"
 	"stackshot/report"
 )
 
@@ -315,21 +316,26 @@ func TestImageGarbage(t *testing.T) {
 	}
 }
 
-// FuzzThreads (seeds in testdata/fuzz/FuzzThreads: the images below):
-// whatever the process's memory holds, reading its threads and their
-// threading names ends, without a panic, with bounded frames and names. The first byte picks the
-// release's layout; the rest is the image.
+// FuzzThreads (seeds in testdata/fuzz/FuzzThreads): whatever the
+// process's memory holds, reading its threads and their threading names
+// ends, without a panic, with bounded frames and names. An input is a
+// patch of at most 256 bytes written over one release's image (which) at
+// offset off (testutil.Patched): whole images as inputs, 14 KiB each,
+// left the fuzzer minimising (no execution counted in 15 s).
 func FuzzThreads(f *testing.F) {
+	imgs := make([][]byte, len(layouts))
 	for i := range layouts {
 		l := &layouts[i]
-		f.Add(append([]byte{byte(i)}, buildImage(l, tableFor(l.Minor), 8, 2)...))
+		imgs[i] = buildImage(l, tableFor(l.Minor), 8, 2)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < 1 || len(data) > 1<<16 {
+	var work []byte
+	f.Fuzz(func(t *testing.T, which uint8, off uint32, patch []byte) {
+		if len(patch) > 256 {
 			return
 		}
-		l := &layouts[int(data[0])%len(layouts)]
-		rt := imageRuntime(image(data[1:]), l)
+		i := int(which) % len(layouts)
+		work = testutil.Patched(work, imgs[i], off, patch)
+		rt := imageRuntime(image(work), &layouts[i])
 		ths, _ := rt.Threads()
 		rt.Names(ths)
 		for i := range ths {
@@ -345,21 +351,45 @@ func FuzzThreads(f *testing.F) {
 	})
 }
 
+// imageSeeds are FuzzThreads' seeds for release layouts[i]: its image as
+// built, and each structure the reader follows rewritten with itself (the
+// fuzzer's mutations of these patches land where the reader looks).
+func imageSeeds(i int) (offs []uint32, patches [][]byte) {
+	l := &layouts[i]
+	m := buildImage(l, tableFor(l.Minor), 8, 2)
+	offs, patches = append(offs, 0), append(patches, []byte{})
+	for _, at := range []uint64{imgRuntime, imgInterp, imgTstate, imgCFrame, imgFrame1, imgFrame2, imgCode,
+		imgName, imgTable, imgModules, imgGlobals, imgActive, imgAttrs, imgThread - 0x20, imgLong, imgClass} {
+		o := at - imgBase
+		n := min(uint64(64), uint64(len(m))-o)
+		offs, patches = append(offs, uint32(o)), append(patches, append([]byte(nil), m[o:o+n]...))
+	}
+	return offs, patches
+}
+
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite the committed fuzz seeds in testdata/fuzz")
 
-// TestUpdateImageSeeds rewrites testdata/fuzz/FuzzThreads/image-3.X (each
-// release's image, its threading name's objects included) when run with
-// -update-seeds.
+// TestUpdateImageSeeds rewrites testdata/fuzz/FuzzThreads (imageSeeds of
+// each release) when run with -update-seeds.
 func TestUpdateImageSeeds(t *testing.T) {
 	if !*updateSeeds {
 		t.Skip("rewrites the seed corpus only with -update-seeds")
 	}
+	dir := filepath.Join("testdata", "fuzz", "FuzzThreads")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for i := range layouts {
-		l := &layouts[i]
-		data := append([]byte{byte(i)}, buildImage(l, tableFor(l.Minor), 8, 2)...)
-		b := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(data)))
-		if err := os.WriteFile(filepath.Join("testdata", "fuzz", "FuzzThreads", fmt.Sprintf("image-3.%d", l.Minor)), []byte(b), 0o644); err != nil {
-			t.Fatal(err)
+		offs, patches := imageSeeds(i)
+		for k := range offs {
+			b := fmt.Sprintf("go test fuzz v1\nuint8(%d)\nuint32(%d)\n[]byte(%s)\n", i, offs[k], strconv.Quote(string(patches[k])))
+			name := fmt.Sprintf("image-3.%d-%04x", layouts[i].Minor, offs[k])
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
