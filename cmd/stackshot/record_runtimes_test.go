@@ -21,7 +21,10 @@ func recordPython(t *testing.T, pid int, env string, args ...string) (folded, st
 	t.Helper()
 	parsed := filepath.Join(t.TempDir(), "inprocess")
 	out := filepath.Join(t.TempDir(), "p.folded")
-	args = append([]string{"record", "-F", "99", "-d", "3s", "--no-cache", "-o", out}, args...)
+	// Long enough for the target to run 2.5 s of CPU (3 s when idle, at
+	// most 15 s): its shares need a few hundred samples on a loaded machine too.
+	d := testutil.WallFor(pid, 2500*time.Millisecond, 3*time.Second, 15*time.Second)
+	args = append([]string{"record", "-F", "99", "-d", d.String(), "--no-cache", "-o", out}, args...)
 	cmd := exec.Command(hookedBin(t), append(args, fmt.Sprint(pid))...)
 	cmd.Env = append(os.Environ(), "STACKSHOT_SANDBOX=", env, "STACKSHOT_TEST_INPROCESS_LOG="+parsed)
 	var se strings.Builder

@@ -74,7 +74,11 @@ func checkShare(t *testing.T, what string, a, b int64) {
 func TestRecordFoldedShares(t *testing.T) {
 	tg := testutil.Start(t, buildHot(t))
 	out := filepath.Join(t.TempDir(), "p.folded")
-	_, errOut, code := runSS(t, "record", "-v", "-F", "199", "-d", "3s", "-o", out, fmt.Sprint(tg.PID))
+	// Long enough for 2 s of the worker's CPU on a loaded machine too.
+	d := testutil.WallFor(tg.PID, 2*time.Second, 3*time.Second, 15*time.Second)
+	cpu0 := testutil.ProcessCPU(tg.PID)
+	_, errOut, code := runSS(t, "record", "-v", "-F", "199", "-d", d.String(), "-o", out, fmt.Sprint(tg.PID))
+	cpu := testutil.ProcessCPU(tg.PID) - cpu0
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -84,10 +88,11 @@ func TestRecordFoldedShares(t *testing.T) {
 	}
 	got, total := foldedShares(t, string(b), "hot_a", "hot_b")
 	checkShare(t, "folded", got["hot_a"], got["hot_b"])
-	// On-CPU samples only: the worker, about one sample per tick (the
-	// main thread sits in read and is left out, as the summary says).
-	if total < 200 {
-		t.Errorf("only %d samples in 3s at 199 Hz of the running thread", total)
+	// On-CPU samples only: the worker, about one sample per 1/199 s of
+	// its CPU time (the main thread sits in read and is left out, as the
+	// summary says).
+	if want := cpu.Seconds() * 199; float64(total) < 0.6*want {
+		t.Errorf("only %d samples in %v at 199 Hz of a thread that ran %v (%.0f expected)", total, d, cpu, want)
 	}
 	for _, want := range []string{"ticks", "Hz", "on-CPU samples", "left out (--idle keeps them)"} {
 		if !strings.Contains(errOut, want) {

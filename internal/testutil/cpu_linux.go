@@ -79,3 +79,31 @@ func PinRunning(t testing.TB, pid int, comm string, cpu int) int {
 	t.Fatalf("thread %s of %d did not run on CPU %d", comm, pid, cpu)
 	return 0
 }
+
+// ProcessCPU is the CPU time all of pid's threads have had so far (their
+// schedstat), 0 for a process that is gone.
+func ProcessCPU(pid int) time.Duration {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var ns uint64
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			ns += cpuNS(pid, tid)
+		}
+	}
+	return time.Duration(ns)
+}
+
+// WallFor is how long to record pid for its threads to have about cpu of
+// CPU time between them, at the rate they ran over a probe of 300 ms: a
+// loaded machine gives a spinning target less of a CPU, and a recording
+// of fixed length then fewer samples. Within [least, most], in tenths of
+// a second (a -d value).
+func WallFor(pid int, cpu, least, most time.Duration) time.Duration {
+	c0, t0 := ProcessCPU(pid), time.Now()
+	time.Sleep(300 * time.Millisecond)
+	d := most
+	if rate := float64(ProcessCPU(pid)-c0) / float64(time.Since(t0)); rate > 0 {
+		d = time.Duration(float64(cpu) / rate)
+	}
+	return min(max(d, least), most).Round(100 * time.Millisecond)
+}
