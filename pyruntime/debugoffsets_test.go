@@ -2,7 +2,13 @@ package pyruntime
 
 import (
 	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
+
+	"stackshot/internal/testutil"
 )
 
 // debugImage is the image of a 3.13 process (buildImage) whose _PyRuntime
@@ -67,23 +73,62 @@ func TestDebugLayout(t *testing.T) {
 
 // FuzzDebugOffsets (seeds in testdata/fuzz/FuzzDebugOffsets): whatever
 // _PyRuntime's first bytes hold, the offsets believed never make the
-// reader read past what it fetched of an object: reading the threads by
-// them ends without a panic.
+// reader read past what it fetched of an object: reading the threads and
+// their names by them ends without a panic. An input is a patch of at
+// most 256 bytes over the image (testutil.Patched): the whole image as the
+// input ran at one execution a second.
 func FuzzDebugOffsets(f *testing.F) {
-	f.Add(debugImage(layoutFor(13)))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 1<<16 {
+	img := debugImage(layoutFor(13))
+	var work []byte
+	f.Fuzz(func(t *testing.T, off uint32, patch []byte) {
+		if len(patch) > 256 {
 			return
 		}
-		l, ok, err := debugLayout(image(data), imgRuntime, 0, layoutFor(13))
+		work = testutil.Patched(work, img, off, patch)
+		l, ok, err := debugLayout(image(work), imgRuntime, 0, layoutFor(13))
 		if !ok || err != nil {
 			return
 		}
-		ths, _ := imageRuntime(image(data), l).Threads()
+		rt := imageRuntime(image(work), l)
+		ths, _ := rt.Threads()
+		rt.Names(ths)
 		for i := range ths {
-			if len(ths[i].Frames) > MaxFrames {
-				t.Fatalf("%d frames", len(ths[i].Frames))
+			if len(ths[i].Frames) > MaxFrames || len(ths[i].Name) > MaxName {
+				t.Fatalf("%d frames, name %q", len(ths[i].Frames), ths[i].Name)
 			}
 		}
 	})
+}
+
+// TestUpdateDebugOffsetsSeeds rewrites testdata/fuzz/FuzzDebugOffsets when
+// run with -update-seeds: the image as built, and its _Py_DebugOffsets
+// rewritten with themselves, 256 bytes at a time.
+func TestUpdateDebugOffsetsSeeds(t *testing.T) {
+	if !*updateSeeds {
+		t.Skip("rewrites the seed corpus only with -update-seeds")
+	}
+	dir := filepath.Join("testdata", "fuzz", "FuzzDebugOffsets")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img := debugImage(layoutFor(13))
+	n := binary.Size(debugOffsets{})
+	for o := -256; o < n; o += 256 {
+		var patch []byte
+		at := max(o, 0)
+		if o >= 0 {
+			patch = img[imgRuntime-imgBase+o : imgRuntime-imgBase+min(o+256, n)]
+		}
+		b := fmt.Sprintf("go test fuzz v1\nuint32(%d)\n[]byte(%s)\n", imgRuntime-imgBase+at, strconv.Quote(string(patch)))
+		name := fmt.Sprintf("offsets-%04x", at)
+		if o < 0 {
+			name = "image"
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -444,7 +444,9 @@ func (r *reader) splitGet(dk, dv uint64, name string) (uint64, error) {
 // long reads the int object at addr: a non-negative one of 64 bits.
 func (r *reader) long(addr uint64) (uint64, error) {
 	l := r.l
-	b, err := r.read(addr, l.LongDigits+4*maxLongDigits)
+	// (Every member inside what is read: a 3.13 runtime's own offsets
+	// put them where it says.)
+	b, err := r.read(addr, max(l.LongDigits+4*maxLongDigits, l.ObType+8, l.LongTag+8, l.VarSize+8))
 	if err != nil {
 		return 0, err
 	}

@@ -79,6 +79,9 @@ func (r *reader) read(addr uint64, n int) ([]byte, error) {
 	if addr == 0 {
 		return nil, errZero
 	}
+	if n < 0 || n > len(r.buf) { // (a 3.13 runtime's own offsets can ask for it)
+		return nil, fmt.Errorf("reading %#x: %d bytes, more than an object's %d", addr, n, len(r.buf))
+	}
 	b := r.buf[:n]
 	if _, err := r.rt.Mem.ReadAt(b, int64(addr)); err != nil {
 		return nil, fmt.Errorf("reading %#x: %w", addr, err)
