@@ -107,13 +107,7 @@ func TestUpdateDebugOffsetsSeeds(t *testing.T) {
 	if !*updateSeeds {
 		t.Skip("rewrites the seed corpus only with -update-seeds")
 	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzDebugOffsets")
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := seedDir(t, "FuzzDebugOffsets")
 	img := debugImage(layoutFor(13))
 	n := binary.Size(debugOffsets{})
 	for o := -256; o < n; o += 256 {

@@ -369,19 +369,23 @@ func imageSeeds(i int) (offs []uint32, patches [][]byte) {
 
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite the committed fuzz seeds in testdata/fuzz")
 
+// seedDir is fuzz target name's seed corpus, made if missing. The seeds an
+// update writes are overwritten; the others (inputs that once failed) stay.
+func seedDir(t *testing.T, name string) string {
+	dir := filepath.Join("testdata", "fuzz", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestUpdateImageSeeds rewrites testdata/fuzz/FuzzThreads (imageSeeds of
 // each release) when run with -update-seeds.
 func TestUpdateImageSeeds(t *testing.T) {
 	if !*updateSeeds {
 		t.Skip("rewrites the seed corpus only with -update-seeds")
 	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzThreads")
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := seedDir(t, "FuzzThreads")
 	for i := range layouts {
 		offs, patches := imageSeeds(i)
 		for k := range offs {

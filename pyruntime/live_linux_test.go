@@ -18,10 +18,9 @@ import (
 	"stackshot/ptrace"
 )
 
-// BenchmarkLiveThreads: what reading a 50-thread CPython 3.11 process's
-// Python frames costs (each thread 10 calls deep, in time.sleep), the
-// part of a dump --no-python leaves out besides the placing.
-func BenchmarkLiveThreads(b *testing.B) {
+// openMany opens the Python runtime of many.py, 50 threads 10 calls deep
+// in time.sleep, under Debian's CPython 3.11.
+func openMany(b *testing.B) *Runtime {
 	py := testutil.Need(b, "/usr/bin/python3.11")
 	tg := testutil.Start(b, py, testutil.Testdata("python", "many.py"), "50")
 	maps, err := procmaps.ReadMaps(tg.PID)
@@ -32,6 +31,14 @@ func BenchmarkLiveThreads(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return rt
+}
+
+// BenchmarkLiveThreads: what reading a 50-thread CPython 3.11 process's
+// Python frames costs (each thread 10 calls deep, in time.sleep), the
+// part of a dump --no-python leaves out besides the placing.
+func BenchmarkLiveThreads(b *testing.B) {
+	rt := openMany(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		ths, err := rt.Threads()
@@ -45,16 +52,7 @@ func BenchmarkLiveThreads(b *testing.B) {
 // 50-thread process costs (sys.modules, threading._active and 50 Thread
 // objects' attributes), beside BenchmarkLiveThreads' frames.
 func BenchmarkLiveNames(b *testing.B) {
-	py := testutil.Need(b, "/usr/bin/python3.11")
-	tg := testutil.Start(b, py, testutil.Testdata("python", "many.py"), "50")
-	maps, err := procmaps.ReadMaps(tg.PID)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rt, err := OpenLive(tg.PID, Candidates(py, maps, nil), ptrace.MemReader{PID: tg.PID})
-	if err != nil {
-		b.Fatal(err)
-	}
+	rt := openMany(b)
 	ths, err := rt.Threads()
 	if err != nil {
 		b.Fatal(err)
