@@ -161,20 +161,29 @@ func cutName(s string) string {
 // dict reads the dict object at addr: its live entries' keys and values,
 // in order.
 func (r *reader) dict(addr uint64) (keys, values []uint64, err error) {
-	l := r.l
-	b, err := r.read(addr, max(l.ObType, l.DictKeys, l.DictValues)+8)
+	dk, dv, err := r.dictHeader(addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	le := binary.LittleEndian
-	if le.Uint64(b[l.ObType:]) != r.rt.dictType {
-		return nil, nil, fmt.Errorf("%#x is not a dict", addr)
-	}
-	dk, dv := le.Uint64(b[l.DictKeys:]), le.Uint64(b[l.DictValues:])
 	if dv != 0 {
-		dv += uint64(l.ValuesValues)
+		dv += uint64(r.l.ValuesValues)
 	}
 	return r.entries(dk, dv)
+}
+
+// dictHeader reads the dict object at addr: its keys object and its
+// values (a split table's; 0 for a combined one).
+func (r *reader) dictHeader(addr uint64) (dk, dv uint64, err error) {
+	l := r.l
+	b, err := r.read(addr, max(l.ObType, l.DictKeys, l.DictValues)+8)
+	if err != nil {
+		return 0, 0, err
+	}
+	le := binary.LittleEndian
+	if le.Uint64(b[l.ObType:]) != r.rt.dictType {
+		return 0, 0, fmt.Errorf("%#x is not a dict", addr)
+	}
+	return le.Uint64(b[l.DictKeys:]), le.Uint64(b[l.DictValues:]), nil
 }
 
 // entries reads the dict keys object dk: its live entries' keys and
@@ -256,19 +265,14 @@ func (r *reader) dictGet(addr uint64, name string) (uint64, error) {
 	if addr == 0 {
 		return 0, errNotFound
 	}
-	l := r.l
-	b, err := r.read(addr, max(l.ObType, l.DictKeys, l.DictValues)+8)
+	dk, dv, err := r.dictHeader(addr)
 	if err != nil {
 		return 0, err
 	}
-	le := binary.LittleEndian
-	if le.Uint64(b[l.ObType:]) != r.rt.dictType {
-		return 0, fmt.Errorf("%#x is not a dict", addr)
+	if dv != 0 {
+		return r.splitGet(dk, dv+uint64(r.l.ValuesValues), name)
 	}
-	if dk, dv := le.Uint64(b[l.DictKeys:]), le.Uint64(b[l.DictValues:]); dv != 0 {
-		return r.splitGet(dk, dv+uint64(l.ValuesValues), name)
-	}
-	keys, values, err := r.dict(addr)
+	keys, values, err := r.entries(dk, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -10,9 +10,8 @@ import (
 // ReadInto opens a process's interpreter (open: OpenLive in-process, Open
 // on the files handed to the sandboxed child) and merges its threads'
 // Python frames and threading names into rp (Merge), naming the runtime;
-// what could not be
-// read is a warning in rp. notPython: the process runs no CPython (rp is
-// left as it is). rt is nil when no frames were read.
+// what could not be read is a warning in rp. notPython: the process runs
+// no CPython (rp is left as it is). rt is nil when no frames were read.
 func ReadInto(rp *report.Process, open func() (*Runtime, error)) (rt *Runtime, threads []Thread, notPython bool) {
 	rt, err := open()
 	var unknown *UnknownVersionError

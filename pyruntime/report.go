@@ -92,9 +92,9 @@ func appendFrames(out []report.Frame, fs []Frame) []report.Frame {
 
 // Merge puts each Python thread's frames and threading name (Names) into
 // the thread of rp it runs on (matched by native thread id, see
-// MatchTIDs), and says in rp's warnings
-// what could not be: frames that did not check out, threads that kept
-// running while read, Python and native stacks that did not match.
+// MatchTIDs), and says in rp's warnings what could not be: frames that
+// did not check out, threads that kept running while read, Python and
+// native stacks that did not match.
 func Merge(rp *report.Process, rt *Runtime, threads []Thread) {
 	tids := map[int]bool{}
 	for i := range rp.Threads {
